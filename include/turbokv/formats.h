@@ -1,0 +1,95 @@
+// turbokv — the one home of every encoded layout.
+//
+// A codec encodes a block of n tokens of one KV head (a whole sequence, or one
+// page of a paged cache) into one buffer with two sections:
+//
+//   [ codes:   n * code_bytes bytes, token-major: token t at t * code_bytes ]
+//   [ scalars: fp16 values, little-endian, starting at byte n * code_bytes   ]
+//
+// Inside a token's code bytes, packed codes use the LSB-first stream of
+// turbokv/pack.h. Per-token scalars are token-major (token t's s-th scalar is
+// scalar t * num_scalars + s). KIVI keys hold per-group scalars instead (see
+// below). Nothing here depends on SIMD width or GPU tile shape.
+//
+// Per method (d = head_dim, m = sketch rows, b = bits):
+//   tq-mse  b in 1..4:   codes packed(d, b) of the rotated unit vector;   scalars [||x||]
+//   tq-mse  b + 0.5:     [outlier part: packed(d_o, b+1)][rest: packed(d - d_o, b)],
+//                        d_o = d/2 channels chosen at calibration;        scalars [||x_o||, ||x_rest||]
+//   tq-prod b in 1..4:   [MSE codes packed(d, b-1)][QJL signs packed(m, 1)]; scalars [||x||, gamma]
+//                        gamma = ||u - u_mse|| of the unit vector's residual
+//   qjl:                 signs packed(m, 1), bit 1 = (S k)_i >= 0;        scalars [||x||]
+//   rvq     b in 1..4:   [stage 1 packed(d, b)][stage 2 packed(d, b)];    scalars [||x||]
+//   pvq:                 packed(d/g, c) sub-vector codes (g, c from bits); no scalars
+//   polar   b in 2..4:   [level-1 angles packed(d/2, b)][levels 2..4 angles packed(7d/16, max(1, b-2))],
+//                        angles level by level, ascending index;        scalars: d/16 level-4 radii
+//   kivi keys:           codes packed(d, b); scalars per group of G tokens, group-major:
+//                        [channel][min, scale] for each of ceil(n/G) groups (last may be partial)
+//   kivi values:         codes packed(d, b); scalars [group][min, scale] for d/G channel groups
+//   fp8:                 d bytes e4m3 (OCP E4M3FN);                        scalars [scale = max|x|/448]
+//   fp16:                d * 2 bytes fp16;                                no scalars
+//
+// Arithmetic that the bytes depend on is fixed here too, so fast paths can
+// match the reference bit for bit (codes must be identical):
+//   - sum of squares: 8 interleaved fp32 lanes, acc[i % 8] = fma(x_i, x_i, acc[i % 8])
+//     for ascending i, then ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7));
+//     norm = sqrtf(sum); the unit coordinate is y_i * (1.0f / norm).
+//   - the rotation (turbokv/rotation.h) and sketch rows: fma chains in ascending index.
+//   - nearest centroid: the number of fp32 midpoints strictly below the value.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "turbokv/half.h"
+#include "turbokv/pack.h"
+
+namespace turbokv {
+
+/// Per-token layout of a codec's block: code bytes and fp16 scalars per token.
+struct TokenLayout {
+  std::size_t code_bytes = 0;
+  std::size_t num_scalars = 0;
+
+  /// Start of token t's code bytes.
+  TURBOKV_HD const std::uint8_t* codes(const std::uint8_t* block, std::size_t t) const {
+    return block + t * code_bytes;
+  }
+  TURBOKV_HD std::uint8_t* codes(std::uint8_t* block, std::size_t t) const { return block + t * code_bytes; }
+  /// Scalar s of token t in a block of n tokens, as fp32.
+  TURBOKV_HD float scalar(const std::uint8_t* block, std::size_t n, std::size_t t, std::size_t s) const {
+    const std::uint8_t* p = block + n * code_bytes + (t * num_scalars + s) * 2;
+    return half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8)));
+  }
+  /// Stores scalar s of token t (rounded to fp16) and returns the rounded value.
+  TURBOKV_HD float set_scalar(std::uint8_t* block, std::size_t n, std::size_t t, std::size_t s, float v) const {
+    const std::uint16_t h = float_to_half(v);
+    std::uint8_t* p = block + n * code_bytes + (t * num_scalars + s) * 2;
+    p[0] = static_cast<std::uint8_t>(h & 0xff);
+    p[1] = static_cast<std::uint8_t>(h >> 8);
+    return half_to_float(h);
+  }
+  /// Bytes of a block of n tokens.
+  TURBOKV_HD std::size_t block_bytes(std::size_t n) const { return n * (code_bytes + 2 * num_scalars); }
+};
+
+/// Reads/writes a little-endian fp16 at p.
+TURBOKV_HD float load_half(const std::uint8_t* p) {
+  return half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8)));
+}
+TURBOKV_HD float store_half(std::uint8_t* p, float v) {
+  const std::uint16_t h = float_to_half(v);
+  p[0] = static_cast<std::uint8_t>(h & 0xff);
+  p[1] = static_cast<std::uint8_t>(h >> 8);
+  return half_to_float(h);
+}
+
+/// Sum of squares in the order the format fixes (see above). x: size n.
+TURBOKV_HD float sumsq_spec(const float* x, std::size_t n) {
+  float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (std::size_t i = 0; i < n; ++i) a[i & 7] = std::fma(x[i], x[i], a[i & 7]);
+  return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+}  // namespace turbokv

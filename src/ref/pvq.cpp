@@ -1,0 +1,204 @@
+// Product VQ with smoothing and Hadamard (VecInfer-style).
+//
+// Calibration (on x[n, d]): smoothing lambda_j = sqrt(max_t |x_tj|) per channel
+// (1 where the channel is all zero), z_t = Pi (x_t / lambda) with the
+// randomized Hadamard Pi, then for each sub-vector s (g consecutive rotated
+// coordinates) a k-means codebook C_s of K = 2^c centroids (k-means++ seeding
+// from Rng(seed + s), `kmeans_iters` Lloyd iterations, empty clusters keep
+// their centroid). lambda and C are stored in fp16 and counted in side_bytes().
+//
+//   encode: code_s = argmin_k ||z_s - C_s[k]||^2 (ties -> lowest k)
+//   decode: x_hat = lambda * Pi^T concat_s C_s[code_s]
+//   score:  q' = Pi (lambda * q), LUT_s[k] = <q'_s, C_s[k]>, <q, x_hat> = sum_s LUT_s[code_s]
+//
+// bits -> (g, c): 1 -> (8, 8), 2 -> (4, 8), 3 -> (2, 6), 4 -> (2, 8): c/g bits per coordinate.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "internal.h"
+#include "turbokv/error.h"
+#include "turbokv/rng.h"
+
+namespace turbokv::ref {
+namespace {
+
+class Pvq final : public Codec {
+ public:
+  explicit Pvq(const CodecConfig& cfg) : Codec(cfg), rot_(cfg.head_dim, RotationKind::kHadamard, cfg.seed) {
+    static const int g_of[] = {0, 8, 4, 2, 2}, c_of[] = {0, 8, 8, 6, 8};
+    g_ = g_of[int_bits(cfg)];
+    c_ = c_of[int_bits(cfg)];
+    k_ = 1 << c_;
+    nsub_ = cfg.head_dim / g_;
+    layout_ = TokenLayout{packed_bytes(static_cast<std::size_t>(nsub_), c_), 0};
+    lambda_.assign(static_cast<std::size_t>(cfg.head_dim), 1.0f);
+    cent_.assign(static_cast<std::size_t>(nsub_) * k_ * g_, 0.0f);
+  }
+  bool needs_calibration() const override { return true; }
+  std::size_t encoded_bytes(std::size_t n) const override { return layout_.block_bytes(n); }
+  std::size_t side_bytes() const override { return 2 * (lambda_.size() + cent_.size()); }
+  std::size_t query_state_size() const override { return static_cast<std::size_t>(nsub_) * k_; }
+
+ protected:
+  void smooth_rotate(const float* x, float* z) const {
+    std::vector<float> xs(static_cast<std::size_t>(head_dim()));
+    for (int j = 0; j < head_dim(); ++j) xs[static_cast<std::size_t>(j)] = x[j] / lambda_[static_cast<std::size_t>(j)];
+    rot_.forward(xs.data(), z);
+  }
+  const float* centroid(int s, int k) const { return &cent_[(static_cast<std::size_t>(s) * k_ + k) * g_]; }
+  float dist(const float* a, const float* b) const {
+    float acc = 0;
+    for (int i = 0; i < g_; ++i) {
+      const float e = a[i] - b[i];
+      acc = std::fma(e, e, acc);
+    }
+    return acc;
+  }
+  int nearest(int s, const float* z) const {
+    int best = 0;
+    float bd = std::numeric_limits<float>::infinity();
+    for (int k = 0; k < k_; ++k) {
+      const float dd = dist(z, centroid(s, k));
+      if (dd < bd) bd = dd, best = k;
+    }
+    return best;
+  }
+
+  void do_calibrate(const float* x, std::size_t n) override {
+    const int d = head_dim();
+    for (int j = 0; j < d; ++j) {
+      float mx = 0;
+      for (std::size_t t = 0; t < n; ++t) mx = std::max(mx, std::fabs(x[t * d + j]));
+      lambda_[static_cast<std::size_t>(j)] = mx > 0 ? round_to_half(std::sqrt(mx)) : 1.0f;
+      if (lambda_[static_cast<std::size_t>(j)] == 0) lambda_[static_cast<std::size_t>(j)] = 1.0f;
+    }
+    const std::size_t max_pts = 8192, stride = (n + max_pts - 1) / max_pts;
+    std::vector<float> z;
+    std::vector<float> zt(static_cast<std::size_t>(d));
+    for (std::size_t t = 0; t < n; t += stride) {
+      smooth_rotate(x + t * d, zt.data());
+      z.insert(z.end(), zt.begin(), zt.end());
+    }
+    const std::size_t np = z.size() / d;
+    std::vector<float> pts(np * g_);
+    std::vector<int> assign(np);
+    for (int s = 0; s < nsub_; ++s) {
+      for (std::size_t p = 0; p < np; ++p)
+        for (int i = 0; i < g_; ++i) pts[p * g_ + i] = z[p * d + s * g_ + i];
+      float* C = &cent_[static_cast<std::size_t>(s) * k_ * g_];
+      // k-means++ seeding.
+      Rng rng(cfg_.seed + 1000003ull * (s + 1));
+      std::vector<double> d2(np, std::numeric_limits<double>::infinity());
+      std::size_t first = static_cast<std::size_t>(rng.next() % np);
+      for (int k = 0; k < k_; ++k) {
+        std::size_t pick = first;
+        if (k > 0) {
+          double total = 0;
+          for (double v : d2) total += v;
+          if (total > 0) {
+            double r = rng.uniform() * total;
+            pick = np - 1;
+            for (std::size_t p = 0; p < np; ++p) {
+              r -= d2[p];
+              if (r <= 0) { pick = p; break; }
+            }
+          } else {
+            pick = static_cast<std::size_t>(rng.next() % np);
+          }
+        }
+        std::copy(&pts[pick * g_], &pts[pick * g_] + g_, C + static_cast<std::size_t>(k) * g_);
+        for (std::size_t p = 0; p < np; ++p)
+          d2[p] = std::min(d2[p], static_cast<double>(dist(&pts[p * g_], C + static_cast<std::size_t>(k) * g_)));
+      }
+      // Lloyd iterations.
+      std::vector<double> sum(static_cast<std::size_t>(k_) * g_);
+      std::vector<std::size_t> cnt(static_cast<std::size_t>(k_));
+      for (int it = 0; it < cfg_.kmeans_iters; ++it) {
+        for (std::size_t p = 0; p < np; ++p) assign[p] = nearest(s, &pts[p * g_]);
+        std::fill(sum.begin(), sum.end(), 0.0);
+        std::fill(cnt.begin(), cnt.end(), 0);
+        for (std::size_t p = 0; p < np; ++p) {
+          ++cnt[static_cast<std::size_t>(assign[p])];
+          for (int i = 0; i < g_; ++i) sum[static_cast<std::size_t>(assign[p]) * g_ + i] += pts[p * g_ + i];
+        }
+        for (int k = 0; k < k_; ++k)
+          if (cnt[static_cast<std::size_t>(k)])
+            for (int i = 0; i < g_; ++i)
+              C[static_cast<std::size_t>(k) * g_ + i] = static_cast<float>(sum[static_cast<std::size_t>(k) * g_ + i] / cnt[static_cast<std::size_t>(k)]);
+      }
+      for (int i = 0; i < k_ * g_; ++i) C[i] = round_to_half(C[i]);
+    }
+  }
+
+  void do_encode(const float* x, std::size_t n, std::uint8_t* out) const override {
+    const int d = head_dim();
+    std::vector<float> z(static_cast<std::size_t>(d));
+    for (std::size_t t = 0; t < n; ++t) {
+      smooth_rotate(x + t * d, z.data());
+      for (int s = 0; s < nsub_; ++s)
+        put_code(layout_.codes(out, t), static_cast<std::size_t>(s), c_, static_cast<std::uint32_t>(nearest(s, &z[static_cast<std::size_t>(s) * g_])));
+    }
+  }
+  void do_decode(const std::uint8_t* codes, std::size_t n, float* out) const override {
+    const int d = head_dim();
+    std::vector<float> z(static_cast<std::size_t>(d)), xr(static_cast<std::size_t>(d));
+    for (std::size_t t = 0; t < n; ++t) {
+      for (int s = 0; s < nsub_; ++s) {
+        const float* c = centroid(s, static_cast<int>(get_code(layout_.codes(codes, t), static_cast<std::size_t>(s), c_)));
+        std::copy(c, c + g_, &z[static_cast<std::size_t>(s) * g_]);
+      }
+      rot_.inverse(z.data(), xr.data());
+      for (int j = 0; j < d; ++j) out[t * d + j] = lambda_[static_cast<std::size_t>(j)] * xr[static_cast<std::size_t>(j)];
+    }
+  }
+  void do_prepare_query(const float* q, double* state) const override {
+    const int d = head_dim();
+    std::vector<double> ql(static_cast<std::size_t>(d)), qr(static_cast<std::size_t>(d));
+    for (int j = 0; j < d; ++j) ql[static_cast<std::size_t>(j)] = double(q[j]) * lambda_[static_cast<std::size_t>(j)];
+    rot_.forward(ql.data(), qr.data());
+    for (int s = 0; s < nsub_; ++s)
+      for (int k = 0; k < k_; ++k) {
+        double acc = 0;
+        for (int i = 0; i < g_; ++i) acc += qr[static_cast<std::size_t>(s) * g_ + i] * centroid(s, k)[i];
+        state[static_cast<std::size_t>(s) * k_ + k] = acc;
+      }
+  }
+  void do_scores(const double* state, const std::uint8_t* codes, std::size_t, std::size_t t0, std::size_t t1,
+                 double* out) const override {
+    for (std::size_t t = t0; t < t1; ++t) {
+      double acc = 0;
+      for (int s = 0; s < nsub_; ++s)
+        acc += state[static_cast<std::size_t>(s) * k_ + get_code(layout_.codes(codes, t), static_cast<std::size_t>(s), c_)];
+      out[t - t0] = acc;
+    }
+  }
+  void do_accumulate(const std::uint8_t* codes, std::size_t, std::size_t t0, std::size_t t1, const double* w,
+                     double* acc) const override {
+    for (std::size_t t = t0; t < t1; ++t)
+      for (int s = 0; s < nsub_; ++s) {
+        const float* c = centroid(s, static_cast<int>(get_code(layout_.codes(codes, t), static_cast<std::size_t>(s), c_)));
+        for (int i = 0; i < g_; ++i) acc[s * g_ + i] += w[t - t0] * c[i];
+      }
+  }
+  void do_finalize(const double* acc, double* out) const override {
+    rot_.inverse(acc, out);
+    for (int j = 0; j < head_dim(); ++j) out[j] *= lambda_[static_cast<std::size_t>(j)];
+  }
+
+ private:
+  Rotation rot_;
+  int g_ = 0, c_ = 0, k_ = 0, nsub_ = 0;
+  TokenLayout layout_;
+  std::vector<float> lambda_;  // fp16-rounded
+  std::vector<float> cent_;    // [nsub][K][g], fp16-rounded
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> make_pvq(const CodecConfig& cfg) {
+  check_bits(cfg, {1, 2, 3, 4});
+  return std::make_unique<Pvq>(cfg);
+}
+
+}  // namespace turbokv::ref

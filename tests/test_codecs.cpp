@@ -1,0 +1,179 @@
+// Every method, width and head_dim: determinism, zero vectors, scores and value
+// accumulation consistent with decode, and reconstruction quality.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "test_util.h"
+#include "turbokv/codec.h"
+
+using namespace turbokv;
+
+namespace {
+
+struct Case {
+  Method m;
+  double bits;
+  int d;
+};
+
+std::vector<Case> all_cases() {
+  std::vector<Case> out;
+  for (Method m : all_methods())
+    for (double b : supported_bits(m))
+      for (int d : {64, 80, 96, 128, 256}) out.push_back({m, b, d});
+  return out;
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string s = std::string(method_name(info.param.m)) + "_b" + std::to_string(info.param.bits) + "_d" +
+                  std::to_string(info.param.d);
+  for (auto& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+std::unique_ptr<Codec> make(const Case& c, Role role = Role::kKey, std::uint64_t seed = 7) {
+  CodecConfig cfg;
+  cfg.method = c.m;
+  cfg.bits = c.bits;
+  cfg.head_dim = c.d;
+  cfg.role = role;
+  cfg.seed = seed;
+  if (c.d % cfg.group_size) cfg.group_size = 16;  // KIVI value groups must divide head_dim
+  return make_codec(cfg);
+}
+
+/// Gaussian rows with a few outlier channels, like real keys.
+std::vector<float> data(std::size_t n, int d, std::uint64_t seed) {
+  auto x = test::gaussian(n * d, seed);
+  for (std::size_t t = 0; t < n; ++t) x[t * d + 3] *= 8, x[t * d + d / 2] *= 5;
+  return x;
+}
+
+/// Upper bound on the normalised MSE on data(): theory where there is one.
+double nmse_bound(const Case& c) {
+  switch (c.m) {
+    case Method::kTurboMse: {
+      const int b = static_cast<int>(c.bits);
+      const double lm = c.d * lloyd_max_codebook(c.d, b, CodebookKind::kBeta).mse;
+      // Fractional widths sit between their neighbours.
+      return (c.bits == b ? 1.1 : 1.0) * lm;
+    }
+    case Method::kRvq: return 1.1 * c.d * lloyd_max_codebook(c.d, static_cast<int>(c.bits), CodebookKind::kBeta).mse;
+    case Method::kTurboProd: return 2.5 * std::sqrt(M_PI / 2) * (c.bits > 1 ? 0.4 : 1.0);  // MSE + QJL noise
+    case Method::kQjl: return M_PI / 2 + 0.2;  // decoded QJL: (pi/2 - 1) ||k||^2 per unit m/d, + sketch variance
+    case Method::kPvq: return std::pow(2.0, -1.2 * c.bits);
+    case Method::kPolar: return std::pow(2.0, -1.4 * (c.bits - 1));
+    case Method::kKivi: return 2.0 * std::pow(2.0, -1.8 * (c.bits - 1));
+    case Method::kFp8: return 2e-3;
+    case Method::kFp16: return 1e-6;
+  }
+  return 0;
+}
+
+}  // namespace
+
+class CodecTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CodecTest, DeterministicAndSized) {
+  const Case c = GetParam();
+  const std::size_t n = 65;
+  auto x = data(n, c.d, 3);
+  auto a = make(c), b = make(c), other = make(c, Role::kKey, 8);
+  a->calibrate(x.data(), n);
+  b->calibrate(x.data(), n);
+  other->calibrate(x.data(), n);
+  std::vector<std::uint8_t> ca(a->encoded_bytes(n)), cb(b->encoded_bytes(n)), co(other->encoded_bytes(n));
+  a->encode(x.data(), n, ca.data());
+  b->encode(x.data(), n, cb.data());
+  other->encode(x.data(), n, co.data());
+  EXPECT_EQ(ca, cb) << "same seed, same bytes";
+  const bool seeded = c.m != Method::kKivi && c.m != Method::kFp8 && c.m != Method::kFp16;
+  if (seeded) EXPECT_NE(ca, co) << "the seed must matter";
+  EXPECT_NEAR(a->bits_per_element(n), 8.0 * (ca.size() + a->side_bytes()) / (n * c.d), 1e-12);
+  // Nominal bits are the code bits; all-in bits add norms/scales/side data but no more than 16/d * 3 + side.
+  if (c.m != Method::kPvq && c.m != Method::kQjl && c.m != Method::kPolar)
+    EXPECT_GE(a->bits_per_element(n), c.bits * (c.m == Method::kRvq ? 2 : 1) - 1e-9);
+}
+
+TEST_P(CodecTest, ZeroVectorDecodesToZero) {
+  const Case c = GetParam();
+  const std::size_t n = 3;
+  auto cal = data(64, c.d, 4);
+  auto codec = make(c);
+  codec->calibrate(cal.data(), 64);
+  std::vector<float> zero(n * c.d, 0.0f), dec(n * c.d, 1.0f);
+  std::vector<std::uint8_t> codes(codec->encoded_bytes(n));
+  codec->encode(zero.data(), n, codes.data());
+  codec->decode(codes.data(), n, dec.data());
+  // KIVI/PVQ reconstruct the group minimum / nearest centroid, not exactly 0 for PVQ.
+  for (float v : dec) {
+    ASSERT_FALSE(std::isnan(v));
+    if (c.m != Method::kPvq) ASSERT_EQ(v, 0.0f) << case_name({c, 0});
+  }
+}
+
+TEST_P(CodecTest, ScoresAndAccumulationMatchDecode) {
+  const Case c = GetParam();
+  const std::size_t n = 33;
+  auto x = data(n, c.d, 5);
+  auto codec = make(c, Role::kValue);
+  codec->calibrate(x.data(), n);
+  std::vector<std::uint8_t> codes(codec->encoded_bytes(n));
+  codec->encode(x.data(), n, codes.data());
+  std::vector<float> dec(n * c.d);
+  codec->decode(codes.data(), n, dec.data());
+  auto q = test::gaussian(c.d, 6);
+  std::vector<double> st(codec->query_state_size()), s(n - 4), w(n - 4), acc(codec->accumulator_size(), 0.0), out(c.d);
+  codec->prepare_query(q.data(), st.data());
+  codec->scores(st.data(), codes.data(), n, 2, n - 2, s.data());  // an inner token range
+  std::vector<double> expect_out(c.d, 0.0);
+  for (std::size_t t = 2; t < n - 2; ++t) {
+    double dot = 0, qn = 0, xn = 0;
+    for (int i = 0; i < c.d; ++i) dot += double(q[i]) * dec[t * c.d + i], qn += double(q[i]) * q[i], xn += double(dec[t * c.d + i]) * dec[t * c.d + i];
+    EXPECT_NEAR(s[t - 2], dot, 1e-5 * std::sqrt(qn * xn) + 1e-30) << "token " << t;
+    w[t - 2] = std::sin(double(t));
+    for (int i = 0; i < c.d; ++i) expect_out[i] += w[t - 2] * dec[t * c.d + i];
+  }
+  codec->accumulate(codes.data(), n, 2, n - 2, w.data(), acc.data());
+  codec->finalize(acc.data(), out.data());
+  EXPECT_LT(test::rel_err(out.data(), expect_out.data(), c.d), 1e-5);
+}
+
+TEST_P(CodecTest, ReconstructionQuality) {
+  const Case c = GetParam();
+  const std::size_t n = 512;
+  auto x = data(n, c.d, 9);
+  auto codec = make(c, Role::kKey);
+  codec->calibrate(x.data(), n);
+  std::vector<std::uint8_t> codes(codec->encoded_bytes(n));
+  codec->encode(x.data(), n, codes.data());
+  std::vector<float> dec(n * c.d);
+  codec->decode(codes.data(), n, dec.data());
+  const double e = test::rel_err(dec.data(), x.data(), n * c.d);
+  EXPECT_LT(e * e, nmse_bound(c)) << case_name({c, 0});
+  EXPECT_TRUE(std::isfinite(e));
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CodecTest, ::testing::ValuesIn(all_cases()), case_name);
+
+TEST(Codecs, MoreBitsNeverWorse) {
+  const int d = 128;
+  const std::size_t n = 512;
+  auto x = data(n, d, 21);
+  for (Method m : all_methods()) {
+    double prev = 1e30;
+    for (double b : supported_bits(m)) {
+      auto codec = make({m, b, d});
+      codec->calibrate(x.data(), n);
+      std::vector<std::uint8_t> codes(codec->encoded_bytes(n));
+      codec->encode(x.data(), n, codes.data());
+      std::vector<float> dec(n * d);
+      codec->decode(codes.data(), n, dec.data());
+      const double e = test::rel_err(dec.data(), x.data(), n * d);
+      EXPECT_LE(e, prev) << method_name(m) << " bits " << b;
+      prev = e;
+    }
+  }
+}

@@ -1,0 +1,96 @@
+// Bad input throws std::invalid_argument naming the argument and the value.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "test_util.h"
+#include "turbokv/attention.h"
+#include "turbokv/codec.h"
+
+using namespace turbokv;
+
+namespace {
+template <class F>
+void expect_message(F&& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
+  }
+}
+CodecConfig cfg(Method m, double bits, int d) {
+  CodecConfig c;
+  c.method = m;
+  c.bits = bits;
+  c.head_dim = d;
+  return c;
+}
+}  // namespace
+
+TEST(Errors, HeadDim) {
+  expect_message([] { make_codec(cfg(Method::kTurboMse, 2, 0)); }, {"head_dim", "0"});
+  expect_message([] { make_codec(cfg(Method::kTurboMse, 2, 70)); }, {"head_dim", "70"});
+  expect_message([] { make_codec(cfg(Method::kPolar, 2, 72)); }, {"head_dim", "72"});
+}
+
+TEST(Errors, Bits) {
+  expect_message([] { make_codec(cfg(Method::kTurboMse, 5, 64)); }, {"bits", "5"});
+  expect_message([] { make_codec(cfg(Method::kTurboMse, 0, 64)); }, {"bits", "0"});
+  expect_message([] { make_codec(cfg(Method::kQjl, 2, 64)); }, {"bits", "2"});
+  expect_message([] { make_codec(cfg(Method::kTurboProd, 2.5, 64)); }, {"bits", "2.5"});
+  expect_message([] { parse_method("tq"); }, {"method", "tq"});
+}
+
+TEST(Errors, NonFiniteInput) {
+  auto c = make_codec(cfg(Method::kTurboMse, 2, 64));
+  auto x = test::gaussian(2 * 64, 1);
+  std::vector<std::uint8_t> codes(c->encoded_bytes(2), 0x5a);
+  const auto before = codes;
+  x[70] = std::numeric_limits<float>::quiet_NaN();
+  expect_message([&] { c->encode(x.data(), 2, codes.data()); }, {"x[70]", "nan"});
+  EXPECT_EQ(codes, before) << "a rejected encode must not write";
+  x[70] = std::numeric_limits<float>::infinity();
+  expect_message([&] { c->encode(x.data(), 2, codes.data()); }, {"x[70]", "inf"});
+  std::vector<double> st(64);
+  expect_message([&] { c->prepare_query(x.data() + 64, st.data()); }, {"q[6]"});
+}
+
+TEST(Errors, CalibrationRequired) {
+  auto c = make_codec(cfg(Method::kPvq, 2, 64));
+  auto x = test::gaussian(64, 1);
+  std::vector<std::uint8_t> codes(c->encoded_bytes(1));
+  expect_message([&] { c->encode(x.data(), 1, codes.data()); }, {"pvq", "calibrate"});
+}
+
+TEST(Errors, AttentionShapes) {
+  auto c = make_codec(cfg(Method::kTurboMse, 2, 64));
+  auto x = test::gaussian(64 * 4, 1);
+  std::vector<std::uint8_t> codes(c->encoded_bytes(4));
+  c->encode(x.data(), 4, codes.data());
+  std::vector<EncodedHead> kv = {{c.get(), codes.data()}, {c.get(), codes.data()}};
+  std::vector<double> out(64 * 3);
+  AttentionParams p;
+  p.softmax_scale = 0.125;
+  expect_message([&] { attention_compressed(kv, kv, 4, x.data(), 3, p, out.data()); }, {"num_heads", "3"});
+  expect_message([&] { attention_compressed(kv, kv, 0, x.data(), 2, p, out.data()); }, {"num_tokens", "0"});
+  expect_message([&] { attention_compressed(kv, kv, 4, x.data(), 2, p, out.data(), nullptr, 5); }, {"context", "5"});
+  p.softmax_scale = -1;
+  expect_message([&] { attention_compressed(kv, kv, 4, x.data(), 2, p, out.data()); }, {"softmax_scale", "-1"});
+  p.softmax_scale = 0.125;
+  auto c80 = make_codec(cfg(Method::kTurboMse, 2, 80));
+  std::vector<EncodedHead> mixed = {{c.get(), codes.data()}, {c80.get(), codes.data()}};
+  expect_message([&] { attention_compressed(mixed, mixed, 4, x.data(), 2, p, out.data()); }, {"head_dim", "80"});
+  std::vector<float> v(4 * 2 * 64, 0.0f), k = v;
+  k[5] = std::numeric_limits<float>::quiet_NaN();
+  expect_message([&] { attention_exact(k.data(), v.data(), 4, 2, 64, x.data(), 2, p, out.data()); }, {"k[5]"});
+  expect_message([&] { attention_exact(v.data(), v.data(), 4, 2, 64, x.data(), 3, p, out.data()); }, {"num_heads", "3"});
+}
+
+TEST(Errors, ScoreRange) {
+  auto c = make_codec(cfg(Method::kTurboMse, 2, 64));
+  std::vector<std::uint8_t> codes(c->encoded_bytes(4));
+  std::vector<double> st(64), out(8);
+  expect_message([&] { c->scores(st.data(), codes.data(), 4, 2, 6, out.data()); }, {"t1", "6"});
+}

@@ -1,0 +1,140 @@
+// The turbokv command-line tool: `turbokv eval`, `turbokv methods`.
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "turbokv/codec.h"
+#include "turbokv/eval.h"
+
+#ifndef TURBOKV_SOURCE_DIR
+#define TURBOKV_SOURCE_DIR "."
+#endif
+
+namespace fs = std::filesystem;
+using namespace turbokv;
+
+namespace {
+
+std::string methods_text() {
+  std::string s = "Methods (nominal bits per coordinate; `turbokv methods` shows all-in bits):\n";
+  const char* what[] = {"TurboQuant-MSE: rotation + Lloyd-Max codebook (arXiv 2504.19874 Alg. 1)",
+                        "TurboQuant-Prod: MSE at b-1 bits + 1-bit QJL residual, unbiased (Alg. 2)",
+                        "QJL: 1-bit JL sign sketch + norm (arXiv 2406.03482)",
+                        "RVQ: two-stage residual scalar quantization after rotation",
+                        "PVQ: product VQ, smoothing + Hadamard + k-means (VecInfer)",
+                        "PolarQuant: recursive polar transform, angle codebooks (arXiv 2502.02617)",
+                        "KIVI: int-b groups, keys per channel, values per token (arXiv 2402.02750)",
+                        "fp8 e4m3 with a per-token scale",
+                        "fp16 passthrough"};
+  std::size_t i = 0;
+  for (Method m : all_methods()) {
+    std::string bits;
+    for (double b : supported_bits(m)) bits += (bits.empty() ? "" : ",") + fmt::format("{}", b);
+    s += fmt::format("  {:<8} bits {:<22} {}\n", method_name(m), bits, what[i++]);
+  }
+  return s;
+}
+
+std::vector<std::string> default_fixtures() {
+  for (const fs::path dir : {fs::path("data/kv"), fs::path(TURBOKV_SOURCE_DIR) / "data/kv"}) {
+    if (!fs::is_directory(dir)) continue;
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    if (!files.empty()) return files;
+  }
+  throw std::runtime_error("eval: no --kv given and no bundled fixtures found under data/kv");
+}
+
+template <class T>
+std::vector<T> split_list(const std::string& s, T (*parse)(const std::string&), const char* what) {
+  std::vector<T> out;
+  std::stringstream ss(s);
+  for (std::string tok; std::getline(ss, tok, ',');) {
+    if (tok.empty()) continue;
+    try {
+      out.push_back(parse(tok));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("{} = {}: {}", what, tok, e.what()));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"turbokv: compress LLM KV caches and run attention on the compressed cache"};
+  app.footer(methods_text());
+  app.require_subcommand(1);
+
+  auto* eval = app.add_subcommand("eval", "compress real KV caches with every method and compare attention with exact fp64");
+  std::vector<std::string> kv;
+  std::string methods, bits, layers, json_path, plot_path;
+  int threads = 0, topk = 32;
+  eval->add_option("--kv", kv, "safetensors file(s) with layers.L.{keys,values,queries} (default: bundled data/kv/*)");
+  eval->add_option("--methods", methods, "comma-separated methods (default: all)");
+  eval->add_option("--bits", bits, "comma-separated nominal widths (default: all each method supports)");
+  eval->add_option("--layers", layers, "comma-separated layer indices (default: all in the file)");
+  eval->add_option("--json", json_path, "write {\"results\": [...]} to this file");
+  eval->add_option("--plot", plot_path, "draw error against bits per element to this PNG (needs python3 + matplotlib)");
+  eval->add_option("--threads", threads, "worker threads (default: all cores)");
+  eval->add_option("--topk", topk, "k of the top-k attention recall")->capture_default_str();
+
+  auto* list = app.add_subcommand("methods", "list methods, their widths and all-in bits per element");
+  int list_dim = 128, list_tokens = 4096;
+  list->add_option("--head-dim", list_dim, "head_dim")->capture_default_str();
+  list->add_option("--tokens", list_tokens, "tokens per head (amortises side data)")->capture_default_str();
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*list) {
+      fmt::print("{:<8} {:>5} {:>14}   (head_dim {}, {} tokens; side data such as codebooks amortised over them)\n", "method", "bits",
+                 "bits/element", list_dim, list_tokens);
+      for (Method m : all_methods())
+        for (double b : supported_bits(m)) {
+          CodecConfig cfg;
+          cfg.method = m;
+          cfg.bits = b;
+          cfg.head_dim = list_dim;
+          if (m == Method::kPolar && list_dim % 16) continue;
+          auto c = make_codec(cfg);
+          fmt::print("{:<8} {:>5} {:>14.4f}\n", method_name(m), b, c->bits_per_element(static_cast<std::size_t>(list_tokens)));
+        }
+      return 0;
+    }
+    EvalOptions opt;
+    opt.files = kv.empty() ? default_fixtures() : kv;
+    opt.methods = split_list<Method>(methods, [](const std::string& s) { return parse_method(s); }, "--methods");
+    opt.bits = split_list<double>(bits, [](const std::string& s) { return std::stod(s); }, "--bits");
+    opt.layers = split_list<int>(layers, [](const std::string& s) { return std::stoi(s); }, "--layers");
+    opt.threads = threads;
+    opt.topk = topk;
+    opt.progress = [](const std::string& line) { std::cerr << "\r\033[K" << line << std::flush; };
+    auto results = run_eval(opt);
+    std::cerr << "\r\033[K";
+    std::cout << eval_table(results) << std::flush;
+    if (!json_path.empty() || !plot_path.empty()) {
+      const std::string jp = !json_path.empty() ? json_path : plot_path + ".json";
+      std::ofstream(jp) << eval_json(results);
+      if (!json_path.empty()) std::cerr << "wrote " << json_path << "\n";
+      if (!plot_path.empty()) {
+        const std::string script = (fs::path(TURBOKV_SOURCE_DIR) / "tools/plot_eval.py").string();
+        const std::string cmd = fmt::format("python3 '{}' '{}' '{}'", script, jp, plot_path);
+        if (std::system(cmd.c_str()) != 0) {
+          std::cerr << "eval: --plot failed (needs python3 with matplotlib): " << cmd << "\n";
+          return 1;
+        }
+        std::cerr << "wrote " << plot_path << "\n";
+      }
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "\nturbokv: error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
