@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <unistd.h>
 
 #include "turbokv/codec.h"
 #include "turbokv/eval.h"
@@ -39,7 +40,7 @@ std::string methods_text() {
 }
 
 std::vector<std::string> default_fixtures() {
-  for (const fs::path dir : {fs::path("data/kv"), fs::path(TURBOKV_SOURCE_DIR) / "data/kv"}) {
+  for (const fs::path& dir : {fs::path("data/kv"), fs::path(TURBOKV_SOURCE_DIR) / "data/kv"}) {
     if (!fs::is_directory(dir)) continue;
     std::vector<std::string> files;
     for (const auto& e : fs::directory_iterator(dir))
@@ -114,9 +115,15 @@ int main(int argc, char** argv) {
     opt.layers = split_list<int>(layers, [](const std::string& s) { return std::stoi(s); }, "--layers");
     opt.threads = threads;
     opt.topk = topk;
-    opt.progress = [](const std::string& line) { std::cerr << "\r\033[K" << line << std::flush; };
+    const bool tty = isatty(2);
+    opt.progress = [tty](const std::string& line) {
+      if (tty)
+        std::cerr << "\r\033[K" << line << std::flush;
+      else
+        std::cerr << line << "\n";
+    };
     auto results = run_eval(opt);
-    std::cerr << "\r\033[K";
+    if (tty) std::cerr << "\r\033[K";
     std::cout << eval_table(results) << std::flush;
     if (!json_path.empty() || !plot_path.empty()) {
       const std::string jp = !json_path.empty() ? json_path : plot_path + ".json";

@@ -30,10 +30,14 @@
 //
 // Arithmetic that the bytes depend on is fixed here too, so fast paths can
 // match the reference bit for bit (codes must be identical):
-//   - sum of squares: 8 interleaved fp32 lanes, acc[i % 8] = fma(x_i, x_i, acc[i % 8])
+//   - every multiply-accumulate is a fp32 multiply and a separately rounded fp32
+//     add (no fused multiply-add: the baseline x86-64 build has no FMA unit, and
+//     a libm fma call per element is far too slow); the build passes
+//     -ffp-contract=off, CUDA code uses __fmul_rn/__fadd_rn.
+//   - sum of squares: 8 interleaved fp32 lanes, acc[i % 8] += x_i * x_i
 //     for ascending i, then ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7));
 //     norm = sqrtf(sum); the unit coordinate is y_i * (1.0f / norm).
-//   - the rotation (turbokv/rotation.h) and sketch rows: fma chains in ascending index.
+//   - the rotation (turbokv/rotation.h) and sketch rows: acc += a_j * x_j in ascending j.
 //   - nearest centroid: the number of fp32 midpoints strictly below the value.
 #pragma once
 
@@ -88,7 +92,7 @@ TURBOKV_HD float store_half(std::uint8_t* p, float v) {
 /// Sum of squares in the order the format fixes (see above). x: size n.
 TURBOKV_HD float sumsq_spec(const float* x, std::size_t n) {
   float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (std::size_t i = 0; i < n; ++i) a[i & 7] = std::fma(x[i], x[i], a[i & 7]);
+  for (std::size_t i = 0; i < n; ++i) a[i & 7] += x[i] * x[i];
   return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 

@@ -21,8 +21,8 @@
 //   and costs dim^2 multiply-adds per encoded vector.
 // kHaar: a dense Haar-distributed orthogonal matrix (QR of a dim x dim
 //   Gaussian matrix from Rng(seed), columns sign-fixed by diag(R)), stored in
-//   fp32, row-major. y_i = sum_j Pi[i][j] x_j accumulated with fma in
-//   ascending j. O(dim^2) per vector.
+//   fp32, row-major. y_i = sum_j Pi[i][j] x_j accumulated (multiply, then
+//   add) in ascending j. O(dim^2) per vector.
 // kNone: the identity.
 #pragma once
 
@@ -74,6 +74,7 @@ class Rotation {
   RotationKind kind_;
   std::vector<float> signs_;
   std::vector<float> matrix_;
+  std::vector<float> matrix_t_;  // transposed copy for row-parallel loops
 };
 
 /// In-place unnormalised FWHT of x[0..p), p a power of two, in the order the

@@ -26,7 +26,37 @@ struct Layer {
   std::size_t n, nq, query_start;
   AttentionParams params;
   std::vector<float> k, v, q;  // [n, kvh, d], [n, kvh, d], [nq, H, d]
+  // Exact references, computed once per layer (see prepare_exact):
+  std::vector<std::vector<double>> dots;     // per query: [H, ctx] exact <q, k_t>
+  std::vector<std::vector<double>> weights;  // per query: [H, ctx] exact softmax weights
+  std::vector<double> out;                   // [nq, H, d] exact attention outputs
 };
+
+std::size_t context_of(const Layer& l, std::size_t qi) { return l.query_start + qi + 1; }
+
+/// Exact fp64 attention and inner products of every query, shared by all methods.
+void prepare_exact(Layer& l) {
+  const int H = l.num_heads, G = l.num_kv_heads, d = l.head_dim;
+  const std::size_t D = static_cast<std::size_t>(d);
+  l.dots.resize(l.nq);
+  l.weights.resize(l.nq);
+  l.out.resize(l.nq * H * D);
+  for (std::size_t qi = 0; qi < l.nq; ++qi) {
+    const std::size_t ctx = context_of(l, qi);
+    const float* q = &l.q[qi * H * D];
+    l.weights[qi].resize(H * ctx);
+    attention_exact(l.k.data(), l.v.data(), ctx, G, d, q, H, l.params, &l.out[qi * H * D], l.weights[qi].data());
+    l.dots[qi].resize(H * ctx);
+    for (int h = 0; h < H; ++h) {
+      const int g = h / (H / G);
+      for (std::size_t t = 0; t < ctx; ++t) {
+        double dot = 0;
+        for (int i = 0; i < d; ++i) dot += double(q[h * D + i]) * l.k[(t * G + g) * D + i];
+        l.dots[qi][h * ctx + t] = dot;
+      }
+    }
+  }
+}
 
 int to_int(const SafetensorsFile& f, const std::string& key) {
   const std::string& s = f.meta(key);
@@ -170,8 +200,7 @@ EvalResult eval_case(const Layer& l, Method m, double bits, std::uint64_t seed, 
       kc[g]->prepare_query(q, state.data());
       kc[g]->scores(state.data(), kb[g].data(), n, 0, ctx, est.data());
       for (std::size_t t = 0; t < ctx; ++t) {
-        double dot = 0;
-        for (int i = 0; i < d; ++i) dot += double(q[i]) * kh[g][t * D + i];
+        const double dot = l.dots[qi][h * ctx + t];
         sum_err += est[t] - dot;
         sum_err2 += (est[t] - dot) * (est[t] - dot);
         sum_true2 += dot * dot;
@@ -185,27 +214,24 @@ EvalResult eval_case(const Layer& l, Method m, double bits, std::uint64_t seed, 
   // Attention: compressed (timed) vs exact fp64 on the original tensors.
   std::vector<EncodedHead> keys, values;
   for (int g = 0; g < G; ++g) keys.push_back({kc[g].get(), kb[g].data()}), values.push_back({vc[g].get(), vb[g].data()});
-  std::vector<double> out_c(static_cast<std::size_t>(H) * D), out_e(static_cast<std::size_t>(H) * D);
-  std::vector<double> w_c(static_cast<std::size_t>(H) * n), w_e(static_cast<std::size_t>(H) * n);
+  std::vector<double> out_c(static_cast<std::size_t>(H) * D), w_c(static_cast<std::size_t>(H) * n);
   double att_ns = 0, ctx_total = 0, cos_sum = 0, rel_sum = 0, rec_sum = 0, kl_sum = 0, pairs = 0;
   std::vector<std::size_t> idx_e(n), idx_c(n);
   for (std::size_t qi = 0; qi < l.nq; ++qi) {
-    const std::size_t ctx = l.query_start + qi + 1;
+    const std::size_t ctx = context_of(l, qi);
     const float* q = &l.q[qi * H * D];
-    attention_exact(l.k.data(), l.v.data(), ctx, G, d, q, H, l.params, out_e.data(), w_e.data());
     t0 = now_ns();
-    attention_compressed(keys, values, n, q, H, l.params, out_c.data(), nullptr, ctx);
-    att_ns += now_ns() - t0;
     attention_compressed(keys, values, n, q, H, l.params, out_c.data(), w_c.data(), ctx);
+    att_ns += now_ns() - t0;
     ctx_total += static_cast<double>(ctx);
     for (int h = 0; h < H; ++h) {
-      const double* oe = &out_e[h * D];
+      const double* oe = &l.out[(qi * H + h) * D];
       const double* oc = &out_c[h * D];
       double dot = 0, ne = 0, nc = 0, diff = 0;
       for (int i = 0; i < d; ++i) dot += oe[i] * oc[i], ne += oe[i] * oe[i], nc += oc[i] * oc[i], diff += (oe[i] - oc[i]) * (oe[i] - oc[i]);
       cos_sum += (ne > 0 && nc > 0) ? dot / std::sqrt(ne * nc) : (ne == nc ? 1.0 : 0.0);
       rel_sum += ne > 0 ? std::sqrt(diff / ne) : std::sqrt(diff);
-      const double* we = &w_e[h * ctx];
+      const double* we = &l.weights[qi][h * ctx];
       const double* wc = &w_c[h * ctx];
       double kl = 0;
       for (std::size_t t = 0; t < ctx; ++t)
@@ -251,6 +277,25 @@ std::vector<EvalResult> run_eval(const EvalOptions& opt) {
   for (const auto& f : opt.files) {
     auto ls = load_layers(f, opt.layers);
     for (auto& l : ls) layers.push_back(std::move(l));
+  }
+  {
+    // Exact references: one task per layer, on the same number of threads.
+    std::vector<std::thread> pool;
+    std::atomic<std::size_t> next{0};
+    const int nt = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
+    std::exception_ptr err;
+    std::mutex emu;
+    for (int t = 0; t < nt; ++t)
+      pool.emplace_back([&] {
+        for (std::size_t i; (i = next++) < layers.size();) try {
+            prepare_exact(layers[i]);
+          } catch (...) {
+            std::lock_guard<std::mutex> lock(emu);
+            if (!err) err = std::current_exception();
+          }
+      });
+    for (auto& t : pool) t.join();
+    if (err) std::rethrow_exception(err);
   }
   struct Case { std::size_t layer; Method m; double bits; };
   std::vector<Case> cases;

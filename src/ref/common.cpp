@@ -128,6 +128,7 @@ Sketch::Sketch(int rows, int d, bool orth, std::uint64_t seed)
   if (!orth) {
     for (auto& v : s) v = static_cast<float>(rng.normal());
     kappa = std::sqrt(M_PI / 2) / m;
+    transpose();
     return;
   }
   // Blocks of up to dim rows from Haar orthogonal matrices: each row is uniform
@@ -147,15 +148,26 @@ Sketch::Sketch(int rows, int d, bool orth, std::uint64_t seed)
   }
   const double e_abs = std::exp(std::lgamma(d / 2.0) - std::lgamma((d + 1) / 2.0)) / std::sqrt(M_PI);
   kappa = 1.0 / (m * e_abs);
+  transpose();
+}
+
+void Sketch::transpose() {
+  st.resize(s.size());
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < dim; ++j) st[static_cast<std::size_t>(j) * m + i] = s[static_cast<std::size_t>(i) * dim + j];
 }
 
 void Sketch::signs(const float* r, std::uint8_t* out) const {
-  for (int i = 0; i < m; ++i) {
-    const float* row = &s[static_cast<std::size_t>(i) * dim];
-    float acc = 0;
-    for (int j = 0; j < dim; ++j) acc = std::fma(row[j], r[j], acc);
-    if (acc >= 0) put_code(out, static_cast<std::size_t>(i), 1, 1);
+  // Row i: acc_i = sum_j S[i][j] r[j] in ascending j (the format's order); the
+  // loops run j outside so that the independent rows vectorise.
+  std::vector<float> acc(static_cast<std::size_t>(m), 0.0f);
+  for (int j = 0; j < dim; ++j) {
+    const float* col = &st[static_cast<std::size_t>(j) * m];
+    const float rj = r[j];
+    for (int i = 0; i < m; ++i) acc[static_cast<std::size_t>(i)] += col[i] * rj;
   }
+  for (int i = 0; i < m; ++i)
+    if (acc[static_cast<std::size_t>(i)] >= 0) put_code(out, static_cast<std::size_t>(i), 1, 1);
 }
 
 void Sketch::project(const double* q, double* out) const {

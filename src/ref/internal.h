@@ -38,10 +38,12 @@ struct Sketch {
   void transpose_signs(const std::uint8_t* bits, double scale, double* out) const;
   /// sum_i sq[i] * s_i for s from packed bits.
   static double signed_sum(const double* sq, const std::uint8_t* bits, int m);
+  void transpose();
 
   int m, dim;
   bool orthogonal;
-  std::vector<float> s;  // row-major m x dim
+  std::vector<float> s;   // row-major m x dim
+  std::vector<float> st;  // the same, transposed (dim x m), for row-parallel loops
   double kappa;          // sqrt(pi/2)/m (Gaussian) or 1/(m E|u_1|) (orthogonal unit rows)
 };
 

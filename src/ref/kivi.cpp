@@ -67,26 +67,58 @@ class Kivi final : public Codec {
                          out + t * row_bytes_, 0, static_cast<std::size_t>(j0));
     }
   }
-  float value(const std::uint8_t* codes, std::size_t n, std::size_t t, int j) const {
-    const std::uint8_t* p = codes + param_offset(n, t, j);
-    return load_half(p) + load_half(p + 2) * static_cast<float>(get_code(codes + t * row_bytes_, static_cast<std::size_t>(j), b_));
-  }
+  /// Decodes token t: x_hat_j = min16 + scale16 * code. The (min, scale) pairs
+  /// of a key group are converted once per group (`group` remembers which).
+  struct RowDecoder {
+    const Kivi& k;
+    const std::uint8_t* codes;
+    std::size_t n;
+    std::vector<float> mn, sc;
+    std::size_t group = static_cast<std::size_t>(-1);
+    RowDecoder(const Kivi& kv, const std::uint8_t* c, std::size_t nn)
+        : k(kv), codes(c), n(nn), mn(static_cast<std::size_t>(kv.head_dim())), sc(mn.size()) {}
+    void operator()(std::size_t t, float* row) {
+      const int d = k.head_dim();
+      const std::size_t g = k.key() ? t / k.g_ : t;
+      if (g != group) {
+        for (int j = 0; j < d; ++j) {
+          if (!k.key() && j % k.g_) {
+            mn[j] = mn[j - 1], sc[j] = sc[j - 1];
+            continue;
+          }
+          const std::uint8_t* p = codes + k.param_offset(n, t, j);
+          mn[j] = load_half(p);
+          sc[j] = load_half(p + 2);
+        }
+        group = g;
+      }
+      const std::uint8_t* rc = codes + t * k.row_bytes_;
+      for (int j = 0; j < d; ++j) row[j] = mn[j] + sc[j] * static_cast<float>(get_code(rc, static_cast<std::size_t>(j), k.b_));
+    }
+  };
   void do_decode(const std::uint8_t* codes, std::size_t n, float* out) const override {
-    for (std::size_t t = 0; t < n; ++t)
-      for (int j = 0; j < head_dim(); ++j) out[t * head_dim() + j] = value(codes, n, t, j);
+    RowDecoder row(*this, codes, n);
+    for (std::size_t t = 0; t < n; ++t) row(t, out + t * head_dim());
   }
   void do_scores(const double* state, const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
                  double* out) const override {
+    RowDecoder row(*this, codes, n);
+    std::vector<float> x(static_cast<std::size_t>(head_dim()));
     for (std::size_t t = t0; t < t1; ++t) {
+      row(t, x.data());
       double acc = 0;
-      for (int j = 0; j < head_dim(); ++j) acc += state[j] * value(codes, n, t, j);
+      for (int j = 0; j < head_dim(); ++j) acc += state[j] * x[static_cast<std::size_t>(j)];
       out[t - t0] = acc;
     }
   }
   void do_accumulate(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1, const double* w,
                      double* acc) const override {
-    for (std::size_t t = t0; t < t1; ++t)
-      for (int j = 0; j < head_dim(); ++j) acc[j] += w[t - t0] * value(codes, n, t, j);
+    RowDecoder row(*this, codes, n);
+    std::vector<float> x(static_cast<std::size_t>(head_dim()));
+    for (std::size_t t = t0; t < t1; ++t) {
+      row(t, x.data());
+      for (int j = 0; j < head_dim(); ++j) acc[j] += w[t - t0] * x[static_cast<std::size_t>(j)];
+    }
   }
 
  private:

@@ -34,6 +34,7 @@ class Pvq final : public Codec {
     layout_ = TokenLayout{packed_bytes(static_cast<std::size_t>(nsub_), c_), 0};
     lambda_.assign(static_cast<std::size_t>(cfg.head_dim), 1.0f);
     cent_.assign(static_cast<std::size_t>(nsub_) * k_ * g_, 0.0f);
+    cent_t_ = cent_;
   }
   bool needs_calibration() const override { return true; }
   std::size_t encoded_bytes(std::size_t n) const override { return layout_.block_bytes(n); }
@@ -51,18 +52,31 @@ class Pvq final : public Codec {
     float acc = 0;
     for (int i = 0; i < g_; ++i) {
       const float e = a[i] - b[i];
-      acc = std::fma(e, e, acc);
+      acc += e * e;
     }
     return acc;
   }
+  /// argmin_k ||z - C_s[k]||^2, ties to the lowest k. Each distance is
+  /// accumulated in ascending coordinate order, as dist() does; the loop runs
+  /// over centroids innermost (SoA copy) so it vectorises.
   int nearest(int s, const float* z) const {
+    float dd[256];
+    const float* ct = &cent_t_[static_cast<std::size_t>(s) * g_ * k_];
+    for (int k = 0; k < k_; ++k) dd[k] = 0;
+    for (int i = 0; i < g_; ++i)
+      for (int k = 0; k < k_; ++k) {
+        const float e = z[i] - ct[i * k_ + k];
+        dd[k] += e * e;
+      }
     int best = 0;
-    float bd = std::numeric_limits<float>::infinity();
-    for (int k = 0; k < k_; ++k) {
-      const float dd = dist(z, centroid(s, k));
-      if (dd < bd) bd = dd, best = k;
-    }
+    for (int k = 1; k < k_; ++k)
+      if (dd[k] < dd[best]) best = k;
     return best;
+  }
+  void refresh_soa(int s) {
+    for (int k = 0; k < k_; ++k)
+      for (int i = 0; i < g_; ++i)
+        cent_t_[(static_cast<std::size_t>(s) * g_ + i) * k_ + k] = centroid(s, k)[i];
   }
 
   void do_calibrate(const float* x, std::size_t n) override {
@@ -115,6 +129,7 @@ class Pvq final : public Codec {
       std::vector<double> sum(static_cast<std::size_t>(k_) * g_);
       std::vector<std::size_t> cnt(static_cast<std::size_t>(k_));
       for (int it = 0; it < cfg_.kmeans_iters; ++it) {
+        refresh_soa(s);
         for (std::size_t p = 0; p < np; ++p) assign[p] = nearest(s, &pts[p * g_]);
         std::fill(sum.begin(), sum.end(), 0.0);
         std::fill(cnt.begin(), cnt.end(), 0);
@@ -128,6 +143,7 @@ class Pvq final : public Codec {
               C[static_cast<std::size_t>(k) * g_ + i] = static_cast<float>(sum[static_cast<std::size_t>(k) * g_ + i] / cnt[static_cast<std::size_t>(k)]);
       }
       for (int i = 0; i < k_ * g_; ++i) C[i] = round_to_half(C[i]);
+      refresh_soa(s);
     }
   }
 
@@ -192,6 +208,7 @@ class Pvq final : public Codec {
   TokenLayout layout_;
   std::vector<float> lambda_;  // fp16-rounded
   std::vector<float> cent_;    // [nsub][K][g], fp16-rounded
+  std::vector<float> cent_t_;  // [nsub][g][K], the same values (SoA for nearest())
 };
 
 }  // namespace

@@ -62,6 +62,10 @@ Rotation::Rotation(int dim, RotationKind kind, std::uint64_t seed) : dim_(dim), 
     matrix_.resize(static_cast<std::size_t>(dim) * dim);
     for (int i = 0; i < dim; ++i)
       for (int j = 0; j < dim; ++j) matrix_[static_cast<std::size_t>(i) * dim + j] = static_cast<float>(q(i, j));
+    matrix_t_.resize(matrix_.size());
+    for (int i = 0; i < dim; ++i)
+      for (int j = 0; j < dim; ++j)
+        matrix_t_[static_cast<std::size_t>(j) * dim + i] = matrix_[static_cast<std::size_t>(i) * dim + j];
   }
 }
 
@@ -69,11 +73,12 @@ template <class T>
 void Rotation::forward_impl(const T* x, T* y) const {
   const int d = dim_;
   if (kind_ == RotationKind::kHaar) {
-    for (int i = 0; i < d; ++i) {
-      const float* row = &matrix_[static_cast<std::size_t>(i) * d];
-      T acc = 0;
-      for (int j = 0; j < d; ++j) acc = std::fma(static_cast<T>(row[j]), x[j], acc);
-      y[i] = acc;
+    // y_i = sum_j Pi[i][j] x_j in ascending j; j outside so the rows vectorise.
+    for (int i = 0; i < d; ++i) y[i] = 0;
+    for (int j = 0; j < d; ++j) {
+      const float* col = &matrix_t_[static_cast<std::size_t>(j) * d];
+      const T xj = x[j];
+      for (int i = 0; i < d; ++i) y[i] += static_cast<T>(col[i]) * xj;
     }
     return;
   }
@@ -92,7 +97,7 @@ void Rotation::inverse_impl(const T* y, T* x) const {
     for (int j = 0; j < d; ++j) x[j] = 0;
     for (int i = 0; i < d; ++i) {
       const float* row = &matrix_[static_cast<std::size_t>(i) * d];
-      for (int j = 0; j < d; ++j) x[j] = std::fma(static_cast<T>(row[j]), y[i], x[j]);
+      for (int j = 0; j < d; ++j) x[j] += static_cast<T>(row[j]) * y[i];
     }
     return;
   }
