@@ -19,7 +19,8 @@ struct CompressedCase {
   std::vector<float> k_dec, v_dec;  // [n, kvh, d] decoded
   std::vector<EncodedHead> keys, values;
 
-  CompressedCase(Method km, double kbits, Method vm, double vbits, int d_, int kvh_, int ratio_, std::size_t n_)
+  CompressedCase(Method km, double kbits, Method vm, double vbits, int d_, int kvh_, int ratio_, std::size_t n_,
+                 bool center = false)
       : d(d_), kvh(kvh_), ratio(ratio_), n(n_), k_dec(n_ * kvh_ * d_), v_dec(n_ * kvh_ * d_) {
     for (int g = 0; g < kvh; ++g) {
       auto k = test::gaussian(n * d, 100 + g), v = test::gaussian(n * d, 200 + g);
@@ -30,7 +31,9 @@ struct CompressedCase {
       cfg.method = km;
       cfg.bits = kbits;
       cfg.seed = 1 + g;
+      cfg.center = center;
       kc.push_back(make_codec(cfg));
+      cfg.center = false;
       cfg.method = vm;
       cfg.bits = vbits;
       cfg.role = Role::kValue;
@@ -79,6 +82,7 @@ TEST_P(AttentionGqa, CompressedEqualsExactOnDecoded) {
                         {Method::kQjl, 1, Method::kKivi, 2},          {Method::kRvq, 2, Method::kPvq, 2},
                         {Method::kPolar, 4, Method::kFp8, 8},         {Method::kKivi, 4, Method::kFp16, 16},
                         {Method::kTurboMse, 2.5, Method::kRvq, 1}};
+
   for (const auto& pr : pairs) {
     if (pr.km == Method::kPolar && d % 16) continue;
     CompressedCase s(pr.km, pr.kb, pr.vm, pr.vb, d, 2, ratio, 37);
@@ -90,6 +94,13 @@ TEST_P(AttentionGqa, CompressedEqualsExactOnDecoded) {
     EXPECT_LT(s.check(p, 0, 2), 1e-5) << "window+softcap " << method_name(pr.km);
     p.window = 0;
     EXPECT_LT(s.check(p, 20, 3), 1e-5) << "causal prefix " << method_name(pr.km);
+  }
+  // Key mean removal (CodecConfig::center) around a scalar and a sketch method.
+  for (Method km : {Method::kTurboMse, Method::kTurboProd}) {
+    CompressedCase s(km, 3, Method::kTurboMse, 3, d, 2, ratio, 29, true);
+    AttentionParams p;
+    p.softmax_scale = 1.0 / std::sqrt(double(d));
+    EXPECT_LT(s.check(p, 0, 4), 1e-5) << "centered " << method_name(km) << " d=" << d;
   }
 }
 

@@ -53,6 +53,10 @@ TEST(Errors, NonFiniteInput) {
   EXPECT_EQ(codes, before) << "a rejected encode must not write";
   x[70] = std::numeric_limits<float>::infinity();
   expect_message([&] { c->encode(x.data(), 2, codes.data()); }, {"x[70]", "inf"});
+  x[70] = 1e5f;
+  expect_message([&] { c->encode(x.data(), 2, codes.data()); }, {"||x[1]||", "32768"});
+  EXPECT_EQ(codes, before);
+  x[70] = std::numeric_limits<float>::quiet_NaN();
   std::vector<double> st(64);
   expect_message([&] { c->prepare_query(x.data() + 64, st.data()); }, {"q[6]"});
 }

@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
   eval->add_option("--plot", plot_path, "draw error against bits per element to this PNG (needs python3 + matplotlib)");
   eval->add_option("--threads", threads, "worker threads (default: all cores)");
   eval->add_option("--topk", topk, "k of the top-k attention recall")->capture_default_str();
+  bool center_keys = false;
+  eval->add_flag("--center-keys", center_keys, "subtract the per-channel key mean before quantizing (methods show as NAME+center)");
 
   auto* list = app.add_subcommand("methods", "list methods, their widths and all-in bits per element");
   int list_dim = 128, list_tokens = 4096;
@@ -115,6 +117,7 @@ int main(int argc, char** argv) {
     opt.layers = split_list<int>(layers, [](const std::string& s) { return std::stoi(s); }, "--layers");
     opt.threads = threads;
     opt.topk = topk;
+    opt.center_keys = center_keys;
     const bool tty = isatty(2);
     opt.progress = [tty](const std::string& line) {
       if (tty)

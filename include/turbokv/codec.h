@@ -61,6 +61,14 @@ struct CodecConfig {
   bool qjl_orthogonal = false;  ///< orthogonalised sketch rows instead of i.i.d. Gaussian
   int group_size = 32;          ///< KIVI group: tokens per key group, channels per value group
   int kmeans_iters = 12;        ///< product VQ k-means iterations
+  /// Subtract the per-channel mean mu (fp16, fitted at calibration) before
+  /// quantizing, and add it back in decode, scores (+ <q, mu>) and value
+  /// accumulation (+ sum_t w_t * mu). For keys this removes large constant
+  /// channel offsets (e.g. Gemma 3 layer 5, docs/RESULTS.md) that every
+  /// norm-scaled quantizer otherwise pays for; <q, mu> is the same for every
+  /// token, so softmax weights would be unchanged even without adding it back.
+  /// Costs 2*head_dim bytes of side data per head. Works with every method.
+  bool center = false;
 };
 
 /**
@@ -96,8 +104,10 @@ class Codec {
   double bits_per_element(std::size_t n) const;
 
   /// Encodes x[n, head_dim] into out[encoded_bytes(n)]. Throws
-  /// std::invalid_argument on NaN/Inf (naming the element) or if calibration
-  /// is required and missing. The zero vector encodes and decodes to zero.
+  /// std::invalid_argument, before writing anything, on NaN/Inf (naming the
+  /// element), on a row whose norm is 32768 or more (norms and scales are
+  /// fp16), or if calibration is required and missing. The zero vector
+  /// encodes and decodes to zero.
   void encode(const float* x, std::size_t n, std::uint8_t* out) const;
   /// Decodes codes of n vectors into out[n, head_dim].
   void decode(const std::uint8_t* codes, std::size_t n, float* out) const;

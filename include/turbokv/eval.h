@@ -25,6 +25,7 @@ struct EvalOptions {
   int topk = 32;
   int threads = 0;                    ///< 0 = hardware concurrency
   std::uint64_t seed = 0x7b5eedull;
+  bool center_keys = false;           ///< CodecConfig::center for the keys (all methods)
   std::function<void(const std::string&)> progress;  ///< called once per finished case
 };
 

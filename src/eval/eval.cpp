@@ -130,13 +130,13 @@ double now_ns() {
                                  std::chrono::steady_clock::now().time_since_epoch()).count());
 }
 
-EvalResult eval_case(const Layer& l, Method m, double bits, std::uint64_t seed, int topk) {
+EvalResult eval_case(const Layer& l, Method m, double bits, std::uint64_t seed, int topk, bool center_keys) {
   const int G = l.num_kv_heads, H = l.num_heads, d = l.head_dim;
   const std::size_t n = l.n, D = static_cast<std::size_t>(d);
   EvalResult r;
   r.model = l.model;
   r.layer = l.layer;
-  r.method = method_name(m);
+  r.method = std::string(method_name(m)) + (center_keys ? "+center" : "");
   r.bits = bits;
   // Per KV head: contiguous [n, d] copies, codecs, calibration on the tokens before the queries.
   std::vector<std::vector<float>> kh(G), vh(G);
@@ -156,8 +156,10 @@ EvalResult eval_case(const Layer& l, Method m, double bits, std::uint64_t seed, 
     cfg.head_dim = d;
     cfg.seed = seed + 7919ull * g;
     cfg.role = Role::kKey;
+    cfg.center = center_keys;
     kc[g] = make_codec(cfg);
     cfg.role = Role::kValue;
+    cfg.center = false;
     cfg.seed = seed + 7919ull * g + 104729ull;
     vc[g] = make_codec(cfg);
     const std::size_t ncal = std::max<std::size_t>(1, l.query_start);
@@ -315,7 +317,7 @@ std::vector<EvalResult> run_eval(const EvalOptions& opt) {
     for (std::size_t i; (i = next++) < cases.size();) {
       try {
         const Case& c = cases[i];
-        results[i] = eval_case(layers[c.layer], c.m, c.bits, opt.seed, opt.topk);
+        results[i] = eval_case(layers[c.layer], c.m, c.bits, opt.seed, opt.topk, opt.center_keys);
         const std::size_t k = ++done;
         if (opt.progress) {
           std::lock_guard<std::mutex> lock(mu);
@@ -365,7 +367,7 @@ std::string eval_table(const std::vector<EvalResult>& results) {
     std::string ls;
     for (int l : layers) ls += (ls.empty() ? "" : ",") + std::to_string(l);
     out += fmt::format("\n{} — layers {} (mean over layers; bytes summed)\n", model, ls);
-    out += fmt::format("{:<8} {:>5} {:>6} {:>10} {:>6} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>6} {:>8} {:>8} {:>8}\n",
+    out += fmt::format("{:<14} {:>5} {:>6} {:>10} {:>6} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>6} {:>8} {:>8} {:>8}\n",
                        "method", "bits", "b/elem", "bytes", "ratio", "key_nmse", "val_nmse", "ip_bias", "ip_rmse",
                        "cosine", "rel_err", "top32", "KL", "enc_ns", "att_ns");
     // Group rows by (method, bits) in first-seen order.
@@ -393,7 +395,7 @@ std::string eval_table(const std::vector<EvalResult>& results) {
         a.attend_ns_per_token += r->attend_ns_per_token;
         c += 1;
       }
-      out += fmt::format("{:<8} {:>5} {:>6.3f} {:>10} {:>6.2f} {:>9.5f} {:>9.5f} {:>+8.4f} {:>8.4f} {:>8.5f} {:>8.4f} {:>6.3f} {:>8.5f} {:>8.0f} {:>8.1f}\n",
+      out += fmt::format("{:<14} {:>5} {:>6.3f} {:>10} {:>6.2f} {:>9.5f} {:>9.5f} {:>+8.4f} {:>8.4f} {:>8.5f} {:>8.4f} {:>6.3f} {:>8.5f} {:>8.0f} {:>8.1f}\n",
                          m, b, a.bits_per_element / c, a.bytes, a.compression_ratio / c, a.key_nmse / c, a.value_nmse / c,
                          a.ip_bias / c, a.ip_rmse / c, a.attn_cosine / c, a.attn_rel_err / c, a.topk_recall / c,
                          a.attn_kl / c, a.encode_ns_per_token / c, a.attend_ns_per_token / c);

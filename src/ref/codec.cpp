@@ -56,6 +56,11 @@ std::unique_ptr<Codec> make_codec(const CodecConfig& cfg) {
   check_arg(cfg.qjl_rows >= 0 && cfg.qjl_rows % 8 == 0, "make_codec", "qjl_rows", cfg.qjl_rows,
             "must be 0 (= head_dim) or a positive multiple of 8");
   check_arg(cfg.kmeans_iters >= 0, "make_codec", "kmeans_iters", cfg.kmeans_iters, "must be >= 0");
+  if (cfg.center) {
+    CodecConfig inner = cfg;
+    inner.center = false;
+    return ref::make_centered(cfg, make_codec(inner));
+  }
   switch (cfg.method) {
     case Method::kTurboMse: return ref::make_tq_mse(cfg);
     case Method::kTurboProd: return ref::make_tq_prod(cfg);

@@ -53,6 +53,15 @@ void Codec::encode(const float* x, std::size_t n, std::uint8_t* out) const {
     throw std::invalid_argument(detail::concat("Codec::encode: method = ", method_name(cfg_.method),
                                                ": calibrate() must be called before encode()"));
   check_finite("Codec::encode", "x", x, n * static_cast<std::size_t>(head_dim()));
+  // Norms, radii and scales are held in fp16: reject rows whose norm could overflow it.
+  const std::size_t d = static_cast<std::size_t>(head_dim());
+  for (std::size_t t = 0; t < n; ++t) {
+    double s = 0;
+    for (std::size_t i = 0; i < d; ++i) s += double(x[t * d + i]) * x[t * d + i];
+    if (std::sqrt(s) >= 32768.0)
+      throw std::invalid_argument(detail::concat("Codec::encode: ||x[", t, "]|| = ", std::sqrt(s),
+                                                 ": must be below 32768 (norms and scales are stored in fp16)"));
+  }
   std::memset(out, 0, encoded_bytes(n));
   if (n) do_encode(x, n, out);
 }

@@ -60,5 +60,7 @@ std::unique_ptr<Codec> make_polar(const CodecConfig& cfg);
 std::unique_ptr<Codec> make_kivi(const CodecConfig& cfg);
 std::unique_ptr<Codec> make_fp8(const CodecConfig& cfg);
 std::unique_ptr<Codec> make_fp16(const CodecConfig& cfg);
+/// Wraps `inner` so that it codes x - mu (see CodecConfig::center).
+std::unique_ptr<Codec> make_centered(const CodecConfig& cfg, std::unique_ptr<Codec> inner);
 
 }  // namespace turbokv::ref

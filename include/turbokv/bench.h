@@ -1,0 +1,50 @@
+// turbokv — `turbokv bench`: decode-attention and encode timings with the
+// baselines users have, measured in the same run.
+//
+// Each row compares one turbokv kernel with a baseline timed in the same
+// process on the same shapes (CPU: our dense fp16/fp32 decode attention and a
+// memcpy-style stream of the compressed bytes; CUDA: our fp16 flash-decoding
+// kernel). Field names are the JSON keys of `turbokv bench --json`.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace turbokv {
+
+struct BenchRow {
+  std::string op;        ///< "decode_attention", "encode", "stream", ...
+  std::string method;    ///< e.g. "tq-mse", "fp16-dense"
+  double bits = 0;       ///< nominal bits (16 for fp16)
+  std::size_t context = 0;  ///< tokens per sequence
+  int head_dim = 0, num_heads = 0, num_kv_heads = 0, batch = 1, threads = 1;
+  double time_us = 0;           ///< median time of one call, microseconds
+  std::string baseline;         ///< name of the baseline timed in the same run
+  double baseline_time_us = 0;  ///< its median time, microseconds
+  double speedup = 0;           ///< baseline_time_us / time_us
+  double gbps = 0;              ///< bytes actually read (compressed cache + queries) / time, GB/s (1e9 B/s)
+};
+
+struct BenchOptions {
+  std::string device = "cpu";                                   ///< "cpu" or "cuda"
+  std::vector<std::size_t> contexts = {1024, 4096, 16384, 32768, 131072};
+  std::vector<int> threads = {1, 2};                            ///< CPU only
+  std::vector<int> batches = {1};                               ///< sequences per call
+  std::vector<double> bits = {2, 3, 4};
+  std::vector<std::string> methods;                             ///< empty = every method with a fast path
+  int head_dim = 128, num_heads = 32, num_kv_heads = 8;
+  int repeats = 0;                                              ///< 0 = choose by time
+};
+
+/// CPU benchmark (src/cpu). Throws std::invalid_argument on bad options.
+std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt);
+/// CUDA benchmark (src/cuda); throws std::runtime_error if built without CUDA or no GPU is present.
+std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt);
+
+/// {"results": [...]} with the BenchRow keys.
+std::string bench_json(const std::vector<BenchRow>& rows);
+/// A fixed-width table.
+std::string bench_table(const std::vector<BenchRow>& rows);
+
+}  // namespace turbokv
