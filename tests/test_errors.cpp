@@ -61,6 +61,12 @@ TEST(Errors, NonFiniteInput) {
   expect_message([&] { c->prepare_query(x.data() + 64, st.data()); }, {"q[6]"});
 }
 
+TEST(Errors, Calibration) {
+  auto c = make_codec(cfg(Method::kPvq, 2, 64));
+  auto x = test::gaussian(64, 1);
+  expect_message([&] { c->calibrate(x.data(), 0); }, {"n", "0"});
+}
+
 TEST(Errors, CalibrationRequired) {
   auto c = make_codec(cfg(Method::kPvq, 2, 64));
   auto x = test::gaussian(64, 1);
@@ -80,6 +86,8 @@ TEST(Errors, AttentionShapes) {
   expect_message([&] { attention_compressed(kv, kv, 4, x.data(), 3, p, out.data()); }, {"num_heads", "3"});
   expect_message([&] { attention_compressed(kv, kv, 0, x.data(), 2, p, out.data()); }, {"num_tokens", "0"});
   expect_message([&] { attention_compressed(kv, kv, 4, x.data(), 2, p, out.data(), nullptr, 5); }, {"context", "5"});
+  std::vector<EncodedHead> one = {{c.get(), codes.data()}};
+  expect_message([&] { attention_compressed(kv, one, 4, x.data(), 2, p, out.data()); }, {"values.size()", "1"});
   p.softmax_scale = -1;
   expect_message([&] { attention_compressed(kv, kv, 4, x.data(), 2, p, out.data()); }, {"softmax_scale", "-1"});
   p.softmax_scale = 0.125;
@@ -97,4 +105,16 @@ TEST(Errors, ScoreRange) {
   std::vector<std::uint8_t> codes(c->encoded_bytes(4));
   std::vector<double> st(64), out(8);
   expect_message([&] { c->scores(st.data(), codes.data(), 4, 2, 6, out.data()); }, {"t1", "6"});
+}
+
+TEST(Errors, KiviScaleOverflowRejectedBeforeWriting) {
+  // A 1-bit key group spanning -32760..32760 would need scale 65520 (> fp16 max).
+  auto c = make_codec(cfg(Method::kKivi, 1, 8));
+  std::vector<float> x(16, 0.0f);
+  x[0] = -32760.0f;
+  x[8] = 32760.0f;
+  std::vector<std::uint8_t> codes(c->encoded_bytes(2), 0x5a);
+  const auto before = codes;
+  expect_message([&] { c->encode(x.data(), 2, codes.data()); }, {"kivi", "scale"});
+  EXPECT_EQ(codes, before);
 }

@@ -106,8 +106,9 @@ class Codec {
   /// Encodes x[n, head_dim] into out[encoded_bytes(n)]. Throws
   /// std::invalid_argument, before writing anything, on NaN/Inf (naming the
   /// element), on a row whose norm is 32768 or more (norms and scales are
-  /// fp16), or if calibration is required and missing. The zero vector
-  /// encodes and decodes to zero.
+  /// fp16), or if calibration is required and missing. A zero vector decodes
+  /// to zero, except under KIVI key groups shared with non-zero tokens (within
+  /// half a step) and with `center` (mu + the coded -mu).
   void encode(const float* x, std::size_t n, std::uint8_t* out) const;
   /// Decodes codes of n vectors into out[n, head_dim].
   void decode(const std::uint8_t* codes, std::size_t n, float* out) const;
@@ -133,6 +134,8 @@ class Codec {
  protected:
   explicit Codec(const CodecConfig& cfg) : cfg_(cfg) {}
   virtual void do_calibrate(const float* /*x*/, std::size_t /*n*/) {}
+  /// Method-specific input checks, run by encode() before anything is written.
+  virtual void do_validate(const float* /*x*/, std::size_t /*n*/) const {}
   virtual void do_encode(const float* x, std::size_t n, std::uint8_t* out) const = 0;
   virtual void do_decode(const std::uint8_t* codes, std::size_t n, float* out) const = 0;
   virtual void do_prepare_query(const float* q, double* state) const;

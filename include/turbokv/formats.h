@@ -82,6 +82,11 @@ struct TokenLayout {
 TURBOKV_HD float load_half(const std::uint8_t* p) {
   return half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8)));
 }
+TURBOKV_HD float store_half_bits(std::uint8_t* p, std::uint16_t h) {
+  p[0] = static_cast<std::uint8_t>(h & 0xff);
+  p[1] = static_cast<std::uint8_t>(h >> 8);
+  return half_to_float(h);
+}
 TURBOKV_HD float store_half(std::uint8_t* p, float v) {
   const std::uint16_t h = float_to_half(v);
   p[0] = static_cast<std::uint8_t>(h & 0xff);

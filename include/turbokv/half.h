@@ -61,6 +61,25 @@ TURBOKV_HD std::uint16_t float_to_half(float f) {
   return static_cast<std::uint16_t>(sign | (r >> 13));
 }
 
+/// The fp16 value <= x closest to x (x finite, >= -65504), as bits.
+TURBOKV_HD std::uint16_t float_to_half_down(float x) {
+  std::uint16_t h = float_to_half(x);
+  if (half_to_float(h) > x) {
+    if (h == 0x0000u) return 0x8001u;  // +0 > x > 0: the smallest negative subnormal
+    h = (h & 0x8000u) ? static_cast<std::uint16_t>(h + 1) : static_cast<std::uint16_t>(h - 1);
+  }
+  return h;
+}
+/// The fp16 value >= x closest to x (x finite, <= 65504), as bits.
+TURBOKV_HD std::uint16_t float_to_half_up(float x) {
+  std::uint16_t h = float_to_half(x);
+  if (half_to_float(h) < x) {
+    if (h == 0x8000u) return 0x0001u;
+    h = (h & 0x8000u) ? static_cast<std::uint16_t>(h - 1) : static_cast<std::uint16_t>(h + 1);
+  }
+  return h;
+}
+
 /// Rounds x to the nearest fp16 value and returns it as fp32.
 TURBOKV_HD float round_to_half(float x) { return half_to_float(float_to_half(x)); }
 

@@ -12,7 +12,7 @@
 // width or GPU tile shape: every backend reads and writes exactly these bytes.
 //
 // These helpers are usable on host and device. The reference loops in
-// src/ref/pack.cpp validate arguments; the inline helpers assume valid input.
+// src/ref/common.cpp (pack_bits, unpack_bits) validate arguments; the inline helpers assume valid input.
 #pragma once
 
 #include <cstddef>

@@ -52,9 +52,9 @@ class Rotation {
   void forward(const float* x, float* y) const;
   /// x = Pi^T y. y, x: size dim; must not alias.
   void inverse(const float* y, float* x) const;
-  /// In-place forward on fp64 data (for exact references and queries).
+  /// Forward on fp64 data (for exact references and queries); must not alias.
   void forward(const double* x, double* y) const;
-  /// In-place inverse on fp64 data.
+  /// Inverse on fp64 data; must not alias.
   void inverse(const double* y, double* x) const;
 
   /// kHadamard only: the random signs D, size dim, each +1 or -1.

@@ -6,6 +6,8 @@
 //   score:     <q, x_hat> = inner score of q + <q, mu>
 //   values:    sum_t w_t x_hat_t = inner sum + (sum_t w_t) mu
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "internal.h"
 #include "turbokv/half.h"
@@ -39,6 +41,16 @@ class Centered final : public Codec {
     for (std::size_t j = 0; j < d; ++j) mu_[j] = round_to_half(static_cast<float>(sum[j] / static_cast<double>(n)));
     const auto y = shifted(x, n);
     inner_->calibrate(y.data(), n);
+  }
+  void do_validate(const float* x, std::size_t n) const override {
+    const std::size_t d = mu_.size();
+    for (std::size_t t = 0; t < n; ++t) {
+      double s = 0;
+      for (std::size_t j = 0; j < d; ++j) s += (double(x[t * d + j]) - mu_[j]) * (double(x[t * d + j]) - mu_[j]);
+      if (std::sqrt(s) >= 32768.0)
+        throw std::invalid_argument("Codec::encode(center): ||x[" + std::to_string(t) + "] - mu|| = " +
+                                    std::to_string(std::sqrt(s)) + ": must be below 32768 (stored in fp16)");
+    }
   }
   void do_encode(const float* x, std::size_t n, std::uint8_t* out) const override {
     const auto y = shifted(x, n);

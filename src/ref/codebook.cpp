@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 
@@ -53,7 +54,8 @@ ScalarCodebook lloyd_max_discrete(const std::vector<double>& x, const std::vecto
       cut[static_cast<std::size_t>(j)] = static_cast<std::size_t>(std::upper_bound(x.begin(), x.end(), b) - x.begin());
     }
   };
-  for (int it = 0; it < 5000; ++it) {
+  bool converged = false;
+  for (int it = 0; it < 400000 && !converged; ++it) {
     cells();
     double change = 0;
     for (int j = 0; j < k; ++j) {
@@ -65,8 +67,9 @@ ScalarCodebook lloyd_max_discrete(const std::vector<double>& x, const std::vecto
       c[static_cast<std::size_t>(j)] = nc;
     }
     std::sort(c.begin(), c.end());
-    if (change < 1e-13 * (std::fabs(c.back()) + 1e-300)) break;
+    converged = change < 1e-12 * (std::fabs(c.back()) + 1e-300);
   }
+  if (!converged) throw std::runtime_error("lloyd_max_discrete: Lloyd iteration did not converge");
   cells();
   double err = 0;
   for (int j = 0; j < k; ++j) {

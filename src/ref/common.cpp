@@ -62,6 +62,7 @@ void Codec::encode(const float* x, std::size_t n, std::uint8_t* out) const {
       throw std::invalid_argument(detail::concat("Codec::encode: ||x[", t, "]|| = ", std::sqrt(s),
                                                  ": must be below 32768 (norms and scales are stored in fp16)"));
   }
+  if (n) do_validate(x, n);
   std::memset(out, 0, encoded_bytes(n));
   if (n) do_encode(x, n, out);
 }

@@ -1,5 +1,7 @@
-// fp8 e4m3 baseline with a per-token scale: scale = max|x| / 448 stored in fp16;
-// code_j = e4m3(x_j / scale16) (round-to-nearest-even, saturating); x_hat = e4m3(code) * scale16.
+// fp8 e4m3 baseline with a per-token scale: scale16 = max|x| / 448 rounded up to
+// fp16 and at least 2^-24 (the smallest fp16 subnormal), so x / scale16 never
+// exceeds 448; code_j = e4m3(x_j / scale16) (round-to-nearest-even);
+// x_hat = e4m3(code) * scale16. A zero row stores scale 0 and zero codes.
 #include <algorithm>
 #include <cmath>
 
@@ -20,7 +22,8 @@ class Fp8 final : public Codec {
     for (std::size_t t = 0; t < n; ++t) {
       float mx = 0;
       for (int j = 0; j < d; ++j) mx = std::max(mx, std::fabs(x[t * d + j]));
-      const float sc = layout_.set_scalar(out, n, t, 0, mx / 448.0f);
+      const std::uint16_t h = mx > 0 ? float_to_half_up(std::max(mx / 448.0f, 5.9604644775390625e-08f)) : 0;
+      const float sc = store_half_bits(out + n * layout_.code_bytes + 2 * t, h);
       std::uint8_t* c = layout_.codes(out, t);
       for (int j = 0; j < d; ++j) c[j] = sc > 0 ? float_to_e4m3(x[t * d + j] / sc) : 0;
     }

@@ -1,9 +1,12 @@
 // KIVI-style asymmetric integer quantization (Liu et al., arXiv 2402.02750).
 //
 // Keys are grouped per channel over G consecutive tokens, values per token over
-// G consecutive channels. In each group: mn = min, scale = (max - mn) / (2^b - 1),
-// both stored in fp16; code = clamp(round_half_even((x - mn16) / scale16), 0, 2^b - 1)
-// (0 when scale16 == 0); x_hat = mn16 + scale16 * code. The last key group of a
+// G consecutive channels. In each group: mn16 = the fp16 value at or below the
+// minimum (rounded toward -inf), scale16 = (max - mn16) / (2^b - 1) rounded up
+// to fp16, so no code clamps and the error is at most scale16 / 2;
+// code = clamp(round_half_even((x - mn16) / scale16), 0, 2^b - 1) (0 when
+// scale16 == 0); x_hat = mn16 + scale16 * code. Groups whose scale would
+// overflow fp16 are rejected before anything is written. The last key group of a
 // block may hold fewer than G tokens. (KIVI also keeps the newest tokens in
 // full precision; that residual window belongs to the cache, not this codec.)
 #include <algorithm>
@@ -38,8 +41,8 @@ class Kivi final : public Codec {
     float mn = x[0], mx = x[0];
     for (std::size_t i = 1; i < count; ++i) mn = std::min(mn, x[i * stride]), mx = std::max(mx, x[i * stride]);
     const float levels = static_cast<float>((1 << b_) - 1);
-    const float mn16 = store_half(params, mn);
-    const float sc16 = store_half(params + 2, (mx - mn) / levels);
+    const float mn16 = store_half_bits(params, float_to_half_down(mn));
+    const float sc16 = store_half_bits(params + 2, float_to_half_up(static_cast<float>((double(mx) - mn16) / levels)));
     for (std::size_t i = 0; i < count; ++i) {
       std::uint32_t code = 0;
       if (sc16 > 0) {
@@ -51,6 +54,31 @@ class Kivi final : public Codec {
     }
   }
 
+  /// Largest (max - min) / levels over all groups of x.
+  double max_scale(const float* x, std::size_t n) const {
+    const int d = head_dim();
+    const double levels = (1 << b_) - 1;
+    double worst = 0;
+    auto range = [&](const float* p, std::size_t stride, std::size_t count) {
+      float mn = p[0], mx = p[0];
+      for (std::size_t i = 1; i < count; ++i) mn = std::min(mn, p[i * stride]), mx = std::max(mx, p[i * stride]);
+      worst = std::max(worst, (double(mx) - mn) / levels);
+    };
+    if (key()) {
+      for (std::size_t g0 = 0; g0 < n; g0 += g_)
+        for (int j = 0; j < d; ++j) range(x + g0 * d + j, static_cast<std::size_t>(d), std::min<std::size_t>(g_, n - g0));
+    } else {
+      for (std::size_t t = 0; t < n; ++t)
+        for (int j0 = 0; j0 < d; j0 += g_) range(x + t * d + j0, 1, static_cast<std::size_t>(g_));
+    }
+    return worst;
+  }
+  void do_validate(const float* x, std::size_t n) const override {
+    const double s = max_scale(x, n);
+    if (s > 32768.0)
+      throw std::invalid_argument(detail::concat("Codec::encode(kivi): group scale = ", s,
+                                                 ": (max - min) / (2^bits - 1) must stay below 32768 (stored in fp16)"));
+  }
   void do_encode(const float* x, std::size_t n, std::uint8_t* out) const override {
     const int d = head_dim();
     if (key()) {

@@ -4,7 +4,7 @@
 // (1 where the channel is all zero), z_t = Pi (x_t / lambda) with the
 // randomized Hadamard Pi, then for each sub-vector s (g consecutive rotated
 // coordinates) a k-means codebook C_s of K = 2^c centroids (k-means++ seeding
-// from Rng(seed + s), `kmeans_iters` Lloyd iterations, empty clusters keep
+// from Rng(seed + 1000003 * (s + 1)), `kmeans_iters` Lloyd iterations, empty clusters keep
 // their centroid). lambda and C are stored in fp16 and counted in side_bytes().
 //
 //   encode: code_s = argmin_k ||z_s - C_s[k]||^2 (ties -> lowest k)

@@ -5,10 +5,12 @@
 //   score:   <q, x_hat> = norm * <Pi q, c[code]>   (Pi q computed once per query)
 //   values:  sum_t w_t x_hat_t = Pi^T (sum_t w_t norm_t c[code_t])  (one inverse rotation)
 //
-// Fractional widths b + 0.5 (outlier-channel split, paper Sec. 4.3): the d/2
-// channels (rounded down to a multiple of 8) with the largest mean square on
-// the calibration data get b+1 bits, the rest b bits; each part has its own
-// rotation, codebook and norm.
+// Fractional widths b + 0.5 (outlier-channel split after paper Sec. 4.3): the d/2
+// channels (rounded down to a multiple of 8; exactly half when d is a multiple
+// of 16) with the largest mean square on the calibration data get b+1 bits,
+// the rest b bits; each part has its own rotation, codebook and norm. The
+// paper's own example splits 32 of 128 channels; an even split is what makes
+// the nominal width b + 0.5.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -176,6 +178,9 @@ class TqMse final : public Codec {
 
 std::unique_ptr<Codec> make_tq_mse(const CodecConfig& cfg) {
   check_bits(cfg, {1, 1.5, 2, 2.5, 3, 3.5, 4});
+  if (cfg.bits != static_cast<int>(cfg.bits))
+    check_arg(cfg.head_dim >= 16, "make_codec(tq-mse)", "head_dim", cfg.head_dim,
+              "fractional widths split head_dim into two parts of at least 8 channels: need head_dim >= 16");
   return std::make_unique<TqMse>(cfg);
 }
 

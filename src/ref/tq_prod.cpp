@@ -5,7 +5,8 @@
 //   signs = sign(S r) (QJL, m rows);  stored: codes, signs, ||x||, gamma.
 //   <q, x> ~= ||x|| * ( <Pi q, c[code]> + kappa * gamma * <S Pi q, signs> )
 // with kappa = sqrt(pi/2)/m for Gaussian S, which makes the estimate unbiased
-// (E over S); the decoded vector is the same expression with q removed:
+// (E over S) up to the fp16 rounding of ||x|| and gamma (relative <= 2^-11);
+// the decoded vector is the same expression with q removed:
 //   x_hat = ||x|| * Pi^T ( c[code] + kappa * gamma * S^T signs ).
 // b = 1 is pure QJL on the rotated unit vector (no MSE stage).
 #include <cmath>
