@@ -1,4 +1,4 @@
-// The turbokv command-line tool: `turbokv eval`, `turbokv methods`.
+// The turbokv command-line tool: `turbokv eval`, `turbokv methods`, `turbokv bench`.
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fmt/format.h>
@@ -7,6 +7,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "turbokv/bench.h"
 #include "turbokv/codec.h"
 #include "turbokv/eval.h"
 
@@ -93,8 +94,36 @@ int main(int argc, char** argv) {
   list->add_option("--head-dim", list_dim, "head_dim")->capture_default_str();
   list->add_option("--tokens", list_tokens, "tokens per head (amortises side data)")->capture_default_str();
 
+  auto* bench = app.add_subcommand("bench", "time decode attention on the compressed cache against dense fp16/fp32 and a byte stream");
+  std::string bench_device = "cpu", bench_threads, bench_contexts, bench_bits, bench_methods, bench_json_path;
+  int bench_repeats = 0;
+  bench->add_option("--device", bench_device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  bench->add_option("--threads", bench_threads, "comma-separated thread counts (CPU; default 1,2)");
+  bench->add_option("--contexts", bench_contexts, "comma-separated context lengths (default 1024,4096,16384,32768,131072)");
+  bench->add_option("--bits", bench_bits, "comma-separated widths (default 2,3,4)");
+  bench->add_option("--methods", bench_methods, "comma-separated methods with a fast path (default: all; CPU: tq-mse)");
+  bench->add_option("--repeats", bench_repeats, "timed runs per case (default: chosen by time)");
+  bench->add_option("--json", bench_json_path, "write {\"results\": [...]} to this file");
+
   CLI11_PARSE(app, argc, argv);
   try {
+    if (*bench) {
+      BenchOptions bo;
+      bo.device = bench_device;
+      bo.repeats = bench_repeats;
+      if (!bench_threads.empty()) bo.threads = split_list<int>(bench_threads, [](const std::string& s) { return std::stoi(s); }, "--threads");
+      if (!bench_contexts.empty())
+        bo.contexts = split_list<std::size_t>(bench_contexts, [](const std::string& s) { return static_cast<std::size_t>(std::stoull(s)); }, "--contexts");
+      if (!bench_bits.empty()) bo.bits = split_list<double>(bench_bits, [](const std::string& s) { return std::stod(s); }, "--bits");
+      bo.methods = split_list<std::string>(bench_methods, [](const std::string& s) { return s; }, "--methods");
+      const auto rows = bench_device == "cuda" ? run_cuda_bench(bo) : run_cpu_bench(bo);
+      std::cout << bench_table(rows) << std::flush;
+      if (!bench_json_path.empty()) {
+        std::ofstream(bench_json_path) << bench_json(rows);
+        std::cerr << "wrote " << bench_json_path << "\n";
+      }
+      return 0;
+    }
     if (*list) {
       fmt::print("{:<8} {:>5} {:>14}   (head_dim {}, {} tokens; side data such as codebooks amortised over them)\n", "method", "bits",
                  "bits/element", list_dim, list_tokens);

@@ -24,6 +24,11 @@ struct BenchRow {
   double baseline_time_us = 0;  ///< its median time, microseconds
   double speedup = 0;           ///< baseline_time_us / time_us
   double gbps = 0;              ///< bytes actually read (compressed cache + queries) / time, GB/s (1e9 B/s)
+  // Added by the CPU bench (JSON keys of the same names):
+  double tokens_per_s = 0;      ///< context * batch / time (decode attention), tokens encoded / s (encode)
+  double bits_per_element = 0;  ///< all-in bits per cached element (codes + per-token norms)
+  double stream_time_us = 0;    ///< time to merely stream the same compressed bytes once (0 if not measured)
+  std::string simd;             ///< SIMD level the CPU kernels ran at ("avx512", "avx2", "scalar")
 };
 
 struct BenchOptions {

@@ -1,0 +1,55 @@
+// `turbokv bench` output (JSON and table) shared by the CPU and CUDA benches,
+// and the run_cuda_bench stub for builds without CUDA.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "turbokv/bench.h"
+
+namespace turbokv {
+
+std::string bench_json(const std::vector<BenchRow>& rows) {
+  nlohmann::json res = nlohmann::json::array();
+  for (const BenchRow& r : rows)
+    res.push_back({{"op", r.op},
+                   {"method", r.method},
+                   {"bits", r.bits},
+                   {"context", r.context},
+                   {"head_dim", r.head_dim},
+                   {"num_heads", r.num_heads},
+                   {"num_kv_heads", r.num_kv_heads},
+                   {"batch", r.batch},
+                   {"threads", r.threads},
+                   {"time_us", r.time_us},
+                   {"baseline", r.baseline},
+                   {"baseline_time_us", r.baseline_time_us},
+                   {"speedup", r.speedup},
+                   {"gbps", r.gbps},
+                   {"tokens_per_s", r.tokens_per_s},
+                   {"bits_per_element", r.bits_per_element},
+                   {"stream_time_us", r.stream_time_us},
+                   {"simd", r.simd}});
+  return nlohmann::json{{"results", res}}.dump(2) + "\n";
+}
+
+std::string bench_table(const std::vector<BenchRow>& rows) {
+  std::string s = fmt::format("{:<17} {:<11} {:>5} {:>7} {:>3} {:>11} {:>12} {:>8} {:<11} {:>11} {:>8} {:>9}\n", "op",
+                              "method", "bits", "context", "thr", "time_us", "tokens/s", "GB/s", "baseline",
+                              "base_us", "speedup", "x_stream");
+  for (const BenchRow& r : rows) {
+    const std::string xs = r.stream_time_us > 0 ? fmt::format("{:.2f}", r.time_us / r.stream_time_us) : "-";
+    s += fmt::format("{:<17} {:<11} {:>5} {:>7} {:>3} {:>11.1f} {:>12.4g} {:>8.2f} {:<11} {:>11.1f} {:>8.2f} {:>9}\n",
+                     r.op, r.method, r.bits, r.context, r.threads, r.time_us, r.tokens_per_s, r.gbps, r.baseline,
+                     r.baseline_time_us, r.speedup, xs);
+  }
+  return s;
+}
+
+#if !defined(TURBOKV_HAVE_CUDA)
+std::vector<BenchRow> run_cuda_bench(const BenchOptions&) {
+  throw std::runtime_error("turbokv was built without CUDA");
+}
+#endif
+
+}  // namespace turbokv

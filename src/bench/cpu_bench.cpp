@@ -1,0 +1,212 @@
+// `turbokv bench --device cpu`: fused decode attention on TurboQuant-MSE
+// codes against the dense fp16 / fp32 baselines and a stream of the same
+// compressed bytes, timed in the same process on the same shapes.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "turbokv/bench.h"
+#include "turbokv/cpu.h"
+#include "turbokv/error.h"
+#include "turbokv/half.h"
+#include "turbokv/rng.h"
+#include "turbokv/simd.h"
+
+namespace turbokv {
+namespace {
+
+/// Median wall time of fn in microseconds: `repeats` runs, or (repeats == 0)
+/// as many as fit in ~budget_s, at least 3 and at most 25, after one warm-up.
+double time_us(const std::function<void()>& fn, int repeats, double budget_s) {
+  using clk = std::chrono::steady_clock;
+  fn();
+  std::vector<double> t;
+  const auto start = clk::now();
+  for (int i = 0;; ++i) {
+    const auto a = clk::now();
+    fn();
+    t.push_back(std::chrono::duration<double, std::micro>(clk::now() - a).count());
+    if (repeats > 0) {
+      if (i + 1 >= repeats) break;
+    } else {
+      const double spent = std::chrono::duration<double>(clk::now() - start).count();
+      if (i + 1 >= 25 || (i + 1 >= 3 && spent > budget_s)) break;
+    }
+  }
+  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+  return t[t.size() / 2];
+}
+
+/// Fast deterministic pseudo-Gaussian (sum of 4 uniforms, unit variance) for bulk data.
+void fill_normalish(float* x, std::size_t n, std::uint64_t seed) {
+  Rng r(seed);
+  for (std::size_t i = 0; i < n; i += 2) {
+    const std::uint64_t u = r.next();
+    for (std::size_t j = 0; j < 2 && i + j < n; ++j) {
+      const std::uint32_t w = static_cast<std::uint32_t>(u >> (32 * j));
+      const float s = static_cast<float>((w & 0xff) + ((w >> 8) & 0xff) + ((w >> 16) & 0xff) + (w >> 24)) - 510.0f;
+      x[i + j] = s * (1.0f / 147.2f);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
+  const char* where = "run_cpu_bench";
+  check_arg(opt.device == "cpu", where, "device", opt.device, "must be cpu");
+  check_arg(opt.num_kv_heads > 0 && opt.num_heads % opt.num_kv_heads == 0 && opt.num_heads > 0, where, "num_heads",
+            opt.num_heads, "must be a positive multiple of num_kv_heads");
+  check_arg(opt.head_dim % 16 == 0 && opt.head_dim >= 16 && opt.head_dim <= 512, where, "head_dim", opt.head_dim,
+            "must be a multiple of 16 in 16..512");
+  for (const auto& m : opt.methods)
+    check_arg(m == "tq-mse", where, "methods", m, "the CPU fast path has tq-mse (the dense baselines always run)");
+  for (double b : opt.bits)
+    check_arg(b == 1 || b == 2 || b == 3 || b == 4, where, "bits", b, "tq-mse fast path widths are 1, 2, 3, 4");
+  for (int t : opt.threads) check_arg(t >= 1, where, "threads", t, "must be >= 1");
+  for (std::size_t c : opt.contexts) check_arg(c >= 1, where, "contexts", c, "must be >= 1");
+  for (int b : opt.batches) check_arg(b == 1, where, "batches", b, "the CPU bench runs batch 1");
+
+  const int d = opt.head_dim, kvh = opt.num_kv_heads, H = opt.num_heads;
+  const std::size_t du = static_cast<std::size_t>(d);
+  std::vector<BenchRow> rows;
+  const std::string simd = simd_level_name(simd_level());
+  AttentionParams p;
+  p.softmax_scale = 1.0 / std::sqrt(static_cast<double>(d));
+  std::vector<float> q(static_cast<std::size_t>(H) * d), out(q.size());
+  fill_normalish(q.data(), q.size(), 1);
+
+  for (std::size_t n : opt.contexts) {
+    // Dense K, V [n, kvh, d] in fp32 and fp16; per-head rows for the encoder.
+    const std::size_t elems = n * kvh * du;
+    std::vector<float> k32(elems), v32(elems);
+    fill_normalish(k32.data(), elems, 11 + n);
+    fill_normalish(v32.data(), elems, 13 + n);
+    std::vector<std::uint16_t> k16(elems), v16(elems);
+    for (std::size_t i = 0; i < elems; ++i) {
+      k16[i] = float_to_half(k32[i]);
+      v16[i] = float_to_half(v32[i]);
+    }
+    const double budget = n >= 65536 ? 0.3 : 0.5;
+    const int reps = opt.repeats > 0 ? opt.repeats : 0;
+
+    for (int thr : opt.threads) {
+      BenchRow base;
+      base.op = "decode_attention";
+      base.context = n;
+      base.head_dim = d;
+      base.num_heads = H;
+      base.num_kv_heads = kvh;
+      base.threads = thr;
+      base.simd = simd;
+      const double qbytes = static_cast<double>(q.size()) * 4;
+      const double t16 = time_us([&] { cpu::attention_dense(k16.data(), v16.data(), cpu::DType::kF16, n, kvh, d, q.data(), H, p, out.data(), thr); }, reps, budget);
+      const double t32 = time_us([&] { cpu::attention_dense(k32.data(), v32.data(), cpu::DType::kF32, n, kvh, d, q.data(), H, p, out.data(), thr); }, reps, budget);
+      const double b16 = static_cast<double>(elems) * 2 * 2, b32 = static_cast<double>(elems) * 4 * 2;
+      const double s16 = time_us([&] { cpu::stream_bytes(reinterpret_cast<const std::uint8_t*>(k16.data()), elems * 2, thr); cpu::stream_bytes(reinterpret_cast<const std::uint8_t*>(v16.data()), elems * 2, thr); }, reps, budget);
+      BenchRow r16 = base;
+      r16.method = "fp16-dense";
+      r16.bits = 16;
+      r16.time_us = t16;
+      r16.baseline = "fp32-dense";
+      r16.baseline_time_us = t32;
+      r16.speedup = t32 / t16;
+      r16.gbps = (b16 + qbytes) / (t16 * 1e3);
+      r16.tokens_per_s = n / (t16 * 1e-6);
+      r16.bits_per_element = 16;
+      r16.stream_time_us = s16;
+      BenchRow r32 = base;
+      r32.method = "fp32-dense";
+      r32.bits = 32;
+      r32.time_us = t32;
+      r32.baseline = "fp16-dense";
+      r32.baseline_time_us = t16;
+      r32.speedup = t16 / t32;
+      r32.gbps = (b32 + qbytes) / (t32 * 1e3);
+      r32.tokens_per_s = n / (t32 * 1e-6);
+      r32.bits_per_element = 32;
+      rows.push_back(r32);
+      rows.push_back(r16);
+
+      for (double bits : opt.bits) {
+        CodecConfig cfg;
+        cfg.method = Method::kTurboMse;
+        cfg.bits = bits;
+        cfg.head_dim = d;
+        std::vector<std::unique_ptr<cpu::TqMse>> codecs;
+        std::vector<std::vector<std::uint8_t>> kb(static_cast<std::size_t>(kvh)), vb(static_cast<std::size_t>(kvh));
+        std::vector<cpu::TqHead> keys, values;
+        std::vector<float> rowbuf(n * du);
+        double encode_us = 0;
+        for (int g = 0; g < kvh; ++g) {
+          cfg.seed = 0x7b5eedull + static_cast<std::uint64_t>(g);
+          codecs.push_back(std::make_unique<cpu::TqMse>(cfg));
+          const cpu::TqMse& c = *codecs.back();
+          kb[g].resize(c.encoded_bytes(n));
+          vb[g].resize(c.encoded_bytes(n));
+          for (std::size_t t = 0; t < n; ++t) std::memcpy(&rowbuf[t * du], &k32[(t * kvh + g) * du], du * 4);
+          const auto a = std::chrono::steady_clock::now();
+          c.encode(rowbuf.data(), n, kb[g].data(), thr);
+          encode_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count();
+          for (std::size_t t = 0; t < n; ++t) std::memcpy(&rowbuf[t * du], &v32[(t * kvh + g) * du], du * 4);
+          c.encode(rowbuf.data(), n, vb[g].data(), thr);
+          keys.push_back({&c, kb[g].data()});
+          values.push_back({&c, vb[g].data()});
+        }
+        // The compressed cache as one contiguous buffer, for the stream baseline.
+        std::vector<std::uint8_t> all;
+        for (int g = 0; g < kvh; ++g) {
+          all.insert(all.end(), kb[g].begin(), kb[g].end());
+          all.insert(all.end(), vb[g].begin(), vb[g].end());
+        }
+        const double cbytes = static_cast<double>(all.size());
+        const double ts = time_us([&] { cpu::stream_bytes(all.data(), all.size(), thr); }, reps, budget);
+        const double tq = time_us([&] { cpu::attention_tq_mse(keys, values, n, q.data(), H, p, out.data(), 0, thr); }, reps, budget);
+        BenchRow r = base;
+        r.method = "tq-mse";
+        r.bits = bits;
+        r.time_us = tq;
+        r.baseline = "fp16-dense";
+        r.baseline_time_us = t16;
+        r.speedup = t16 / tq;
+        r.gbps = (cbytes + qbytes) / (tq * 1e3);
+        r.tokens_per_s = n / (tq * 1e-6);
+        r.bits_per_element = 8.0 * cbytes / static_cast<double>(2 * elems);
+        r.stream_time_us = ts;
+        rows.push_back(r);
+        BenchRow rs = base;
+        rs.op = "stream";
+        rs.method = "tq-mse";
+        rs.bits = bits;
+        rs.time_us = ts;
+        rs.baseline = "fp16-stream";
+        rs.baseline_time_us = s16;
+        rs.speedup = s16 / ts;
+        rs.gbps = cbytes / (ts * 1e3);
+        rs.tokens_per_s = n / (ts * 1e-6);
+        rs.bits_per_element = r.bits_per_element;
+        rows.push_back(rs);
+        if (n == opt.contexts.front()) {
+          BenchRow re = base;
+          re.op = "encode";
+          re.method = "tq-mse";
+          re.bits = bits;
+          re.time_us = encode_us / kvh;  // one head's keys: n tokens
+          re.gbps = static_cast<double>(n * du * 4) / (re.time_us * 1e3);
+          re.tokens_per_s = n / (re.time_us * 1e-6);
+          re.bits_per_element = r.bits_per_element;
+          rows.push_back(re);
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+}  // namespace turbokv

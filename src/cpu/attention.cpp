@@ -1,0 +1,276 @@
+// Fused decode attention (TurboQuant-MSE and the dense baselines) and the
+// memory-stream baseline: argument checks, the split of (sequence, KV head,
+// head chunk, token chunk) work items over the pool, the log-sum-exp merge
+// and the final rotation back. The per-block math is in the kernels.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cpu_internal.h"
+#include "turbokv/cpu.h"
+#include "turbokv/error.h"
+
+namespace turbokv::cpu {
+namespace {
+
+using detail::kernels;
+
+constexpr int kMaxHeadsPerJob = 16;
+
+struct Span {
+  std::size_t begin, end;
+};
+
+std::size_t window_begin(std::size_t ctx, const AttentionParams& p) {
+  return (p.window > 0 && ctx > static_cast<std::size_t>(p.window)) ? ctx - static_cast<std::size_t>(p.window) : 0;
+}
+
+void check_params(const char* where, int num_heads, int num_kv_heads, const AttentionParams& p) {
+  check_arg(num_kv_heads > 0, where, "num_kv_heads", num_kv_heads, "must be positive");
+  check_arg(num_heads > 0 && num_heads % num_kv_heads == 0, where, "num_heads", num_heads,
+            "must be a positive multiple of num_kv_heads");
+  check_arg(p.softmax_scale > 0 && std::isfinite(p.softmax_scale), where, "softmax_scale", p.softmax_scale,
+            "must be positive and finite");
+  check_arg(p.window >= 0, where, "window", p.window, "must be >= 0");
+  check_arg(p.softcap >= 0 && std::isfinite(p.softcap), where, "softcap", p.softcap, "must be >= 0 and finite");
+}
+
+/**
+ * Splits every sequence's span over work items (seq, kv head, head chunk,
+ * token chunk), runs job(seq, g, h0, hc, t0, t1, m, l, acc) for each on the
+ * pool, merges the chunks of each head by log-sum-exp and calls
+ * finish(seq, head, acc[P], 1 / l).
+ */
+template <class Job, class Finish>
+void run_split(const std::vector<Span>& spans, int kvh, int G, int P, int threads, Job job, Finish finish,
+               int max_heads = kMaxHeadsPerJob) {
+  const int nthreads = detail::resolve_threads(threads);
+  const int nhc = (G + max_heads - 1) / max_heads;
+  std::size_t total = 0;
+  for (const Span& s : spans) total += (s.end - s.begin) * static_cast<std::size_t>(kvh * nhc);
+  std::size_t chunk = nthreads == 1 ? static_cast<std::size_t>(-1) / 2
+                                    : std::max<std::size_t>(512, (total + 4 * nthreads - 1) / (4 * nthreads));
+  if (nthreads > 1) chunk = (chunk + 15) / 16 * 16;
+
+  struct Item {
+    std::size_t seq, t0, t1, off;
+    int g, h0, hc;
+  };
+  std::vector<Item> items;
+  std::vector<std::size_t> first(spans.size() * static_cast<std::size_t>(kvh * nhc) + 1);
+  std::size_t off = 0;
+  for (std::size_t s = 0; s < spans.size(); ++s)
+    for (int g = 0; g < kvh; ++g)
+      for (int c = 0; c < nhc; ++c) {
+        first[(s * kvh + g) * nhc + c] = items.size();
+        const int h0 = c * max_heads, hc = std::min(max_heads, G - h0);
+        for (std::size_t t = spans[s].begin; t < spans[s].end; t += chunk) {
+          items.push_back({s, t, std::min(spans[s].end, t + chunk), off, g, h0, hc});
+          off += static_cast<std::size_t>(hc) * (2 + P);
+        }
+      }
+  first.back() = items.size();
+  std::vector<float> part(off);
+  detail::parallel_for(items.size(), threads, [&](std::size_t i) {
+    const Item& it = items[i];
+    float* m = part.data() + it.off;
+    job(it.seq, it.g, it.h0, it.hc, it.t0, it.t1, m, m + it.hc, m + 2 * it.hc);
+  });
+  std::vector<float> acc(static_cast<std::size_t>(P));
+  for (std::size_t u = 0; u + 1 < first.size(); ++u) {
+    const std::size_t a = first[u], b = first[u + 1];
+    if (a == b) continue;
+    const Item& it0 = items[a];
+    for (int h = 0; h < it0.hc; ++h) {
+      float mx = -INFINITY;
+      for (std::size_t i = a; i < b; ++i) mx = std::max(mx, part[items[i].off + h]);
+      double l = 0;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (std::size_t i = a; i < b; ++i) {
+        const float* m = part.data() + items[i].off;
+        if (m[h] == -INFINITY) continue;
+        const float w = std::exp(m[h] - mx);
+        l += static_cast<double>(w) * m[items[i].hc + h];
+        const float* src = m + 2 * items[i].hc + static_cast<std::size_t>(h) * P;
+        if (b - a == 1)
+          std::copy(src, src + P, acc.begin());
+        else
+          for (int f = 0; f < P; ++f) acc[static_cast<std::size_t>(f)] += w * src[f];
+      }
+      finish(it0.seq, it0.g * G + it0.h0 + h, acc.data(), 1.0 / l);
+    }
+  }
+}
+
+struct SeqView {
+  const std::vector<TqHead>* keys;
+  const std::vector<TqHead>* values;
+  std::size_t n, ctx;
+  const float* q;
+  float* out;
+};
+
+void check_seq(const char* where, const SeqView& s, int num_heads, int d, const std::string& tag) {
+  const std::string pre = where + tag;
+  const char* w = pre.c_str();
+  check_arg(s.n > 0, w, "num_tokens", s.n, "must be positive");
+  check_arg(s.ctx <= s.n, w, "context", s.ctx, "must be <= num_tokens");
+  check_arg(s.values->size() == s.keys->size(), w, "values.size()", s.values->size(), "must equal keys.size()");
+  check_arg(s.q != nullptr, w, "q", "null", "must not be null");
+  check_arg(s.out != nullptr, w, "out", "null", "must not be null");
+  for (std::size_t g = 0; g < s.keys->size(); ++g) {
+    const TqHead& k = (*s.keys)[g];
+    const TqHead& v = (*s.values)[g];
+    check_arg(k.codec != nullptr && k.codes != nullptr, w, "keys[g]", g, "has a null codec or codes");
+    check_arg(v.codec != nullptr && v.codes != nullptr, w, "values[g]", g, "has a null codec or codes");
+    check_arg(k.codec->head_dim() == d, w, "keys[g].head_dim", k.codec->head_dim(), "must be the same for all heads");
+    check_arg(v.codec->head_dim() == d, w, "values[g].head_dim", v.codec->head_dim(), "must equal the keys' head_dim");
+  }
+  detail::check_finite_f32(w, "q", s.q, static_cast<std::size_t>(num_heads) * d);
+}
+
+void run_tq(const std::vector<SeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
+  const int kvh = static_cast<int>(seqs[0].keys->size());
+  const int G = num_heads / kvh;
+  const int d = (*seqs[0].keys)[0].codec->head_dim();
+  const auto& k = kernels();
+  const int lanes = k.lanes;
+  const int P = detail::layout_floats(d / 8, lanes);
+  // Rotated queries: [seq][head][d], each rotated by its KV head's key rotation.
+  std::vector<float> qp(seqs.size() * static_cast<std::size_t>(num_heads) * d);
+  std::vector<Span> spans;
+  for (std::size_t s = 0; s < seqs.size(); ++s) {
+    for (int h = 0; h < num_heads; ++h)
+      detail::prepare_query((*seqs[s].keys)[static_cast<std::size_t>(h / G)].codec->state(),
+                            seqs[s].q + static_cast<std::size_t>(h) * d, lanes,
+                            qp.data() + (s * num_heads + h) * static_cast<std::size_t>(d));
+    const std::size_t ctx = seqs[s].ctx ? seqs[s].ctx : seqs[s].n;
+    spans.push_back({window_begin(ctx, p), ctx});
+  }
+  const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
+  run_split(
+      spans, kvh, G, P, threads,
+      [&](std::size_t s, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
+        detail::AttnJob j;
+        const TqHead& kh = (*seqs[s].keys)[static_cast<std::size_t>(g)];
+        const TqHead& vh = (*seqs[s].values)[static_cast<std::size_t>(g)];
+        j.ks = &kh.codec->state();
+        j.vs = &vh.codec->state();
+        j.kcodes = kh.codes;
+        j.vcodes = vh.codes;
+        j.n = seqs[s].n;
+        j.t0 = t0;
+        j.t1 = t1;
+        j.qp = qp.data() + (s * num_heads + static_cast<std::size_t>(g * G + h0)) * d;
+        j.G = hc;
+        j.scale = scale;
+        j.softcap = softcap;
+        j.m = m;
+        j.l = l;
+        j.acc = acc;
+        k.attend(j);
+      },
+      [&](std::size_t s, int h, const float* acc, double inv_l) {
+        const TqHead& vh = (*seqs[s].values)[static_cast<std::size_t>(h / G)];
+        detail::finalize_output(vh.codec->state(), acc, lanes, inv_l, seqs[s].out + static_cast<std::size_t>(h) * d);
+      });
+}
+
+}  // namespace
+
+void attention_tq_mse(const std::vector<TqHead>& keys, const std::vector<TqHead>& values, std::size_t num_tokens,
+                      const float* q, int num_heads, const AttentionParams& p, float* out, std::size_t context,
+                      int threads) {
+  const char* where = "cpu::attention_tq_mse";
+  check_params(where, num_heads, static_cast<int>(keys.size()), p);
+  check_arg(keys[0].codec != nullptr, where, "keys[0].codec", "null", "must not be null");
+  const SeqView sv{&keys, &values, num_tokens, context, q, out};
+  check_seq(where, sv, num_heads, keys[0].codec->head_dim(), "");
+  run_tq({sv}, num_heads, p, threads);
+}
+
+void attention_tq_mse_batched(const std::vector<TqSequence>& seqs, int num_heads, const AttentionParams& p,
+                              int threads) {
+  const char* where = "cpu::attention_tq_mse_batched";
+  if (seqs.empty()) return;
+  const int kvh = static_cast<int>(seqs[0].keys.size());
+  check_params(where, num_heads, kvh, p);
+  check_arg(seqs[0].keys[0].codec != nullptr, where, "seqs[0].keys[0].codec", "null", "must not be null");
+  const int d = seqs[0].keys[0].codec->head_dim();
+  std::vector<SeqView> views;
+  for (std::size_t s = 0; s < seqs.size(); ++s) {
+    const TqSequence& q = seqs[s];
+    check_arg(static_cast<int>(q.keys.size()) == kvh, where, "seqs[i].keys.size()", q.keys.size(),
+              "must be the same for every sequence");
+    views.push_back({&q.keys, &q.values, q.num_tokens, q.context, q.q, q.out});
+    check_seq(where, views.back(), num_heads, d, turbokv::detail::concat(" (sequence ", s, ")"));
+  }
+  run_tq(views, num_heads, p, threads);
+}
+
+void attention_dense(const void* k, const void* v, DType dtype, std::size_t num_tokens, int num_kv_heads,
+                     int head_dim, const float* q, int num_heads, const AttentionParams& p, float* out,
+                     int threads) {
+  const char* where = "cpu::attention_dense";
+  check_params(where, num_heads, num_kv_heads, p);
+  check_arg(num_tokens > 0, where, "num_tokens", num_tokens, "must be positive");
+  check_arg(dtype == DType::kF32 || dtype == DType::kF16, where, "dtype", static_cast<int>(dtype),
+            "must be kF32 or kF16");
+  check_arg(head_dim >= 16 && head_dim <= 512 && head_dim % 16 == 0, where, "head_dim", head_dim,
+            "must be a multiple of 16 in 16..512");
+  check_arg(k != nullptr && v != nullptr && q != nullptr && out != nullptr, where, "k/v/q/out", "null",
+            "must not be null");
+  const std::size_t d = static_cast<std::size_t>(head_dim);
+  detail::check_finite_f32(where, "q", q, static_cast<std::size_t>(num_heads) * d);
+  const int G = num_heads / num_kv_heads;
+  const auto& kern = kernels();
+  const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
+  // One item serves every KV head of a token chunk, so the [tokens, kv_heads, dim]
+  // rows are read in memory order.
+  run_split(
+      {{window_begin(num_tokens, p), num_tokens}}, 1, num_heads, head_dim, threads,
+      [&](std::size_t, int, int, int, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
+        detail::DenseJob j;
+        j.kv_heads = num_kv_heads;
+        j.k = k;
+        j.v = v;
+        j.f16 = dtype == DType::kF16;
+        j.stride = static_cast<std::size_t>(num_kv_heads) * d;
+        j.dim = head_dim;
+        j.t0 = t0;
+        j.t1 = t1;
+        j.q = q;
+        j.G = G;
+        j.scale = scale;
+        j.softcap = softcap;
+        j.m = m;
+        j.l = l;
+        j.acc = acc;
+        kern.attend_dense(j);
+      },
+      [&](std::size_t, int h, const float* acc, double inv_l) {
+        for (std::size_t i = 0; i < d; ++i) out[static_cast<std::size_t>(h) * d + i] = static_cast<float>(acc[i] * inv_l);
+      },
+      num_heads);
+}
+
+std::uint64_t stream_bytes(const std::uint8_t* data, std::size_t bytes, int threads) {
+  if (bytes == 0) return 0;
+  check_arg(data != nullptr, "cpu::stream_bytes", "data", "null", "must not be null");
+  const auto& k = kernels();
+  const int nt = detail::resolve_threads(threads);
+  const std::size_t pieces = static_cast<std::size_t>(nt) * 4;
+  const std::size_t step = ((bytes + pieces - 1) / pieces + 4095) / 4096 * 4096;
+  const std::size_t n = (bytes + step - 1) / step;
+  std::vector<std::uint64_t> r(n);
+  detail::parallel_for(n, threads, [&](std::size_t i) {
+    const std::size_t a = i * step;
+    r[i] = k.stream(data + a, std::min(step, bytes - a));
+  });
+  std::uint64_t x = 0;
+  for (auto v : r) x ^= v;
+  return x;
+}
+
+}  // namespace turbokv::cpu

@@ -1,0 +1,21 @@
+// Shared internals of src/cpu (baseline files only; not public API).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels.h"
+#include "thread_pool.h"
+
+namespace turbokv::cpu::detail {
+
+/// Throws like turbokv::check_finite if x[0..n) holds Inf/NaN (fast scan first).
+void check_finite_f32(const char* where, const char* arg, const float* x, std::size_t n);
+/// Same for fp16 (bf16 = false) or bf16 bits.
+void check_finite_16(const char* where, const char* arg, const std::uint16_t* x, std::size_t n, bool bf16);
+/// qp[dim] = Pi q (rotated in fp64, then fp32), natural order (every kernel scores from it).
+void prepare_query(const TqState& st, const float* q, int lanes, float* qp);
+/// out[dim] = Pi^T acc * inv_l (acc in the layout of `lanes`; rotated back in fp64).
+void finalize_output(const TqState& st, const float* acc, int lanes, double inv_l, float* out);
+
+}  // namespace turbokv::cpu::detail

@@ -1,0 +1,118 @@
+// Internal interface between the CPU fast path's orchestration (baseline
+// x86-64: src/cpu/tq_mse.cpp, attention.cpp) and its per-ISA kernels
+// (kernels_scalar.cpp, kernels_avx2.cpp, kernels_avx512.cpp). Not public API.
+//
+// Rotated-domain layout of a value accumulator for a kernel with W lanes (W =
+// 1 for scalar, 8 for AVX2, 16 for AVX-512): ng = head_dim / 8 code groups (8
+// codes each), nv = ceil(ng / W) group vectors, P = nv * 8 * W floats. Float
+// f = k * W + j (vector k = v * 8 + s, lane j) holds rotated coordinate
+// 8 * (v * W + j) + s if v * W + j < ng, else padding. With this layout a
+// group's packed bits sit in one 32-bit lane and code s of every group is one
+// shift away, so a token's codes become W-wide codebook look-ups (vpermps)
+// without shuffles across lanes. Keys are scored the other way round: a block
+// of W tokens' groups is transposed so that lane i is token i, and the rotated
+// query (natural order) is broadcast per coordinate, so scores need no
+// horizontal sums. With W = 1 both are the natural order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "turbokv/codebook.h"
+#include "turbokv/rotation.h"
+#include "turbokv/simd.h"
+
+namespace turbokv::cpu::detail {
+
+enum class Rot { kNone, kHadamard, kDense };
+
+/// Everything a kernel needs about one TqMse codec, prepared once.
+struct TqState {
+  int dim = 0, bits = 0, ng = 0;
+  std::size_t code_bytes = 0;
+  Rot rot = Rot::kNone;
+  std::vector<float> signs;       ///< Hadamard: D, size dim
+  std::vector<float> inv_scale;   ///< Hadamard: scale * D[i] (the reference inverse's factor), size dim
+  float scale = 1;                ///< Hadamard: float(1/sqrt(dim))
+  std::vector<float> mat;         ///< dense: Pi row-major, dim x dim
+  std::vector<float> mat_t;       ///< dense: Pi transposed (mat_t[j*dim+i] = Pi[i][j])
+  alignas(64) float cb16[16] = {};   ///< centroids replicated to 16 entries: cb16[i] = c[i mod 2^bits]
+  alignas(64) float cbx[16] = {};    ///< centroids, exact (entries >= 2^bits = 0)
+  alignas(64) float bnd16[16] = {};  ///< boundaries, padded with +inf
+  int nbnd = 0;
+  const ScalarCodebook* codebook = nullptr;
+  const Rotation* rotation = nullptr;
+  std::unique_ptr<Rotation> rotation_storage;
+  /// layout[w]: for lanes = 1 << w (w = 0, 3, 4), the coordinate at each float of the layout (-1 = padding).
+  std::vector<int> layout[5];
+  const std::vector<int>& layout_for(int lanes) const { return layout[lanes == 1 ? 0 : lanes == 8 ? 3 : 4]; }
+};
+
+/// One (KV head, token range) piece of decode attention for G query heads.
+struct AttnJob {
+  const TqState* ks = nullptr;
+  const TqState* vs = nullptr;
+  const std::uint8_t* kcodes = nullptr;  ///< key block of n tokens
+  const std::uint8_t* vcodes = nullptr;  ///< value block of n tokens
+  std::size_t n = 0, t0 = 0, t1 = 0;
+  const float* qp = nullptr;  ///< [G][dim] rotated queries, natural order
+  int G = 1;
+  float scale = 1, softcap = 0;
+  float* m = nullptr;    ///< [G] running max of logits (out)
+  float* l = nullptr;    ///< [G] sum of exp(logit - m) (out)
+  float* acc = nullptr;  ///< [G][P] sum of exp(logit - m) * norm * c[code] (out)
+};
+
+/// Dense baseline job: rows of [tokens, kv_heads, dim] from kv head 0 of the job; the
+/// kernel walks tokens in order and serves every kv head of the job per block.
+struct DenseJob {
+  int kv_heads = 1;  ///< consecutive kv heads (G query heads each): q, m, l, acc hold kv_heads * G heads
+  const void* k = nullptr;
+  const void* v = nullptr;
+  bool f16 = false;
+  std::size_t stride = 0;  ///< elements between consecutive tokens
+  int dim = 0;
+  std::size_t t0 = 0, t1 = 0;
+  const float* q = nullptr;  ///< [G][dim] natural order
+  int G = 1;
+  float scale = 1, softcap = 0;
+  float* m = nullptr;
+  float* l = nullptr;
+  float* acc = nullptr;  ///< [G][dim]
+};
+
+struct Kernels {
+  int lanes = 1;
+  /// x: [count, dim] fp32 rows; writes codes (token-major, code_bytes each, every byte) and fp32 norms.
+  void (*encode)(const TqState& st, const float* x, std::size_t count, std::uint8_t* codes, float* norms);
+  /// Converts count fp16 (bf16 = false) or bf16 values to fp32 (exact).
+  void (*convert)(const std::uint16_t* x, bool bf16, std::size_t count, float* out);
+  /// codes: count tokens (code_bytes each); norms16: count little-endian fp16; out: [count, dim].
+  void (*decode)(const TqState& st, const std::uint8_t* codes, const std::uint8_t* norms16, std::size_t count,
+                 float* out);
+  /// out[t - t0] = norm_t * <qp, c[codes_t]> for t in [t0, t1) of a block of n tokens; qp: [dim] natural order.
+  void (*scores)(const TqState& st, const std::uint8_t* block, std::size_t n, std::size_t t0, std::size_t t1,
+                 const float* qp, float* out);
+  void (*attend)(const AttnJob& job);
+  void (*attend_dense)(const DenseJob& job);
+  std::uint64_t (*stream)(const std::uint8_t* data, std::size_t bytes);
+};
+
+const Kernels& scalar_kernels();
+const Kernels& avx2_kernels();
+const Kernels& avx512_kernels();
+/// The kernels of simd_level().
+const Kernels& kernels();
+
+/// P for a kernel of `lanes` lanes.
+inline int layout_floats(int ng, int lanes) { return ((ng + lanes - 1) / lanes) * 8 * lanes; }
+/// Rotated coordinate held at float f of the layout, or -1 for padding.
+inline int layout_coord(int f, int ng, int lanes) {
+  const int k = f / lanes, j = f % lanes, v = k / 8, s = k % 8;
+  const int g = v * lanes + j;
+  return g < ng ? 8 * g + s : -1;
+}
+
+}  // namespace turbokv::cpu::detail

@@ -1,0 +1,603 @@
+// The SIMD kernels, written once over a vector-traits class T and stamped out
+// per ISA: kernels_avx2.cpp and kernels_avx512.cpp define T (Avx2 / Avx512)
+// and include this file, so it is compiled only with those files' flags.
+// Never include it from baseline files.
+//
+// T provides: W (lanes), F/I vector types, load/store/arith, fma (attention
+// only: the encode path uses mul then add, formats.h), lut<WIDE> (16-entry
+// codebook look-up), groups<BITS> (W groups of 8 packed codes into 32-bit
+// lanes; reads group_bytes<BITS> bytes), fwht_lane (in-register Hadamard
+// stage), quantize, store_codes_u8, sumsq8 (the format's 8-lane order),
+// reduce_tokens (W vectors -> lane t = sum of vector slot(t)), exp.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+#include <utility>
+
+#include "kernels.h"
+#include "turbokv/half.h"
+
+namespace turbokv::cpu::detail {
+namespace KNS {
+
+using F = T::F;
+using I = T::I;
+constexpr int W = T::W;
+constexpr int TB = W;                  // tokens per block
+constexpr int kMaxDim = 512;
+constexpr int kMaxNv = kMaxDim / 8 / W;  // group vectors per token at most
+
+inline constexpr std::uint64_t kByteMask[5] = {0, 0x0101010101010101ull, 0x0303030303030303ull,
+                                               0x0707070707070707ull, 0x0f0f0f0f0f0f0f0full};
+
+// ---------------------------------------------------------------- encode
+
+inline void fwht(float* y, int d) {
+  for (int h = 1; h < d; h <<= 1) {
+    if (h < W) {
+      for (int k = 0; k < d; k += W) T::store(y + k, T::fwht_lane(T::load(y + k), h));
+    } else {
+      for (int i = 0; i < d; i += 2 * h)
+        for (int j = i; j < i + h; j += W) {
+          const F a = T::load(y + j), b = T::load(y + j + h);
+          T::store(y + j, T::add(a, b));
+          T::store(y + j + h, T::sub(a, b));
+        }
+    }
+  }
+}
+
+void encode(const TqState& st, const float* x, std::size_t count, std::uint8_t* codes, float* norms) {
+  const int d = st.dim, bits = st.bits;
+  alignas(64) float y[kMaxDim];
+  alignas(64) std::uint8_t cb[kMaxDim];
+  for (std::size_t t = 0; t < count; ++t) {
+    const float* xt = x + t * static_cast<std::size_t>(d);
+    const float norm = std::sqrt(T::sumsq8(xt, d));
+    if (st.rot == Rot::kHadamard) {
+      for (int k = 0; k < d; k += W) T::store(y + k, T::mul(T::load(xt + k), T::load(st.signs.data() + k)));
+      fwht(y, d);
+      const F sc = T::set1(st.scale);
+      for (int k = 0; k < d; k += W) T::store(y + k, T::mul(T::load(y + k), sc));
+    } else if (st.rot == Rot::kDense) {
+      for (int k = 0; k < d; k += W) T::store(y + k, T::zero());
+      for (int j = 0; j < d; ++j) {
+        const float* col = st.mat_t.data() + static_cast<std::size_t>(j) * d;
+        const F xj = T::set1(xt[j]);
+        for (int k = 0; k < d; k += W) T::store(y + k, T::add(T::load(y + k), T::mul(T::load(col + k), xj)));
+      }
+    } else {
+      std::memcpy(y, xt, sizeof(float) * static_cast<std::size_t>(d));
+    }
+    const F inv = T::set1(norm > 0 ? 1.0f / norm : 0.0f);
+    for (int k = 0; k < d; k += W) T::store_codes_u8(cb + k, T::quantize(T::mul(T::load(y + k), inv), st));
+    std::uint8_t* out = codes + t * st.code_bytes;
+    for (int g = 0; g < st.ng; ++g) {
+      std::uint64_t v;
+      std::memcpy(&v, cb + 8 * g, 8);
+      const std::uint64_t p = _pext_u64(v, kByteMask[bits]);
+      std::memcpy(out + g * bits, &p, static_cast<std::size_t>(bits));  // little-endian host
+    }
+    norms[t] = norm;
+  }
+}
+
+void convert(const std::uint16_t* x, bool bf16, std::size_t count, float* out) {
+  std::size_t i = 0;
+  if (bf16)
+    for (; i + W <= count; i += W) T::store(out + i, T::from_bf16(x + i));
+  else
+    for (; i + W <= count; i += W) T::store(out + i, T::from_f16(x + i));
+  for (; i < count; ++i) out[i] = bf16 ? bf16_to_float(x[i]) : half_to_float(x[i]);
+}
+
+void decode(const TqState& st, const std::uint8_t* codes, const std::uint8_t* norms16, std::size_t count,
+            float* out) {
+  const int d = st.dim, bits = st.bits;
+  alignas(64) std::uint8_t cb[kMaxDim];
+  alignas(64) float y[kMaxDim];
+  const F lo = T::load(st.cbx), hi = T::load(st.cbx + (W == 16 ? 0 : 8));
+  for (std::size_t t = 0; t < count; ++t) {
+    const std::uint8_t* p = codes + t * st.code_bytes;
+    for (int g = 0; g < st.ng; ++g) {
+      std::uint64_t v = 0;
+      std::memcpy(&v, p + g * bits, static_cast<std::size_t>(bits));
+      const std::uint64_t u = _pdep_u64(v, kByteMask[bits]);
+      std::memcpy(cb + 8 * g, &u, 8);
+    }
+    for (int k = 0; k < d; k += W) T::store(y + k, T::template lut<true>(T::load_u8(cb + k), lo, hi));
+    const float norm = half_to_float(static_cast<std::uint16_t>(norms16[2 * t] | (norms16[2 * t + 1] << 8)));
+    float* o = out + t * static_cast<std::size_t>(d);
+    const F nv = T::set1(norm);
+    if (st.rot == Rot::kHadamard) {
+      fwht(y, d);
+      for (int k = 0; k < d; k += W)
+        T::store(o + k, T::mul(nv, T::mul(T::load(y + k), T::load(st.inv_scale.data() + k))));
+    } else if (st.rot == Rot::kDense) {
+      alignas(64) float xr[kMaxDim];
+      for (int k = 0; k < d; k += W) T::store(xr + k, T::zero());
+      for (int i = 0; i < d; ++i) {
+        const float* row = st.mat.data() + static_cast<std::size_t>(i) * d;
+        const F yi = T::set1(y[i]);
+        for (int k = 0; k < d; k += W) T::store(xr + k, T::add(T::load(xr + k), T::mul(T::load(row + k), yi)));
+      }
+      for (int k = 0; k < d; k += W) T::store(o + k, T::mul(nv, T::load(xr + k)));
+    } else {
+      for (int k = 0; k < d; k += W) T::store(o + k, T::mul(nv, T::load(y + k)));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- sources of token vectors
+
+/// Staged TurboQuant codes of one block of TB tokens (BITS-wide codes).
+template <int BITS>
+struct TqSrc {
+  static constexpr bool kIsTq = true;
+  static constexpr bool WIDE = T::kNeedWide && BITS == 4;
+  const TqState* st;
+  const std::uint8_t* block;
+  std::size_t n, block_bytes;
+  int nv, gstride;
+  F lo, hi;
+  int ng;
+  bool transpose = false;  ///< keys: also keep the groups token-in-lane (gt) for scoring
+  alignas(64) std::int32_t g[TB * kMaxNv * W];   // [token][group]
+  alignas(64) std::int32_t gt[kMaxNv * W * TB];  // [group][token]
+  alignas(64) float norms[TB];
+
+  TqSrc(const TqState& s, const std::uint8_t* b, std::size_t n_) : st(&s), block(b), n(n_) {
+    block_bytes = n * (s.code_bytes + 2);
+    ng = s.ng;
+    nv = (s.ng + W - 1) / W;
+    gstride = nv * W;
+    lo = T::load(s.cb16);
+    hi = T::load(s.cb16 + (W == 16 ? 0 : 8));
+  }
+  int vectors() const { return nv * 8; }
+
+  const std::uint8_t* gptr = nullptr;  ///< values: codes of the block's first token when read in place
+  bool direct = false;
+
+  void stage(std::size_t t, int cnt) {
+    constexpr int L = T::template group_bytes<BITS>();
+    alignas(64) std::uint8_t tmp[64];
+    // Read in place (no staging copy) unless a load could run past the buffer.
+    const bool in_place = cnt == TB && (t + cnt - 1) * st->code_bytes + static_cast<std::size_t>(nv - 1) * W * BITS + L <= block_bytes;
+    if (transpose && in_place) {  // keys: load, transpose in registers, keep token-in-lane rows only
+      const std::uint8_t* p = block + t * st->code_bytes;
+      for (int v = 0; v < nv; ++v) {
+        I r[W];
+        for (int i = 0; i < TB; ++i) r[i] = T::template groups<BITS>(p + i * st->code_bytes + v * W * BITS);
+        T::transpose(r);
+        for (int j = 0; j < W; ++j) T::storei(gt + (v * W + j) * TB, r[j]);
+      }
+      load_norms(t, cnt);
+      return;
+    }
+    direct = !transpose && in_place;
+    const int staged = direct ? 0 : cnt;
+    if (direct) gptr = block + t * st->code_bytes;
+    for (int i = 0; i < staged; ++i) {
+      const std::size_t base = (t + i) * st->code_bytes;
+      for (int v = 0; v < nv; ++v) {
+        const std::size_t off = base + static_cast<std::size_t>(v) * W * BITS;
+        const std::uint8_t* src = block + off;
+        if (off + L > block_bytes) {  // would read past the block: copy what is there
+          std::memset(tmp, 0, sizeof tmp);
+          std::memcpy(tmp, src, block_bytes - off);
+          src = tmp;
+        }
+        T::storei(g + i * gstride + v * W, T::template groups<BITS>(src));
+      }
+    }
+    if (transpose) {
+      for (int i = cnt; i < TB; ++i)
+        for (int v = 0; v < nv; ++v) T::storei(g + i * gstride + v * W, T::zeroi());
+      for (int v = 0; v < nv; ++v) {
+        I r[W];
+        for (int i = 0; i < TB; ++i) r[i] = T::loadi(g + i * gstride + v * W);
+        T::transpose(r);
+        for (int j = 0; j < W; ++j) T::storei(gt + (v * W + j) * TB, r[j]);
+      }
+    }
+    load_norms(t, cnt);
+  }
+  void load_norms(std::size_t t, int cnt) {
+    const std::uint8_t* nb = block + n * st->code_bytes + 2 * t;
+    if (cnt == TB) {
+      T::store(norms, T::from_f16(reinterpret_cast<const std::uint16_t*>(nb)));
+    } else {
+      for (int i = 0; i < TB; ++i)
+        norms[i] = i < cnt ? half_to_float(static_cast<std::uint16_t>(nb[2 * i] | (nb[2 * i + 1] << 8))) : 0.0f;
+    }
+  }
+  F norm_vec() const { return T::load(norms); }
+  static constexpr bool kHasNorm = true;
+  I group(int i, int v) const {
+    if (direct) return T::template groups<BITS>(gptr + i * st->code_bytes + v * W * BITS);
+    return T::loadi(g + i * gstride + v * W);
+  }
+  /// Group j of every token of the block, token i in lane i.
+  I trow(int j) const { return T::loadi(gt + j * TB); }
+  template <int S>
+  F code(I gv) const { return T::template lut<WIDE>(T::template srli<BITS * S>(gv), lo, hi); }
+};
+
+template <bool F16>
+struct DenseSrc {
+  const float* f32 = nullptr;
+  const std::uint16_t* f16 = nullptr;
+  std::size_t stride, t = 0;
+  static constexpr bool kIsTq = false;
+  int nvec;
+  DenseSrc(const void* base, std::size_t stride_, int dim) : stride(stride_), nvec(dim / W) {
+    if constexpr (F16)
+      f16 = static_cast<const std::uint16_t*>(base);
+    else
+      f32 = static_cast<const float*>(base);
+  }
+  int vectors() const { return nvec; }
+  void stage(std::size_t t0, int) { t = t0; }
+  static constexpr bool kHasNorm = false;
+  F norm_vec() const { return T::set1(1.0f); }
+  F get(int i, int k) const {
+    const std::size_t off = (t + i) * stride + static_cast<std::size_t>(k) * W;
+    if constexpr (F16)
+      return T::from_f16(f16 + off);
+    else
+      return T::load(f32 + off);
+  }
+};
+
+// ---------------------------------------------------------------- attention
+
+inline int slot(int t) { return T::slot(t); }
+
+/// dots[(h0 + h) * TB * W + slot(i) * W ...] = per-lane partial <q_h, token i>.
+template <int GH, class Src>
+inline void score_heads(const Src& src, int K, int cnt, const float* qp, int P, int h0, float* dots) {
+  for (int i = cnt; i < TB; ++i)
+    for (int h = 0; h < GH; ++h) T::store(dots + ((h0 + h) * TB + slot(i)) * W, T::zero());
+  for (int i = 0; i < cnt; ++i) {
+    F a[GH];
+    for (int h = 0; h < GH; ++h) a[h] = T::zero();
+    for (int k = 0; k < K; ++k) {
+      const F c = src.get(i, k);
+      for (int h = 0; h < GH; ++h) a[h] = T::fma(T::load(qp + (h0 + h) * P + k * W), c, a[h]);
+    }
+    for (int h = 0; h < GH; ++h) T::store(dots + ((h0 + h) * TB + slot(i)) * W, a[h]);
+  }
+}
+
+// ---- TurboQuant scores, tokens in lanes: for group j, shift S turns the block's
+// group-j dwords into the codes of coordinate 8j+S of all TB tokens; one look-up
+// and one broadcast-q FMA per head. q: natural order [G][dim]. No reductions.
+
+template <int GH, class Src, int... S>
+inline void tq_score_t(const Src& src, const float* q, int d, float* out, std::integer_sequence<int, S...>) {
+  F a[2][GH];
+  for (int h = 0; h < GH; ++h) a[0][h] = a[1][h] = T::zero();
+  for (int j = 0; j < src.ng; ++j) {
+    const I gt = src.trow(j);
+    const float* qj = q + 8 * j;
+    auto step = [&](auto sc) {
+      constexpr int s = decltype(sc)::value;
+      const F c = src.template code<s>(gt);
+      for (int h = 0; h < GH; ++h) a[s & 1][h] = T::fma(T::set1(qj[h * d + s]), c, a[s & 1][h]);
+    };
+    (step(std::integral_constant<int, S>{}), ...);
+  }
+  for (int h = 0; h < GH; ++h) T::store(out + h * W, T::add(a[0][h], a[1][h]));
+}
+
+/// out[h * W + i] = <q_h, codes of token i> (no norm) for the G heads.
+template <class Src>
+void tq_scores_block(const Src& src, const float* q, int G, int d, float* out) {
+  constexpr int M = T::kScoreHeads;
+  constexpr auto seq = std::make_integer_sequence<int, 8>{};
+  int h0 = 0;
+  for (; h0 + M <= G; h0 += M) tq_score_t<M>(src, q + h0 * d, d, out + h0 * W, seq);
+  const float* qh = q + h0 * d;
+  float* o = out + h0 * W;
+  switch (G - h0) {
+    case 1: tq_score_t<1>(src, qh, d, o, seq); break;
+    case 2: tq_score_t<2>(src, qh, d, o, seq); break;
+    case 3: tq_score_t<3>(src, qh, d, o, seq); break;
+    case 4: if constexpr (M > 4) tq_score_t<4>(src, qh, d, o, seq); break;
+    case 5: if constexpr (M > 5) tq_score_t<5>(src, qh, d, o, seq); break;
+    case 6: if constexpr (M > 6) tq_score_t<6>(src, qh, d, o, seq); break;
+    case 7: if constexpr (M > 7) tq_score_t<7>(src, qh, d, o, seq); break;
+    default: break;
+  }
+}
+
+// ---- TurboQuant values: group vector v of token i gives 8 code vectors (shift S = 0..7,
+// compile time); acc[h] += w[h][i] * c[code] in the layout of kernels.h.
+
+template <int GH, int S0, int SC, class Src, int... S>
+inline void tq_value_chunk(const Src& src, int cnt, const float* pw, float* acc, int P, int h0, int v,
+                           std::integer_sequence<int, S...>) {
+  F a[GH][SC];
+  float* base = acc + h0 * P + (v * 8 + S0) * W;
+  for (int h = 0; h < GH; ++h) ((a[h][S] = T::load(base + h * P + S * W)), ...);
+  for (int i = 0; i < cnt; ++i) {
+    const I gv = src.group(i, v);
+    F w[GH];
+    for (int h = 0; h < GH; ++h) w[h] = T::set1(pw[(h0 + h) * TB + i]);
+    auto step = [&](auto sc) {
+      constexpr int s = decltype(sc)::value;
+      const F c = src.template code<S0 + s>(gv);
+      for (int h = 0; h < GH; ++h) a[h][s] = T::fma(w[h], c, a[h][s]);
+    };
+    (step(std::integral_constant<int, S>{}), ...);
+  }
+  for (int h = 0; h < GH; ++h) ((T::store(base + h * P + S * W, a[h][S])), ...);
+}
+
+template <int GH, class Src, int... C>
+inline void tq_value_heads(const Src& src, int cnt, const float* pw, float* acc, int P, int h0,
+                           std::integer_sequence<int, C...>) {
+  constexpr int SC = T::sc(GH);
+  for (int v = 0; v < src.nv; ++v)
+    (tq_value_chunk<GH, C * SC, SC>(src, cnt, pw, acc, P, h0, v, std::make_integer_sequence<int, SC>{}), ...);
+}
+
+template <int GH, class Src>
+inline void tq_value(const Src& src, int cnt, const float* pw, float* acc, int P, int h0) {
+  tq_value_heads<GH>(src, cnt, pw, acc, P, h0, std::make_integer_sequence<int, 8 / T::sc(GH)>{});
+}
+template <class Src>
+void dense_score_block(const Src& src, int cnt, const float* qp, int G, int P, float* dots) {
+  const int K = src.vectors();
+  constexpr int M = T::kScoreHeads;
+  int h0 = 0;
+  for (; h0 + M <= G; h0 += M) score_heads<M>(src, K, cnt, qp, P, h0, dots);
+  switch (G - h0) {
+    case 1: score_heads<1>(src, K, cnt, qp, P, h0, dots); break;
+    case 2: score_heads<2>(src, K, cnt, qp, P, h0, dots); break;
+    case 3: score_heads<3>(src, K, cnt, qp, P, h0, dots); break;
+    case 4: if constexpr (M > 4) score_heads<4>(src, K, cnt, qp, P, h0, dots); break;
+    case 5: if constexpr (M > 5) score_heads<5>(src, K, cnt, qp, P, h0, dots); break;
+    case 6: if constexpr (M > 6) score_heads<6>(src, K, cnt, qp, P, h0, dots); break;
+    case 7: if constexpr (M > 7) score_heads<7>(src, K, cnt, qp, P, h0, dots); break;
+    default: break;
+  }
+}
+
+
+template <int GH, int SC, class Src>
+inline void value_heads(const Src& src, int K, int cnt, const float* pw, float* acc, int P, int h0) {
+  int k0 = 0;
+  for (; k0 + SC <= K; k0 += SC) {
+    F a[GH][SC];
+    for (int h = 0; h < GH; ++h)
+      for (int s = 0; s < SC; ++s) a[h][s] = T::load(acc + (h0 + h) * P + (k0 + s) * W);
+    for (int i = 0; i < cnt; ++i) {
+      F w[GH];
+      for (int h = 0; h < GH; ++h) w[h] = T::set1(pw[(h0 + h) * TB + i]);
+      for (int s = 0; s < SC; ++s) {
+        const F c = src.get(i, k0 + s);
+        for (int h = 0; h < GH; ++h) a[h][s] = T::fma(w[h], c, a[h][s]);
+      }
+    }
+    for (int h = 0; h < GH; ++h)
+      for (int s = 0; s < SC; ++s) T::store(acc + (h0 + h) * P + (k0 + s) * W, a[h][s]);
+  }
+  for (; k0 < K; ++k0) {  // dense tails (K not a multiple of SC)
+    F a[GH];
+    for (int h = 0; h < GH; ++h) a[h] = T::load(acc + (h0 + h) * P + k0 * W);
+    for (int i = 0; i < cnt; ++i) {
+      const F c = src.get(i, k0);
+      for (int h = 0; h < GH; ++h) a[h] = T::fma(T::set1(pw[(h0 + h) * TB + i]), c, a[h]);
+    }
+    for (int h = 0; h < GH; ++h) T::store(acc + (h0 + h) * P + k0 * W, a[h]);
+  }
+}
+
+template <class Src>
+void dense_value_block(const Src& src, int cnt, const float* pw, float* acc, int G, int P) {
+  const int K = src.vectors();
+  int h0 = 0;
+  for (; h0 + 4 <= G; h0 += 4) value_heads<4, T::sc(4)>(src, K, cnt, pw, acc, P, h0);
+  switch (G - h0) {
+    case 1: value_heads<1, T::sc(1)>(src, K, cnt, pw, acc, P, h0); break;
+    case 2: value_heads<2, T::sc(2)>(src, K, cnt, pw, acc, P, h0); break;
+    case 3: value_heads<3, T::sc(3)>(src, K, cnt, pw, acc, P, h0); break;
+    default: break;
+  }
+}
+
+template <class Src>
+void value_block(const Src& src, int cnt, const float* pw, float* acc, int G, int P) {
+  if constexpr (Src::kIsTq) {
+    int h0 = 0;
+    for (; h0 + 4 <= G; h0 += 4) tq_value<4>(src, cnt, pw, acc, P, h0);
+    switch (G - h0) {
+      case 1: tq_value<1>(src, cnt, pw, acc, P, h0); break;
+      case 2: tq_value<2>(src, cnt, pw, acc, P, h0); break;
+      case 3: tq_value<3>(src, cnt, pw, acc, P, h0); break;
+      default: break;
+    }
+  } else {
+    dense_value_block(src, cnt, pw, acc, G, P);
+  }
+}
+
+inline void attend_init(int G, int P, float* m, float* lv, float* acc) {
+  for (int h = 0; h < G; ++h) {
+    m[h] = -INFINITY;
+    T::store(lv + h * W, T::zero());
+  }
+  std::fill(acc, acc + static_cast<std::size_t>(G) * P, 0.0f);
+}
+
+/// One block of up to TB tokens [t, t + cnt): scores, online softmax, values.
+/// m: [G] running max; lv: [G][W] lane-wise sums of exp(logit - m); acc: [G][P];
+/// dots: [16 * TB * W], pw: [16 * TB] scratch.
+template <class KSrc, class VSrc>
+inline void attend_block(KSrc& ks, VSrc& vs, std::size_t t, int cnt, const float* qp, int G, int P, int d,
+                         float scale, float softcap, float* m, float* lv, float* acc, float* dots, float* pw) {
+  ks.stage(t, cnt);
+  vs.stage(t, cnt);
+  if constexpr (KSrc::kIsTq)
+    tq_scores_block(ks, qp, G, d, dots);
+  else
+    dense_score_block(ks, cnt, qp, G, P, dots);
+  const F kn = T::mul(ks.norm_vec(), T::set1(scale)), vn = vs.norm_vec();
+  for (int h = 0; h < G; ++h) {
+    F s;
+    if constexpr (KSrc::kIsTq)
+      s = T::load(dots + h * W);
+    else
+      s = T::reduce_tokens(dots + h * TB * W);
+    s = T::mul(s, kn);
+    if (softcap > 0) {
+      alignas(64) float tmp[TB];
+      T::store(tmp, s);
+      for (int i = 0; i < TB; ++i) tmp[i] = softcap * std::tanh(tmp[i] / softcap);
+      s = T::load(tmp);
+    }
+    if (cnt < TB) s = T::tail(s, cnt, -INFINITY);
+    if (T::any_gt(s, m[h])) {  // the running max moves: rescale this head's state
+      const float bm = T::hmax(s);
+      const float alpha = std::exp(m[h] - bm);  // 0 on the first block
+      const F va = T::set1(alpha);
+      T::store(lv + h * W, T::mul(T::load(lv + h * W), va));
+      float* a = acc + static_cast<std::size_t>(h) * P;
+      for (int f = 0; f < P; f += W) T::store(a + f, T::mul(T::load(a + f), va));
+      m[h] = bm;
+    }
+    F p = T::exp(T::sub(s, T::set1(m[h])));
+    if (cnt < TB) p = T::tail(p, cnt, 0.0f);
+    T::store(lv + h * W, T::add(T::load(lv + h * W), p));
+    if constexpr (VSrc::kHasNorm) p = T::mul(p, vn);
+    T::store(pw + h * TB, p);
+  }
+  value_block(vs, cnt, pw, acc, G, P);
+}
+
+/// Lane sums -> l[h].
+inline void attend_finish(int G, const float* lv, float* l) {
+  for (int h = 0; h < G; ++h) l[h] = T::hsum(T::load(lv + h * W));
+}
+
+/// The fused loop: blocks of TB tokens over [t0, t1).
+template <class KSrc, class VSrc>
+void attend_loop(KSrc& ks, VSrc& vs, std::size_t t0, std::size_t t1, const float* qp, int G, int P, int d,
+                 float scale, float softcap, float* m, float* l, float* acc) {
+  alignas(64) float dots[16 * TB * W];
+  alignas(64) float pw[16 * TB];
+  alignas(64) float lv[16 * W];
+  attend_init(G, P, m, lv, acc);
+  for (std::size_t t = t0; t < t1; t += TB)
+    attend_block(ks, vs, t, static_cast<int>(std::min<std::size_t>(TB, t1 - t)), qp, G, P, d, scale, softcap, m, lv,
+                 acc, dots, pw);
+  attend_finish(G, lv, l);
+}
+
+template <int KB, int VB>
+void attend_tq(const AttnJob& j) {
+  TqSrc<KB> ks(*j.ks, j.kcodes, j.n);
+  TqSrc<VB> vs(*j.vs, j.vcodes, j.n);
+  ks.transpose = true;
+  const int P = layout_floats(j.ks->ng, W);
+  attend_loop(ks, vs, j.t0, j.t1, j.qp, j.G, P, j.ks->dim, j.scale, j.softcap, j.m, j.l, j.acc);
+}
+
+template <int KB>
+void attend_k(const AttnJob& j) {
+  switch (j.vs->bits) {
+    case 1: attend_tq<KB, 1>(j); break;
+    case 2: attend_tq<KB, 2>(j); break;
+    case 3: attend_tq<KB, 3>(j); break;
+    default: attend_tq<KB, 4>(j); break;
+  }
+}
+
+void attend(const AttnJob& j) {
+  switch (j.ks->bits) {
+    case 1: attend_k<1>(j); break;
+    case 2: attend_k<2>(j); break;
+    case 3: attend_k<3>(j); break;
+    default: attend_k<4>(j); break;
+  }
+}
+
+/// Dense: token-major over all kv_heads of the job, so memory is read in order.
+template <bool F16>
+void attend_dense_t(const DenseJob& j) {
+  using E = std::conditional_t<F16, std::uint16_t, float>;
+  const E* kb = static_cast<const E*>(j.k);
+  const E* vb = static_cast<const E*>(j.v);
+  const int d = j.dim, G = j.G;
+  alignas(64) float dots[16 * TB * W];
+  alignas(64) float pw[16 * TB];
+  std::vector<float> lvs(static_cast<std::size_t>(G) * j.kv_heads * W);
+  attend_init(G * j.kv_heads, d, j.m, lvs.data(), j.acc);
+  for (std::size_t t = j.t0; t < j.t1; t += TB) {
+    const int cnt = static_cast<int>(std::min<std::size_t>(TB, j.t1 - t));
+    // The next block's rows are one contiguous span per tensor; prefetch a
+    // slice of it while serving each kv head of this one.
+    const std::size_t span = static_cast<std::size_t>(TB) * j.stride * sizeof(E);
+    const bool pf = t + 2 * TB <= j.t1;
+    const char* nk = reinterpret_cast<const char*>(kb + (t + TB) * j.stride);
+    const char* nv = reinterpret_cast<const char*>(vb + (t + TB) * j.stride);
+    for (int g = 0; g < j.kv_heads; ++g) {
+      if (pf)
+        for (std::size_t b = span * g / j.kv_heads; b < span * (g + 1) / j.kv_heads; b += 64) {
+          _mm_prefetch(nk + b, _MM_HINT_T1);
+          _mm_prefetch(nv + b, _MM_HINT_T1);
+        }
+      DenseSrc<F16> ks(kb + static_cast<std::size_t>(g) * d, j.stride, d), vs(vb + static_cast<std::size_t>(g) * d, j.stride, d);
+      const std::size_t h = static_cast<std::size_t>(g) * G;
+      attend_block(ks, vs, t, cnt, j.q + h * d, G, d, d, j.scale, j.softcap, j.m + h, lvs.data() + h * W,
+                   j.acc + h * d, dots, pw);
+    }
+  }
+  attend_finish(G * j.kv_heads, lvs.data(), j.l);
+}
+
+void attend_dense(const DenseJob& j) {
+  if (j.f16)
+    attend_dense_t<true>(j);
+  else
+    attend_dense_t<false>(j);
+}
+
+template <int BITS>
+void scores_impl(const TqState& st, const std::uint8_t* block, std::size_t n, std::size_t t0, std::size_t t1,
+                 const float* qp, float* out) {
+  TqSrc<BITS> ks(st, block, n);
+  ks.transpose = true;
+  alignas(64) float dots[TB];
+  for (std::size_t t = t0; t < t1; t += TB) {
+    const int cnt = static_cast<int>(std::min<std::size_t>(TB, t1 - t));
+    ks.stage(t, cnt);
+    tq_scores_block(ks, qp, 1, st.dim, dots);
+    alignas(64) float tmp[TB];
+    T::store(tmp, T::mul(T::load(dots), ks.norm_vec()));
+    std::memcpy(out + (t - t0), tmp, sizeof(float) * static_cast<std::size_t>(cnt));
+  }
+}
+
+void scores(const TqState& st, const std::uint8_t* block, std::size_t n, std::size_t t0, std::size_t t1,
+            const float* qp, float* out) {
+  switch (st.bits) {
+    case 1: scores_impl<1>(st, block, n, t0, t1, qp, out); break;
+    case 2: scores_impl<2>(st, block, n, t0, t1, qp, out); break;
+    case 3: scores_impl<3>(st, block, n, t0, t1, qp, out); break;
+    default: scores_impl<4>(st, block, n, t0, t1, qp, out); break;
+  }
+}
+
+std::uint64_t stream(const std::uint8_t* data, std::size_t bytes) { return T::stream(data, bytes); }
+
+}  // namespace KNS
+}  // namespace turbokv::cpu::detail

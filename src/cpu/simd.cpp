@@ -1,0 +1,75 @@
+// Runtime SIMD level: cpuid once, TURBOKV_SIMD override, set_simd_level().
+#include "turbokv/simd.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "turbokv/error.h"
+
+namespace turbokv {
+
+const char* simd_level_name(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kScalar: return "scalar";
+    case SimdLevel::kAvx2: return "avx2";
+    case SimdLevel::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+SimdLevel parse_simd_level(const char* name) {
+  const std::string s = name ? name : "";
+  if (s == "scalar") return SimdLevel::kScalar;
+  if (s == "avx2") return SimdLevel::kAvx2;
+  if (s == "avx512") return SimdLevel::kAvx512;
+  throw std::invalid_argument("parse_simd_level: level = " + s + ": expected scalar, avx2 or avx512");
+}
+
+SimdLevel detected_simd_level() {
+  static const SimdLevel level = [] {
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+    if (!avx2) return SimdLevel::kScalar;
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                        __builtin_cpu_supports("avx512vbmi");
+    return avx512 ? SimdLevel::kAvx512 : SimdLevel::kAvx2;
+  }();
+  return level;
+}
+
+std::vector<SimdLevel> available_simd_levels() {
+  std::vector<SimdLevel> out;
+  for (int l = 0; l <= static_cast<int>(detected_simd_level()); ++l) out.push_back(static_cast<SimdLevel>(l));
+  return out;
+}
+
+namespace {
+std::atomic<int>& current() {
+  static std::atomic<int> level = [] {
+    int l = static_cast<int>(detected_simd_level());
+    if (const char* env = std::getenv("TURBOKV_SIMD"); env && *env) {
+      try {
+        l = std::min(l, static_cast<int>(parse_simd_level(env)));
+      } catch (const std::invalid_argument&) {
+        // an unknown value keeps the detected level
+      }
+    }
+    return l;
+  }();
+  return level;
+}
+}  // namespace
+
+SimdLevel simd_level() { return static_cast<SimdLevel>(current().load(std::memory_order_relaxed)); }
+
+void set_simd_level(SimdLevel level) {
+  check_arg(static_cast<int>(level) >= 0 && level <= detected_simd_level(), "set_simd_level", "level",
+            simd_level_name(level), "is not supported by this CPU");
+  current().store(static_cast<int>(level), std::memory_order_relaxed);
+}
+
+}  // namespace turbokv

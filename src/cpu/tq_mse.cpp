@@ -1,0 +1,203 @@
+// TqMse: argument checks at the boundary, threading, and the per-ISA kernels
+// (kernels.h) for encode, decode and scores. Built for baseline x86-64.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cpu_internal.h"
+#include "turbokv/cpu.h"
+#include "turbokv/error.h"
+#include "turbokv/formats.h"
+
+namespace turbokv::cpu {
+
+using detail::kernels;
+using detail::TqState;
+
+namespace detail {
+
+void check_finite_f32(const char* where, const char* arg, const float* x, std::size_t n) {
+  std::uint32_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    bad |= static_cast<std::uint32_t>((u & 0x7f800000u) == 0x7f800000u);
+  }
+  if (bad) check_finite(where, arg, x, n);
+}
+
+void check_finite_16(const char* where, const char* arg, const std::uint16_t* x, std::size_t n, bool bf16) {
+  const std::uint16_t mask = bf16 ? 0x7f80u : 0x7c00u;
+  std::uint32_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) bad |= static_cast<std::uint32_t>((x[i] & mask) == mask);
+  if (!bad) return;
+  for (std::size_t i = 0; i < n; ++i)
+    if ((x[i] & mask) == mask)
+      throw std::invalid_argument(turbokv::detail::concat(where, ": ", arg, "[", i, "] = ",
+                                                 bf16 ? bf16_to_float(x[i]) : half_to_float(x[i]), ": must be finite"));
+}
+
+void prepare_query(const TqState& st, const float* q, int lanes, float* qp) {
+  const int d = st.dim;
+  double qd[512] = {}, qr[512];
+  for (int i = 0; i < d; ++i) qd[i] = q[i];
+  st.rotation->forward(qd, qr);
+  (void)lanes;
+  for (int i = 0; i < d; ++i) qp[i] = static_cast<float>(qr[i]);
+}
+
+void finalize_output(const TqState& st, const float* acc, int lanes, double inv_l, float* out) {
+  const int d = st.dim;
+  double y[512], x[512];
+  const std::vector<int>& lay = st.layout_for(lanes);
+  for (std::size_t f = 0; f < lay.size(); ++f)
+    if (lay[f] >= 0) y[lay[f]] = acc[f];
+  st.rotation->inverse(y, x);
+  for (int i = 0; i < d; ++i) out[i] = static_cast<float>(x[i] * inv_l);
+}
+
+}  // namespace detail
+
+namespace {
+constexpr std::size_t kEncodeChunk = 64;
+}
+
+TqMse::TqMse(const CodecConfig& cfg) : cfg_(cfg), state_(std::make_unique<TqState>()) {
+  const char* where = "cpu::TqMse";
+  check_arg(cfg.method == Method::kTurboMse, where, "cfg.method", method_name(cfg.method), "must be tq-mse");
+  check_arg(cfg.bits == 1 || cfg.bits == 2 || cfg.bits == 3 || cfg.bits == 4, where, "cfg.bits", cfg.bits,
+            "the fast path supports integer widths 1, 2, 3, 4");
+  check_arg(cfg.head_dim >= 16 && cfg.head_dim <= 512 && cfg.head_dim % 16 == 0, where, "cfg.head_dim",
+            cfg.head_dim, "must be a multiple of 16 in 16..512");
+  TqState& st = *state_;
+  st.dim = cfg.head_dim;
+  st.bits = static_cast<int>(cfg.bits);
+  st.ng = st.dim / 8;
+  st.code_bytes = packed_bytes(static_cast<std::size_t>(st.dim), st.bits);
+  st.rotation_storage = std::make_unique<Rotation>(st.dim, cfg.rotation, cfg.seed);
+  st.rotation = st.rotation_storage.get();
+  st.codebook = &lloyd_max_codebook(st.dim, st.bits, cfg.codebook);
+  const int k = 1 << st.bits;
+  for (int i = 0; i < 16; ++i) {
+    st.cb16[i] = st.codebook->centroids[static_cast<std::size_t>(i % k)];
+    st.cbx[i] = i < k ? st.codebook->centroids[static_cast<std::size_t>(i)] : 0.0f;
+    st.bnd16[i] = i < k - 1 ? st.codebook->boundaries[static_cast<std::size_t>(i)] : std::numeric_limits<float>::infinity();
+  }
+  st.nbnd = k - 1;
+  for (int w : {0, 3, 4}) {
+    const int lanes = 1 << w;
+    st.layout[w].resize(static_cast<std::size_t>(detail::layout_floats(st.ng, lanes)));
+    for (std::size_t f = 0; f < st.layout[w].size(); ++f)
+      st.layout[w][f] = detail::layout_coord(static_cast<int>(f), st.ng, lanes);
+  }
+  switch (st.rotation->kind()) {
+    case RotationKind::kHadamard:
+      st.rot = detail::Rot::kHadamard;
+      st.signs = st.rotation->signs();
+      st.scale = Rotation::hadamard_scale(st.dim);
+      st.inv_scale.resize(static_cast<std::size_t>(st.dim));
+      for (int i = 0; i < st.dim; ++i) st.inv_scale[static_cast<std::size_t>(i)] = st.scale * st.signs[static_cast<std::size_t>(i)];
+      break;
+    case RotationKind::kHaar: {
+      st.rot = detail::Rot::kDense;
+      st.mat = st.rotation->matrix();
+      const std::size_t d = static_cast<std::size_t>(st.dim);
+      st.mat_t.resize(d * d);
+      for (std::size_t i = 0; i < d; ++i)
+        for (std::size_t j = 0; j < d; ++j) st.mat_t[j * d + i] = st.mat[i * d + j];
+      break;
+    }
+    case RotationKind::kNone: st.rot = detail::Rot::kNone; break;
+  }
+}
+
+TqMse::~TqMse() = default;
+
+std::size_t TqMse::code_bytes() const { return state_->code_bytes; }
+std::size_t TqMse::encoded_bytes(std::size_t n) const { return n * (state_->code_bytes + 2); }
+
+namespace {
+
+void store_norms(const TqState& st, const std::vector<float>& norms, std::size_t n, std::uint8_t* out) {
+  std::uint8_t* scal = out + n * st.code_bytes;
+  for (std::size_t t = 0; t < n; ++t) {
+    check_arg(norms[t] <= 65504.0f, "cpu::TqMse::encode", "||x[t]||", norms[t],
+              "exceeds the fp16 range of the stored norm");
+    store_half(scal + 2 * t, norms[t]);
+  }
+}
+
+}  // namespace
+
+void TqMse::encode(const float* x, std::size_t n, std::uint8_t* out, int threads) const {
+  if (n == 0) return;
+  const char* where = "cpu::TqMse::encode";
+  check_arg(x != nullptr, where, "x", "null", "must not be null");
+  check_arg(out != nullptr, where, "out", "null", "must not be null");
+  const std::size_t d = static_cast<std::size_t>(head_dim());
+  detail::check_finite_f32(where, "x", x, n * d);
+  const TqState& st = *state_;
+  const auto& k = kernels();
+  std::vector<float> norms(n);
+  const std::size_t chunks = (n + kEncodeChunk - 1) / kEncodeChunk;
+  detail::parallel_for(chunks, threads, [&](std::size_t c) {
+    const std::size_t t0 = c * kEncodeChunk, cnt = std::min(kEncodeChunk, n - t0);
+    k.encode(st, x + t0 * d, cnt, out + t0 * st.code_bytes, norms.data() + t0);
+  });
+  store_norms(st, norms, n, out);
+}
+
+void TqMse::encode(const std::uint16_t* x, DType dtype, std::size_t n, std::uint8_t* out, int threads) const {
+  const char* where = "cpu::TqMse::encode";
+  check_arg(dtype == DType::kF16 || dtype == DType::kBf16, where, "dtype", static_cast<int>(dtype),
+            "must be kF16 or kBf16 for uint16_t input");
+  if (n == 0) return;
+  check_arg(x != nullptr, where, "x", "null", "must not be null");
+  check_arg(out != nullptr, where, "out", "null", "must not be null");
+  const bool bf16 = dtype == DType::kBf16;
+  const std::size_t d = static_cast<std::size_t>(head_dim());
+  detail::check_finite_16(where, "x", x, n * d, bf16);
+  const TqState& st = *state_;
+  const auto& k = kernels();
+  std::vector<float> norms(n);
+  const std::size_t chunks = (n + kEncodeChunk - 1) / kEncodeChunk;
+  detail::parallel_for(chunks, threads, [&](std::size_t c) {
+    const std::size_t t0 = c * kEncodeChunk, cnt = std::min(kEncodeChunk, n - t0);
+    std::vector<float> buf(cnt * d);
+    k.convert(x + t0 * d, bf16, cnt * d, buf.data());
+    k.encode(st, buf.data(), cnt, out + t0 * st.code_bytes, norms.data() + t0);
+  });
+  store_norms(st, norms, n, out);
+}
+
+void TqMse::decode(const std::uint8_t* codes, std::size_t n, float* out, int threads) const {
+  if (n == 0) return;
+  const char* where = "cpu::TqMse::decode";
+  check_arg(codes != nullptr, where, "codes", "null", "must not be null");
+  check_arg(out != nullptr, where, "out", "null", "must not be null");
+  const TqState& st = *state_;
+  const auto& k = kernels();
+  const std::size_t d = static_cast<std::size_t>(head_dim());
+  const std::size_t chunks = (n + kEncodeChunk - 1) / kEncodeChunk;
+  detail::parallel_for(chunks, threads, [&](std::size_t c) {
+    const std::size_t t0 = c * kEncodeChunk, cnt = std::min(kEncodeChunk, n - t0);
+    k.decode(st, codes + t0 * st.code_bytes, codes + n * st.code_bytes + 2 * t0, cnt, out + t0 * d);
+  });
+}
+
+void TqMse::scores(const float* q, const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+                   float* out) const {
+  const char* where = "cpu::TqMse::scores";
+  check_arg(t0 <= t1 && t1 <= n, where, "t1", t1, "token range must satisfy t0 <= t1 <= n");
+  if (t1 == t0) return;
+  check_arg(q != nullptr && codes != nullptr && out != nullptr, where, "q/codes/out", "null", "must not be null");
+  detail::check_finite_f32(where, "q", q, static_cast<std::size_t>(head_dim()));
+  const auto& k = kernels();
+  std::vector<float> qp(static_cast<std::size_t>(head_dim()));
+  detail::prepare_query(*state_, q, k.lanes, qp.data());
+  k.scores(*state_, codes, n, t0, t1, qp.data(), out);
+}
+
+}  // namespace turbokv::cpu
