@@ -36,7 +36,9 @@ TEST(Codebook, SymmetricSortedAndMidpoints) {
     ASSERT_EQ(cb.centroids.size(), std::size_t(1) << b);
     for (std::size_t j = 0; j < cb.centroids.size(); ++j) {
       EXPECT_NEAR(cb.centroids[j], -cb.centroids[cb.centroids.size() - 1 - j], 1e-6) << "b=" << b;
-      if (j) EXPECT_LT(cb.centroids[j - 1], cb.centroids[j]);
+      if (j) {
+        EXPECT_LT(cb.centroids[j - 1], cb.centroids[j]);
+      }
     }
     for (std::size_t j = 0; j < cb.boundaries.size(); ++j) {
       EXPECT_EQ(cb.boundaries[j], (cb.centroids[j] + cb.centroids[j + 1]) * 0.5f);

@@ -58,7 +58,9 @@ TEST(CpuSimd, LevelsAndOverride) {
     EXPECT_EQ(parse_simd_level(simd_level_name(l)), l);
   }
   EXPECT_THROW(parse_simd_level("sse9"), std::invalid_argument);
-  if (detected_simd_level() != SimdLevel::kAvx512) EXPECT_THROW(set_simd_level(SimdLevel::kAvx512), std::invalid_argument);
+  if (detected_simd_level() != SimdLevel::kAvx512) {
+    EXPECT_THROW(set_simd_level(SimdLevel::kAvx512), std::invalid_argument);
+  }
 }
 
 class CpuTqMse : public ::testing::TestWithParam<int> {};  // head_dim

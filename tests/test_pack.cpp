@@ -20,7 +20,9 @@ TEST(Pack, RoundTripEveryWidthAndLength) {
       EXPECT_EQ(codes, back) << "bits=" << bits << " n=" << n;
       // Unused high bits of the last byte are zero.
       const std::size_t used = n * bits % 8;
-      if (used) EXPECT_EQ(packed[packed_bytes(n, bits) - 1] >> used, 0) << "bits=" << bits << " n=" << n;
+      if (used) {
+        EXPECT_EQ(packed[packed_bytes(n, bits) - 1] >> used, 0) << "bits=" << bits << " n=" << n;
+      }
     }
 }
 
