@@ -1,0 +1,91 @@
+// turbokv_cuda_bench: times the CUDA kernels (run_cuda_bench) over the shapes of
+// issue 5 and prints one table (and a CSV with the BenchRow keys for
+// compare_sdpa.py).
+//
+//   turbokv_cuda_bench [--csv FILE] [--configs 128:32:8,64:9:3,256:4:1]
+//                      [--batches 1,8,16,64] [--contexts 4096,32768,65536,131072]
+//                      [--bits 2,3,4] [--repeats 50]
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "turbokv/bench.h"
+
+namespace {
+
+template <class T>
+std::vector<T> parse_list(const std::string& s) {
+  std::vector<T> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) v.push_back(static_cast<T>(std::stod(item)));
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string csv, configs = "128:32:8,64:9:3,256:4:1";
+  turbokv::BenchOptions opt;
+  opt.device = "cuda";
+  opt.batches = {1, 8, 16, 64};
+  opt.contexts = {4096, 32768, 65536, 131072};
+  opt.bits = {2, 3, 4};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const std::string v = i + 1 < argc ? argv[i + 1] : "";
+    if (a == "--csv") csv = v, ++i;
+    else if (a == "--configs") configs = v, ++i;
+    else if (a == "--batches") opt.batches = parse_list<int>(v), ++i;
+    else if (a == "--contexts") opt.contexts = parse_list<std::size_t>(v), ++i;
+    else if (a == "--bits") opt.bits = parse_list<double>(v), ++i;
+    else if (a == "--repeats") opt.repeats = std::atoi(v.c_str()), ++i;
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  std::vector<turbokv::BenchRow> rows;
+  int rc = 0;
+  std::stringstream ss(configs);
+  std::string c;
+  while (std::getline(ss, c, ',')) {
+    int d = 0, h = 0, kv = 0;
+    if (std::sscanf(c.c_str(), "%d:%d:%d", &d, &h, &kv) != 3) {
+      std::fprintf(stderr, "bad config %s (want head_dim:heads:kv_heads)\n", c.c_str());
+      return 2;
+    }
+    opt.head_dim = d, opt.num_heads = h, opt.num_kv_heads = kv;
+    try {  // one failing configuration does not lose the others
+      auto r = turbokv::run_cuda_bench(opt);
+      rows.insert(rows.end(), r.begin(), r.end());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "turbokv_cuda_bench: config %s: %s\n", c.c_str(), e.what());
+      rc = 1;
+    }
+  }
+  std::printf("%-16s %-26s %4s %5s %6s %6s %5s %10s %10s %8s %9s\n", "op", "method", "bits", "d", "heads", "batch",
+              "ctx", "time_us", "base_us", "speedup", "GB/s");
+  for (const auto& r : rows)
+    std::printf("%-16s %-26s %4g %5d %3d/%-2d %6d %5zuk %10.1f %10.1f %8.2f %9.0f\n", r.op.c_str(), r.method.c_str(),
+                r.bits, r.head_dim, r.num_heads, r.num_kv_heads, r.batch, r.context / 1024, r.time_us,
+                r.baseline_time_us, r.speedup, r.gbps);
+  if (!csv.empty()) {
+    FILE* f = std::fopen(csv.c_str(), "w");
+    if (!f) {
+      std::fprintf(stderr, "cannot write %s\n", csv.c_str());
+      return 1;
+    }
+    std::fprintf(f, "op,method,bits,context,head_dim,num_heads,num_kv_heads,batch,threads,time_us,baseline,"
+                    "baseline_time_us,speedup,gbps\n");
+    for (const auto& r : rows)
+      std::fprintf(f, "%s,%s,%g,%zu,%d,%d,%d,%d,%d,%.3f,%s,%.3f,%.4f,%.2f\n", r.op.c_str(), r.method.c_str(), r.bits,
+                   r.context, r.head_dim, r.num_heads, r.num_kv_heads, r.batch, r.threads, r.time_us,
+                   r.baseline.c_str(), r.baseline_time_us, r.speedup, r.gbps);
+    std::fclose(f);
+  }
+  return rc;
+}

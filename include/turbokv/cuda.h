@@ -1,0 +1,140 @@
+// turbokv — CUDA kernels (src/cuda/): bit packing, the TurboQuant-MSE append
+// path (fused randomized Hadamard + quantize + pack straight into pages) and
+// split-K flash-decoding attention directly on paged compressed keys/values.
+//
+// Every function takes device pointers and a stream, validates its arguments
+// on the host (std::invalid_argument naming the argument), launches
+// asynchronously and checks the launch (std::runtime_error on a CUDA error).
+// Nothing here needs the CUDA headers: Stream is cudaStream_t.
+//
+// Paged cache (one pool for keys, one for values):
+//   physical page p holds, for each KV head g, one formats.h block of
+//   page_size tokens at pool + (p * num_kv_heads + g) * page_stride:
+//     [ codes: page_size * code_bytes ][ page_size fp16 norms ][ zero padding ]
+//   page_stride = tq_page_stride(page_size, code_bytes) rounds the block up to
+//   16 bytes so that every block starts 16-byte aligned. Token t of sequence b
+//   lives in page page_table[b * max_pages + t / page_size] at offset
+//   t % page_size. page_size is a power of two (1 .. 4096).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "turbokv/codec.h"
+
+struct CUstream_st;
+
+namespace turbokv::cuda {
+
+using Stream = CUstream_st*;  ///< = cudaStream_t
+
+/// Number of CUDA devices usable by this process; 0 if none or if the runtime
+/// fails (then `why`, if given, receives the runtime's message).
+int device_count(std::string* why = nullptr);
+
+/**
+ * Packs n codes (each < 2^bits) into the LSB-first stream of turbokv/pack.h.
+ * codes: device, size n; out: device, size packed_bytes(n, bits). bits in 1..8.
+ */
+void pack_bits(const std::uint8_t* codes, std::size_t n, int bits, std::uint8_t* out, Stream stream);
+/// Inverse of pack_bits. packed: device, size packed_bytes(n, bits); codes: device, size n.
+void unpack_bits(const std::uint8_t* packed, std::size_t n, int bits, std::uint8_t* codes, Stream stream);
+
+/// Bytes of one (page, KV head) block: page_size * (code_bytes + 2) rounded up to 16.
+std::size_t tq_page_stride(int page_size, std::size_t code_bytes);
+
+/**
+ * Device copy of one TurboQuant-MSE codec's constants (integer bits 1..4,
+ * Hadamard rotation, head_dim 64/128/256): the rotation signs, the
+ * Lloyd-Max centroids and boundaries, taken from the reference objects
+ * (Rotation(head_dim, kHadamard, seed).signs(), lloyd_max_codebook), so the
+ * kernels write the reference codec's bytes exactly.
+ * Throws std::invalid_argument for other configurations.
+ */
+class TqMseTables {
+ public:
+  explicit TqMseTables(const CodecConfig& cfg);
+  ~TqMseTables();
+  TqMseTables(const TqMseTables&) = delete;
+  TqMseTables& operator=(const TqMseTables&) = delete;
+
+  int head_dim() const { return head_dim_; }
+  int bits() const { return bits_; }
+  std::size_t code_bytes() const { return static_cast<std::size_t>(head_dim_) * bits_ / 8; }
+  float hadamard_scale() const { return scale_; }
+  const float* signs() const { return signs_; }            ///< device, size head_dim
+  const float* centroids() const { return centroids_; }    ///< device, size 2^bits
+  const float* boundaries() const { return boundaries_; }  ///< device, size 2^bits - 1
+
+ private:
+  int head_dim_ = 0, bits_ = 0;
+  float scale_ = 0;
+  float* signs_ = nullptr;
+  float* centroids_ = nullptr;
+  float* boundaries_ = nullptr;
+};
+
+/// Where the paged blocks of one pool are.
+struct PagedPool {
+  std::uint8_t* data = nullptr;       ///< device; num_pages * num_kv_heads * page_stride bytes
+  std::size_t page_stride = 0;        ///< tq_page_stride(page_size, code_bytes)
+};
+
+/// The page table shared by the key and value pools.
+struct PageTable {
+  const std::int32_t* pages = nullptr;  ///< device, [batch][max_pages] physical page ids
+  int max_pages = 0;
+  int page_size = 16;                   ///< tokens per page, power of two
+};
+
+/**
+ * Append: encodes num_new new tokens of every sequence straight into pages
+ * (prefill chunk: num_new > 1; decode step: num_new = 1), byte-identical to
+ * the reference codec's encode of the same vectors.
+ * x: device fp32 [batch][num_new][num_kv_heads][head_dim];
+ * start: device int32 [batch], position of each sequence's first new token
+ * (the pages covering [start, start + num_new) must be in the table).
+ * Inputs must be finite with norms <= 65504 (the reference throws; here the
+ * stored norm would be Inf).
+ */
+void tq_mse_append(const TqMseTables& codec, const float* x, int batch, int num_new, int num_kv_heads,
+                   const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream);
+
+/// Shapes and options of one decode-attention call (one query token per sequence).
+struct DecodeArgs {
+  int batch = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;  ///< head_dim 64, 128 or 256
+  const float* q = nullptr;             ///< device fp32 [batch][num_heads][head_dim]
+  float* out = nullptr;                 ///< device fp32 [batch][num_heads][head_dim]
+  const std::int32_t* seq_lens = nullptr;  ///< device int32 [batch], each in 1..max_seq_len
+  int max_seq_len = 0;                  ///< host-side bound on seq_lens (chooses the split count)
+  float softmax_scale = 0;              ///< > 0
+  int window = 0;                       ///< sliding window in tokens (0 = all)
+  int num_splits = 0;                   ///< split-K count; 0 = one full wave of the chosen kernel (<= 256)
+  void* workspace = nullptr;            ///< device, decode_workspace_bytes(args) bytes
+  int kernel = 0;  ///< tq_mse_decode: 0 = tensor-core (3xTF32) kernel, 1 = CUDA-core kernel
+};
+
+/// Workspace bytes needed by tq_mse_decode / fp16_decode for args (an upper bound
+/// over the automatic split choices: splits * batch * num_heads * (head_dim + 2) floats).
+std::size_t decode_workspace_bytes(const DecodeArgs& args);
+
+/**
+ * Split-K flash-decoding attention on paged TurboQuant-MSE keys and values.
+ * q is rotated once per block (Pi q); logit_t = scale * norm_t * <Pi q, c[code_t]>;
+ * values accumulate in the rotated domain, the split partials merge by
+ * log-sum-exp and the result is rotated back once (Pi^T). Any GQA ratio; all
+ * query heads of a KV group (up to 8 in one block) share each loaded tile.
+ * kcodec/vcodec: the key and value codecs (same head_dim); kpool/vpool: their pools.
+ */
+void tq_mse_decode(const TqMseTables& kcodec, const TqMseTables& vcodec, PagedPool kpool, PagedPool vpool,
+                   const PageTable& table, const DecodeArgs& args, Stream stream);
+
+/**
+ * Baseline: the same split-K flash-decoding kernel on a contiguous fp16 cache.
+ * k, v: device fp16 bits [batch][num_kv_heads][capacity][head_dim], capacity >= max_seq_len.
+ */
+void fp16_decode(const std::uint16_t* k, const std::uint16_t* v, int capacity, const DecodeArgs& args,
+                 Stream stream);
+
+}  // namespace turbokv::cuda

@@ -1,0 +1,236 @@
+// run_cuda_bench: CUDA-event timings of the decode-attention kernels (TurboQuant-MSE
+// on paged compressed K/V, and our fp16 flash-decoding baseline on the same
+// shapes) and of the append (encode) kernel, with BenchRow keys.
+//
+// Each timing: warm-up, then >= 50 calls each bracketed by events, median
+// reported; calls rotate over enough copies of the inputs that the working set
+// exceeds 256 MB (5x the H200's L2). Data is random (never zeros): codes are
+// random bytes (every byte is a valid code at any width), norms random fp16 in
+// [0.5, 1.5), fp16 K/V uniform in [-1, 1).
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include <cuda_fp16.h>
+
+#include "common.cuh"
+#include "turbokv/bench.h"
+#include "turbokv/cuda.h"
+#include "turbokv/error.h"
+
+namespace turbokv {
+namespace {
+
+using cuda::detail::stream_of;
+
+__device__ __forceinline__ std::uint32_t hash32(std::uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return static_cast<std::uint32_t>(x);
+}
+
+/// Random code bytes; the norm section of every block gets fp16 values in [0.5, 1.5).
+__global__ void fill_pages(std::uint8_t* pool, std::size_t bytes, std::size_t stride, std::size_t norm_off,
+                           std::size_t norm_end, std::uint64_t seed) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < bytes / 2;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t o = (2 * i) % stride;
+    const std::uint32_t h = hash32(seed * 0x9E3779B97F4A7C15ull + i);
+    std::uint16_t v;
+    if (o >= norm_off && o < norm_end)
+      v = __half_as_ushort(__float2half(0.5f + (h & 0xffff) * (1.0f / 65536.0f)));
+    else
+      v = static_cast<std::uint16_t>(h);
+    reinterpret_cast<std::uint16_t*>(pool)[i] = v;
+  }
+}
+
+__global__ void fill_half(std::uint16_t* p, std::size_t n, std::uint64_t seed) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    p[i] = __half_as_ushort(__float2half((hash32(seed * 0x9E3779B97F4A7C15ull + i) & 0xffff) * (2.0f / 65536.0f) - 1.0f));
+}
+
+__global__ void fill_float(float* p, std::size_t n, std::uint64_t seed, float scale) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    p[i] = ((hash32(seed * 0x9E3779B97F4A7C15ull + i) & 0xffffff) * (1.0f / 16777216.0f) - 0.5f) * scale;
+}
+
+struct DevMem {
+  void* p = nullptr;
+  explicit DevMem(std::size_t bytes) { TKV_CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1)); }
+  ~DevMem() { cudaFree(p); }
+  DevMem(const DevMem&) = delete;
+  DevMem& operator=(const DevMem&) = delete;
+  template <class T>
+  T* as() const { return static_cast<T*>(p); }
+};
+
+constexpr std::size_t kRotateBytes = 256ull << 20;
+
+/// Median time in microseconds of fn(i) over `reps` calls (after warm-up).
+template <class F>
+double median_us(cudaStream_t s, int reps, F&& fn) {
+  for (int i = 0; i < 3; ++i) fn(i);
+  std::vector<cudaEvent_t> ev(2 * reps);
+  for (auto& e : ev) TKV_CUDA_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < reps; ++i) {
+    TKV_CUDA_CHECK(cudaEventRecord(ev[2 * i], s));
+    fn(i + 3);
+    TKV_CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], s));
+  }
+  TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+  std::vector<double> t(reps);
+  for (int i = 0; i < reps; ++i) {
+    float ms = 0;
+    TKV_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+    t[i] = ms * 1e3;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  std::nth_element(t.begin(), t.begin() + reps / 2, t.end());
+  return t[reps / 2];
+}
+
+unsigned fill_grid() { return static_cast<unsigned>(cuda::detail::num_sms() * 8); }
+
+}  // namespace
+
+std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
+  std::string why;
+  if (cuda::device_count(&why) == 0) throw std::runtime_error("run_cuda_bench: no CUDA device: " + why);
+  check_arg(opt.head_dim == 64 || opt.head_dim == 128 || opt.head_dim == 256, "run_cuda_bench", "head_dim",
+            opt.head_dim, "must be 64, 128 or 256");
+  check_arg(opt.num_kv_heads > 0 && opt.num_heads % opt.num_kv_heads == 0, "run_cuda_bench", "num_heads",
+            opt.num_heads, "must be a multiple of num_kv_heads");
+  for (double b : opt.bits)
+    check_arg(b == 1 || b == 2 || b == 3 || b == 4, "run_cuda_bench", "bits", b, "must be 1, 2, 3 or 4 on the GPU");
+  const int reps = std::max(50, opt.repeats);
+  const int d = opt.head_dim, nh = opt.num_heads, kvh = opt.num_kv_heads;
+  const int page_size = 16;
+  cudaStream_t s;
+  TKV_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const cuda::Stream st = reinterpret_cast<cuda::Stream>(s);
+  std::size_t free_b = 0, total_b = 0;
+  TKV_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const std::string base_name = "fp16-flash-decode (ours)";
+  std::vector<BenchRow> rows;
+
+  for (int batch : opt.batches)
+    for (std::size_t ctx_sz : opt.contexts) {
+      const int ctx = static_cast<int>(ctx_sz);
+      const std::size_t fp16_bytes = std::size_t(batch) * kvh * ctx * d * 2 * 2;
+      if (fp16_bytes > free_b / 3) continue;  // does not fit comfortably next to the rest
+      BenchRow proto;
+      proto.context = ctx_sz;
+      proto.head_dim = d, proto.num_heads = nh, proto.num_kv_heads = kvh, proto.batch = batch, proto.threads = 0;
+      const std::size_t q_bytes = std::size_t(batch) * nh * d * 4;
+      DevMem q(q_bytes), out(q_bytes);
+      fill_float<<<fill_grid(), 256, 0, s>>>(q.as<float>(), q_bytes / 4, 7, 4.0f);
+      TKV_CHECK_LAUNCH();
+      std::vector<std::int32_t> lens(batch, ctx);
+      DevMem dlens(batch * 4);
+      TKV_CUDA_CHECK(cudaMemcpy(dlens.p, lens.data(), batch * 4, cudaMemcpyHostToDevice));
+      cuda::DecodeArgs a;
+      a.batch = batch, a.num_heads = nh, a.num_kv_heads = kvh, a.head_dim = d;
+      a.q = q.as<float>(), a.out = out.as<float>(), a.seq_lens = dlens.as<std::int32_t>(), a.max_seq_len = ctx;
+      a.softmax_scale = 1.0f / std::sqrt(float(d));
+      DevMem ws(cuda::decode_workspace_bytes(a));
+      a.workspace = ws.p;
+
+      // fp16 baseline.
+      double base_us = 0;
+      {
+        const int nrot = static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + fp16_bytes - 1) / fp16_bytes));
+        std::vector<std::unique_ptr<DevMem>> bufs;
+        for (int i = 0; i < nrot; ++i) {
+          bufs.push_back(std::make_unique<DevMem>(fp16_bytes));
+          fill_half<<<fill_grid(), 256, 0, s>>>(bufs.back()->as<std::uint16_t>(), fp16_bytes / 2, 100 + i);
+          TKV_CHECK_LAUNCH();
+        }
+        const std::size_t half = fp16_bytes / 2;
+        base_us = median_us(s, reps, [&](int i) {
+          const auto* k = bufs[i % nrot]->as<std::uint16_t>();
+          cuda::fp16_decode(k, k + half / 2, ctx, a, st);
+        });
+        BenchRow r = proto;
+        r.op = "decode_attention", r.method = base_name, r.bits = 16;
+        r.time_us = base_us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = 1;
+        r.gbps = (fp16_bytes + q_bytes) / (base_us * 1e3);
+        rows.push_back(r);
+      }
+
+      const int max_pages = (ctx + page_size - 1) / page_size;
+      std::vector<std::int32_t> table(std::size_t(batch) * max_pages);
+      for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(i);
+      DevMem dtable(table.size() * 4);
+      TKV_CUDA_CHECK(cudaMemcpy(dtable.p, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+      const cuda::PageTable pt{dtable.as<std::int32_t>(), max_pages, page_size};
+
+      for (double bits_d : opt.bits) {
+        const int bits = static_cast<int>(bits_d);
+        CodecConfig cfg;
+        cfg.bits = bits, cfg.head_dim = d;
+        cuda::TqMseTables tab(cfg);
+        const std::size_t stride = cuda::tq_page_stride(page_size, tab.code_bytes());
+        const std::size_t pool_bytes = table.size() * kvh * stride;
+        const int nrot =
+            static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + 2 * pool_bytes - 1) / (2 * pool_bytes)));
+        std::vector<std::unique_ptr<DevMem>> kb, vb;
+        for (int i = 0; i < nrot; ++i) {
+          kb.push_back(std::make_unique<DevMem>(pool_bytes));
+          vb.push_back(std::make_unique<DevMem>(pool_bytes));
+          const std::size_t noff = page_size * tab.code_bytes(), nend = noff + 2 * page_size;
+          fill_pages<<<fill_grid(), 256, 0, s>>>(kb.back()->as<std::uint8_t>(), pool_bytes, stride, noff, nend, 2 * i + 1);
+          fill_pages<<<fill_grid(), 256, 0, s>>>(vb.back()->as<std::uint8_t>(), pool_bytes, stride, noff, nend, 2 * i + 2);
+          TKV_CHECK_LAUNCH();
+        }
+        const std::size_t read = std::size_t(batch) * ctx * kvh * 2 * (tab.code_bytes() + 2) + q_bytes +
+                                 table.size() * 4;
+        for (int kernel : {0, 1}) {  // tensor-core (3xTF32) and CUDA-core kernels
+          cuda::DecodeArgs ak = a;
+          ak.kernel = kernel;
+          const double us = median_us(s, reps, [&](int i) {
+            cuda::tq_mse_decode(tab, tab, {kb[i % nrot]->as<std::uint8_t>(), stride},
+                                {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
+          });
+          BenchRow r = proto;
+          r.op = "decode_attention", r.method = kernel == 0 ? "tq-mse" : "tq-mse (cuda cores)", r.bits = bits;
+          r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
+          r.gbps = read / (us * 1e3);
+          rows.push_back(r);
+        }
+
+        // Encode (prefill append of the whole context into the key pool), vs a d2d copy of the same bytes.
+        const std::size_t in_bytes = std::size_t(batch) * ctx * kvh * d * 4;
+        if (in_bytes <= (4ull << 30)) {
+          DevMem x(in_bytes);
+          fill_float<<<fill_grid(), 256, 0, s>>>(x.as<float>(), in_bytes / 4, 99 + bits, 8.0f);
+          TKV_CHECK_LAUNCH();
+          DevMem zero(batch * 4);
+          TKV_CUDA_CHECK(cudaMemsetAsync(zero.p, 0, batch * 4, s));
+          const double enc_us = median_us(s, std::max(20, reps / 2), [&](int i) {
+            cuda::tq_mse_append(tab, x.as<float>(), batch, ctx, kvh, zero.as<std::int32_t>(), pt,
+                                {kb[i % nrot]->as<std::uint8_t>(), stride}, st);
+          });
+          const std::size_t moved = in_bytes + std::size_t(batch) * ctx * kvh * (tab.code_bytes() + 2);
+          DevMem c1(moved / 2 + 16), c2(moved / 2 + 16);
+          const double copy_us = median_us(s, 20, [&](int) {
+            TKV_CUDA_CHECK(cudaMemcpyAsync(c2.p, c1.p, moved / 2, cudaMemcpyDeviceToDevice, s));
+          });
+          BenchRow e = proto;
+          e.op = "encode", e.method = "tq-mse", e.bits = bits;
+          e.time_us = enc_us, e.baseline = "d2d-copy (same bytes)", e.baseline_time_us = copy_us;
+          e.speedup = copy_us / enc_us, e.gbps = moved / (enc_us * 1e3);
+          rows.push_back(e);
+        }
+      }
+      TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+    }
+  TKV_CUDA_CHECK(cudaStreamDestroy(s));
+  return rows;
+}
+
+}  // namespace turbokv

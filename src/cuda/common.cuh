@@ -1,0 +1,60 @@
+// Shared helpers of the CUDA backend (not public API).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "turbokv/cuda.h"
+
+namespace turbokv::cuda::detail {
+
+[[noreturn]] inline void cuda_fail(cudaError_t e, const char* expr, const char* file, int line) {
+  throw std::runtime_error(std::string("CUDA error: ") + expr + " -> " + cudaGetErrorName(e) + " (" +
+                           cudaGetErrorString(e) + ") at " + file + ":" + std::to_string(line));
+}
+
+}  // namespace turbokv::cuda::detail
+
+/// Checks a CUDA runtime call; throws std::runtime_error naming it.
+#define TKV_CUDA_CHECK(expr)                                                                 \
+  do {                                                                                       \
+    const cudaError_t tkv_e_ = (expr);                                                       \
+    if (tkv_e_ != cudaSuccess) ::turbokv::cuda::detail::cuda_fail(tkv_e_, #expr, __FILE__, __LINE__); \
+  } while (0)
+
+/// Checks the last launch.
+#define TKV_CHECK_LAUNCH() TKV_CUDA_CHECK(cudaGetLastError())
+
+namespace turbokv::cuda::detail {
+
+inline cudaStream_t stream_of(Stream s) { return reinterpret_cast<cudaStream_t>(s); }
+
+inline int num_sms() {
+  static int n = [] {
+    int dev = 0, v = 0;
+    TKV_CUDA_CHECK(cudaGetDevice(&dev));
+    TKV_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return n;
+}
+
+
+template <int N>
+__device__ __forceinline__ void cp_async_n(void* smem, const void* gmem) {
+  static_assert(N == 4 || N == 8 || N == 16, "cp.async size");
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  if constexpr (N == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(N));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+}  // namespace turbokv::cuda::detail

@@ -1,0 +1,245 @@
+// Host side of decode attention: validation, split choice, workspace, launch of
+// the split kernel (decode.cuh) and of the log-sum-exp merge + inverse rotation.
+#include <algorithm>
+#include <cmath>
+
+#include "decode_mma.cuh"
+#include "turbokv/error.h"
+
+namespace turbokv::cuda {
+namespace detail {
+namespace {
+
+/// One block per (sequence, query head): merges the splits by log-sum-exp and,
+/// for rotated values, applies Pi^T = D H / sqrt(d) once.
+__global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __restrict__ ws_ml, int splits,
+                               int d, const float* __restrict__ vsigns, float vscale, float* __restrict__ out) {
+  extern __shared__ float y[];
+  const std::size_t bh = blockIdx.x;
+  const float* ml = ws_ml + bh * splits * 2;
+  float M = -INFINITY;
+  for (int s = 0; s < splits; ++s) M = fmaxf(M, ml[2 * s]);
+  float L = 0.0f;
+  for (int s = 0; s < splits; ++s)
+    if (ml[2 * s] != -INFINITY) L += exp2f(ml[2 * s] - M) * ml[2 * s + 1];
+  const float invL = 1.0f / L;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    float acc = 0.0f;
+    for (int s = 0; s < splits; ++s)
+      if (ml[2 * s] != -INFINITY) acc += exp2f(ml[2 * s] - M) * ws_acc[(bh * splits + s) * d + i];
+    y[i] = acc * invL;
+  }
+  if (vsigns == nullptr) {
+    for (int i = threadIdx.x; i < d; i += blockDim.x) out[bh * d + i] = y[i];
+    return;
+  }
+  __syncthreads();
+  for (int h = 1; h < d; h <<= 1) {
+    for (int p = threadIdx.x; p < d / 2; p += blockDim.x) {
+      const int j = (p / h) * 2 * h + p % h;
+      const float u = y[j], w = y[j + h];
+      y[j] = u + w;
+      y[j + h] = u - w;
+    }
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < d; i += blockDim.x) out[bh * d + i] = y[i] * (vscale * vsigns[i]);
+}
+
+struct Plan {
+  int group, nsub, hpw, nsub_block, zdim, splits;
+};
+
+Plan make_plan(const DecodeArgs& a, int blocks_per_sm = 2) {
+  Plan p{};
+  p.group = a.num_heads / a.num_kv_heads;
+  p.nsub = (p.group + 3) / 4;
+  p.hpw = (p.group + p.nsub - 1) / p.nsub;
+  p.nsub_block = std::min(p.nsub, kMaxSubPerBlock);
+  p.zdim = (p.nsub + kMaxSubPerBlock - 1) / kMaxSubPerBlock;
+  if (a.num_splits > 0) {
+    p.splits = a.num_splits;
+  } else {
+    // One full wave: as many splits as fit next to the batch x KV-head blocks.
+    const int eff = a.window > 0 ? std::min(a.window, a.max_seq_len) : a.max_seq_len;
+    const long long base = 1LL * a.batch * a.num_kv_heads * p.zdim;
+    const long long slots = 1LL * std::max(1, blocks_per_sm) * num_sms();
+    long long s = slots / base;
+    const long long max_by_len = std::max(1, (eff + 2 * kTile - 1) / (2 * kTile));  // >= 2 tiles per split
+    s = std::clamp<long long>(s, 1, std::min<long long>(max_by_len, 256));
+    p.splits = static_cast<int>(s);
+  }
+  return p;
+}
+
+void validate(const char* where, const DecodeArgs& a, bool pointers = true) {
+  check_arg(a.batch >= 1, where, "batch", a.batch, "must be >= 1");
+  check_arg(a.num_kv_heads >= 1, where, "num_kv_heads", a.num_kv_heads, "must be >= 1");
+  check_arg(a.num_heads >= a.num_kv_heads && a.num_heads % a.num_kv_heads == 0, where, "num_heads", a.num_heads,
+            "must be a positive multiple of num_kv_heads");
+  check_arg(a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256, where, "head_dim", a.head_dim,
+            "must be 64, 128 or 256");
+  check_arg(a.max_seq_len >= 1, where, "max_seq_len", a.max_seq_len, "must be >= 1");
+  check_arg(a.softmax_scale > 0 && std::isfinite(a.softmax_scale), where, "softmax_scale", a.softmax_scale,
+            "must be positive and finite");
+  check_arg(a.window >= 0, where, "window", a.window, "must be >= 0");
+  check_arg(a.num_splits >= 0 && a.num_splits <= 1024, where, "num_splits", a.num_splits, "must be in 0..1024");
+  check_arg(!pointers || (a.q && a.out && a.seq_lens && a.workspace), where, "q/out/seq_lens/workspace", 0,
+            "must be non-null device pointers");
+}
+
+std::size_t smem_bytes(int d, int cbK, int cbV, int hpw, int nsub_block, int stages) {
+  auto r16 = [](std::size_t x) { return (x + 15) / 16 * 16; };
+  const std::size_t stage = r16(std::size_t(kTile) * cbK) + r16(std::size_t(kTile) * cbV) + 2 * kTile * 4;
+  const std::size_t scratch = std::size_t(nsub_block) * 4 * hpw * (d + 2) * sizeof(float);
+  return 128 + (stages * kMaxTilePages * 4 + 15) / 16 * 16 + stages * stage + scratch;
+}
+
+template <class Launch>
+void run(const char* where, const DecodeArgs& args, int cbK, int cbV, int stages, DecodeKernelArgs& ka,
+         const float* vsigns, float vscale, cudaStream_t s, Launch&& launch) {
+  validate(where, args);
+  Plan p = make_plan(args);
+  const std::size_t smem = smem_bytes(args.head_dim, cbK, cbV, p.hpw, p.nsub_block, stages);
+  if (args.num_splits == 0) {  // size the splits to one full wave of this instance
+    int occ = 0;
+    LaunchShape query{dim3(1), dim3(kSubThreads * p.nsub_block), p.nsub_block, &occ};
+    launch(p.hpw, query, smem, ka);
+    p = make_plan(args, occ);
+  }
+  ka.q = args.q;
+  ka.seq_lens = args.seq_lens;
+  ka.head_dim = args.head_dim;
+  ka.tpt_shift = __builtin_ctz(static_cast<unsigned>(args.head_dim / 16));
+  ka.num_heads = args.num_heads;
+  ka.num_kv_heads = args.num_kv_heads;
+  ka.group = p.group;
+  ka.nsub = p.nsub;
+  ka.num_splits = p.splits;
+  ka.window = args.window;
+  float* ws = static_cast<float*>(args.workspace);
+  const std::size_t bh = std::size_t(args.batch) * args.num_heads;
+  ka.ws_acc = ws;
+  ka.ws_ml = ws + bh * p.splits * args.head_dim;
+  LaunchShape shape{dim3(p.splits, args.batch * args.num_kv_heads, p.zdim), dim3(kSubThreads * p.nsub_block),
+                    p.nsub_block};
+  launch(p.hpw, shape, smem, ka);
+  combine_kernel<<<static_cast<unsigned>(bh), std::min(args.head_dim, 256), args.head_dim * sizeof(float), s>>>(
+      ka.ws_acc, ka.ws_ml, p.splits, args.head_dim, vsigns, vscale, args.out);
+  TKV_CHECK_LAUNCH();
+}
+
+void launch_mma_any(int kb, int d, int vb, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+  switch (kb) {
+    case 1: return launch_mma_k1(d, vb, shape, s, a);
+    case 2: return launch_mma_k2(d, vb, shape, s, a);
+    case 3: return launch_mma_k3(d, vb, shape, s, a);
+    case 4: return launch_mma_k4(d, vb, shape, s, a);
+  }
+}
+
+/// Tensor-core path: up to 8 query heads per block (grid z = ceil(group / 8)).
+void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKernelArgs& ka, const float* vsigns,
+             float vscale, cudaStream_t s) {
+  validate(where, args);
+  Plan p = make_plan(args);  // zdim = ceil(group / 8) here as well
+  if (args.num_splits == 0) {
+    int occ = 0;
+    LaunchShape query{dim3(1), dim3(128), 1, &occ};
+    launch_mma_any(kb, args.head_dim, vb, query, s, ka);
+    p = make_plan(args, occ);
+  }
+  ka.q = args.q;
+  ka.seq_lens = args.seq_lens;
+  ka.head_dim = args.head_dim;
+  ka.num_heads = args.num_heads;
+  ka.num_kv_heads = args.num_kv_heads;
+  ka.group = p.group;
+  ka.nsub = p.zdim;
+  ka.num_splits = p.splits;
+  ka.window = args.window;
+  float* ws = static_cast<float*>(args.workspace);
+  const std::size_t bh = std::size_t(args.batch) * args.num_heads;
+  ka.ws_acc = ws;
+  ka.ws_ml = ws + bh * p.splits * args.head_dim;
+  const LaunchShape shape{dim3(p.splits, args.batch * args.num_kv_heads, p.zdim), dim3(128), 1};
+  launch_mma_any(kb, args.head_dim, vb, shape, s, ka);
+  combine_kernel<<<static_cast<unsigned>(bh), std::min(args.head_dim, 256), args.head_dim * sizeof(float), s>>>(
+      ka.ws_acc, ka.ws_ml, p.splits, args.head_dim, vsigns, vscale, args.out);
+  TKV_CHECK_LAUNCH();
+}
+
+}  // namespace
+}  // namespace detail
+
+std::size_t decode_workspace_bytes(const DecodeArgs& args) {
+  detail::validate("cuda::decode_workspace_bytes", args, false);
+  const detail::Plan p = detail::make_plan(args, 64);  // upper bound over every instance's occupancy
+  return std::size_t(args.batch) * args.num_heads * p.splits * (args.head_dim + 2) * sizeof(float);
+}
+
+void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool, PagedPool vpool,
+                   const PageTable& table, const DecodeArgs& args, Stream stream) {
+  const char* where = "cuda::tq_mse_decode";
+  check_arg(kc.head_dim() == args.head_dim && vc.head_dim() == args.head_dim, where, "codec head_dim",
+            kc.head_dim(), "must equal args.head_dim for keys and values");
+  check_arg(table.page_size >= 1 && table.page_size <= 4096 && (table.page_size & (table.page_size - 1)) == 0, where,
+            "page_size", table.page_size, "must be a power of two in 1..4096");
+  check_arg(table.max_pages >= (args.max_seq_len + table.page_size - 1) / table.page_size, where, "max_pages",
+            table.max_pages, "must cover max_seq_len");
+  check_arg(kpool.page_stride == tq_page_stride(table.page_size, kc.code_bytes()), where, "kpool.page_stride",
+            kpool.page_stride, "must equal tq_page_stride(page_size, key code_bytes)");
+  check_arg(vpool.page_stride == tq_page_stride(table.page_size, vc.code_bytes()), where, "vpool.page_stride",
+            vpool.page_stride, "must equal tq_page_stride(page_size, value code_bytes)");
+  check_arg(table.pages && kpool.data && vpool.data, where, "pages/kpool/vpool", 0, "must be non-null");
+  detail::DecodeKernelArgs ka{};
+  ka.kpool = kpool.data;
+  ka.vpool = vpool.data;
+  ka.kstride = kpool.page_stride;
+  ka.vstride = vpool.page_stride;
+  ka.pages = table.pages;
+  ka.max_pages = table.max_pages;
+  ka.page_shift = __builtin_ctz(static_cast<unsigned>(table.page_size));
+  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E * kc.hadamard_scale());
+  ka.ksigns = kc.signs();
+  ka.kcent = kc.centroids();
+  ka.vcent = vc.centroids();
+  const cudaStream_t s = detail::stream_of(stream);
+  const int kb = kc.bits(), vb = vc.bits();
+  check_arg(args.kernel == 0 || args.kernel == 1, where, "kernel", args.kernel, "must be 0 (auto) or 1 (CUDA cores)");
+  if (args.kernel == 0) {
+    detail::run_mma(where, args, kb, vb, ka, vc.signs(), vc.hadamard_scale(), s);
+    return;
+  }
+  auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {
+    switch (kb) {
+      case 1: return detail::launch_tq_decode_k1(vb, hpw, shape, smem, s, a);
+      case 2: return detail::launch_tq_decode_k2(vb, hpw, shape, smem, s, a);
+      case 3: return detail::launch_tq_decode_k3(vb, hpw, shape, smem, s, a);
+      case 4: return detail::launch_tq_decode_k4(vb, hpw, shape, smem, s, a);
+    }
+  };
+  detail::run(where, args, static_cast<int>(kc.code_bytes()), static_cast<int>(vc.code_bytes()),
+              detail::TqFmt<4>::kStages, ka, vc.signs(),
+              vc.hadamard_scale(), s, launch);
+}
+
+void fp16_decode(const std::uint16_t* k, const std::uint16_t* v, int capacity, const DecodeArgs& args,
+                 Stream stream) {
+  const char* where = "cuda::fp16_decode";
+  check_arg(capacity >= args.max_seq_len, where, "capacity", capacity, "must be >= max_seq_len");
+  check_arg(k && v, where, "k/v", 0, "must be non-null device pointers");
+  detail::DecodeKernelArgs ka{};
+  ka.kpool = reinterpret_cast<const std::uint8_t*>(k);
+  ka.vpool = reinterpret_cast<const std::uint8_t*>(v);
+  ka.capacity = capacity;
+  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E);
+  const cudaStream_t s = detail::stream_of(stream);
+  auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {
+    detail::launch_f16_decode(hpw, shape, smem, s, a);
+  };
+  detail::run(where, args, 2 * args.head_dim, 2 * args.head_dim, detail::F16Fmt::kStages, ka, nullptr, 1.0f, s,
+              launch);
+}
+
+}  // namespace turbokv::cuda

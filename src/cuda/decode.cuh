@@ -1,0 +1,432 @@
+// Split-K flash-decoding attention on paged TurboQuant-MSE (or contiguous
+// fp16) keys and values. Included by the instance files decode_k*.cu and
+// decode_f16.cu; the runtime -> compile-time dispatch is launch_decode() below.
+//
+// Grid: x = split, y = batch * num_kv_heads, z = group of up to two head subsets.
+// Block: 128 threads per head subset (HPW query heads of one KV group), up to
+// two subsets (so up to 8 query heads) share every tile loaded into shared memory.
+// Thread mapping inside a subset: TPT = head_dim/16 lanes per token, each owning
+// 16 dimensions (its slice of Pi q and of the rotated-domain value accumulator);
+// 128/TPT token slots. Tiles of 64 tokens are copied global -> shared with
+// cp.async (16-byte chunks; 8 for 64-dim odd widths), double-buffered.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include "common.cuh"
+
+namespace turbokv::cuda::detail {
+
+constexpr int kTile = 64;
+constexpr int kSubThreads = 128;
+constexpr int kMaxSubPerBlock = 2;
+
+struct DecodeKernelArgs {
+  const float* q;
+  float* ws_acc;  // [batch][num_heads][splits][D]
+  float* ws_ml;   // [batch][num_heads][splits][2]
+  const std::uint8_t* kpool;
+  const std::uint8_t* vpool;
+  std::size_t kstride, vstride;  // paged: bytes per (page, head) block
+  const std::int32_t* seq_lens;
+  const std::int32_t* pages;
+  int max_pages, page_shift;
+  int capacity;  // contiguous layout (fp16): tokens per (sequence, head)
+  int head_dim, tpt_shift;
+  int num_heads, num_kv_heads, group, nsub, num_splits;
+  float qscale;  // softmax_scale * log2(e) (* Hadamard scale for rotated keys)
+  int window;
+  const float* ksigns;
+  const float* kcent;
+  const float* vcent;
+};
+
+/// TurboQuant-MSE codes of width B: 16 dims = 2B bytes per thread.
+template <int B>
+struct TqFmt {
+  static constexpr bool kRotated = true, kHasNorm = true, kContiguous = false;
+  static constexpr int kEntries = 1 << B;
+  static constexpr int kStages = 4;  // cp.async pipeline depth (tiles in flight per block)
+  __host__ __device__ static int code_bytes(int d) { return d * B / 8; }
+  __device__ __forceinline__ static void load16(const std::uint8_t* row, int r, const float* tab, float v[16]) {
+    const std::uint8_t* p = row + r * 2 * B;
+    std::uint64_t w;
+    if constexpr (B == 4) {
+      w = *reinterpret_cast<const std::uint64_t*>(p);
+    } else if constexpr (B == 2) {
+      w = *reinterpret_cast<const std::uint32_t*>(p);
+    } else if constexpr (B == 1) {
+      w = *reinterpret_cast<const std::uint16_t*>(p);
+    } else {
+      const std::uint16_t* p16 = reinterpret_cast<const std::uint16_t*>(p);
+      w = std::uint64_t(p16[0]) | (std::uint64_t(p16[1]) << 16) | (std::uint64_t(p16[2]) << 32);
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = tab[static_cast<unsigned>(w >> (B * i)) & ((1u << B) - 1u)];
+  }
+};
+
+/// fp16 values: 16 dims = 32 bytes per thread.
+struct F16Fmt {
+  static constexpr bool kRotated = false, kHasNorm = false, kContiguous = true;
+  static constexpr int kEntries = 0;
+  static constexpr int kStages = 2;  // 64 tokens x 2 x head_dim x 2 bytes per stage
+  __host__ __device__ static int code_bytes(int d) { return 2 * d; }
+  __device__ __forceinline__ static void load16(const std::uint8_t* row, int r, const float*, float v[16]) {
+    const uint4* p = reinterpret_cast<const uint4*>(row + r * 32);
+    const uint4 a = p[0], b = p[1];
+    const unsigned u[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&u[i]));
+      v[2 * i] = f.x, v[2 * i + 1] = f.y;
+    }
+  }
+};
+
+__device__ __forceinline__ int round16(int x) { return (x + 15) & ~15; }
+
+constexpr int kMaxTilePages = kTile + 1;  // pages a 64-token tile can touch (page_size 1: 64)
+
+/// Page ids of the tiles in flight, kept in shared memory one tile ahead of their
+/// copies: the page-table loads never stall a copy (their latency hides behind
+/// a tile's compute). Slot it % stages holds tile it's pages, from first(it).
+struct PageRing {
+  std::int32_t* s;         // [stages][kMaxTilePages], shared
+  const std::int32_t* pt;  // this sequence's page-table row (nullptr: contiguous cache)
+  int shift, t_begin, t_end, stages;
+  __device__ int first(int it) const { return (t_begin + it * kTile) >> shift; }
+  __device__ int count(int it) const {
+    const int t0 = t_begin + it * kTile, t1 = min(t_end, t0 + kTile) - 1;
+    return (t1 >> shift) - (t0 >> shift) + 1;
+  }
+  __device__ int fetch(int it, int ntiles, int tid) const {
+    return (pt && it < ntiles && tid < count(it)) ? __ldg(pt + first(it) + tid) : 0;
+  }
+  __device__ void store(int it, int tid, int v) const {
+    if (tid < kMaxTilePages) s[(it % stages) * kMaxTilePages + tid] = v;
+  }
+  __device__ const std::int32_t* slot(int it) const { return s + (it % stages) * kMaxTilePages; }
+};
+
+/// Issues the cp.async copies of tokens [t0, t0 + n) of one pool into a stage.
+/// Rows land rs bytes apart in shared memory (rs >= cb, multiple of 16 when cb is).
+template <class F>
+__device__ __forceinline__ void issue_rows_strided(std::uint8_t* s_codes, int rs, std::uint32_t* s_norm,
+                                                   const std::uint8_t* pool, std::size_t stride, int cb,
+                                                   const DecodeKernelArgs& a, int b, int g, int t0, int n, int tid,
+                                                   int nthr, const std::int32_t* pg, int first) {
+  if constexpr (F::kContiguous) {
+    const std::uint8_t* base =
+        pool + ((static_cast<std::size_t>(b) * a.num_kv_heads + g) * a.capacity + t0) * static_cast<std::size_t>(cb);
+    const int chunks = n * cb / 16;
+    for (int c = tid; c < chunks; c += nthr) cp_async_n<16>(s_codes + 16 * c, base + 16 * c);
+  } else {
+    const int pmask = (1 << a.page_shift) - 1;
+    if (cb % 16 == 0) {
+      const int cpt = cb / 16, chunks = n * cpt;
+      for (int c = tid; c < chunks; c += nthr) {
+        const int tok = c / cpt, piece = c - tok * cpt, pos = t0 + tok;
+        const int page = pg[(pos >> a.page_shift) - first];
+        const std::uint8_t* src = pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * stride +
+                                  static_cast<std::size_t>(pos & pmask) * cb + 16 * piece;
+        cp_async_n<16>(s_codes + tok * rs + 16 * piece, src);
+      }
+    } else {
+      const int cpt = cb / 8, chunks = n * cpt;
+      for (int c = tid; c < chunks; c += nthr) {
+        const int tok = c / cpt, piece = c - tok * cpt, pos = t0 + tok;
+        const int page = pg[(pos >> a.page_shift) - first];
+        const std::uint8_t* src = pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * stride +
+                                  static_cast<std::size_t>(pos & pmask) * cb + 8 * piece;
+        cp_async_n<8>(s_codes + tok * rs + 8 * piece, src);
+      }
+    }
+    if constexpr (F::kHasNorm) {
+      // The aligned 4-byte word holding each token's fp16 norm (its half: see norm_at).
+      for (int i = tid; i < n; i += nthr) {
+        const int pos = t0 + i;
+        const int page = pg[(pos >> a.page_shift) - first];
+        const std::uint8_t* blk = pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * stride;
+        const std::size_t off = (static_cast<std::size_t>(pmask + 1) * cb + 2 * static_cast<std::size_t>(pos & pmask));
+        cp_async_n<4>(s_norm + i, blk + (off & ~std::size_t(3)));
+      }
+    }
+  }
+}
+
+/// The fp16 norm of token pos from its staged 4-byte word: blocks start 16-byte
+/// aligned and page_size * code_bytes is a multiple of 16 for page_size >= 2, so
+/// the norm is the high half exactly when page_size >= 2 and pos is odd.
+__device__ __forceinline__ float norm_at(std::uint32_t word, int pos, int page_shift) {
+  const unsigned hi = (page_shift > 0) ? (pos & 1) : 0;
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(word >> (16 * hi))));
+}
+
+template <class KF, class VF, int HPW>
+__global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
+    decode_kernel(const DecodeKernelArgs a) {
+  extern __shared__ __align__(16) std::uint8_t smem[];
+  constexpr int kStages = KF::kStages < VF::kStages ? KF::kStages : VF::kStages;
+  const int D = a.head_dim;
+  const int tpt = 1 << a.tpt_shift;
+  const int split = blockIdx.x;
+  const int b = blockIdx.y / a.num_kv_heads, g = blockIdx.y % a.num_kv_heads;
+  const int tid = threadIdx.x, nthr = blockDim.x;
+  const int sub_local = tid / kSubThreads, nsub_block = nthr / kSubThreads;
+  const int sub = blockIdx.z * kMaxSubPerBlock + sub_local;
+  const bool sub_active = sub < a.nsub;
+  const int st = tid % kSubThreads;  // thread index inside the subset
+  const int lane = tid % 32, warp_in_sub = st / 32;
+  const int slot = st >> a.tpt_shift, r = st & (tpt - 1), nslots = kSubThreads >> a.tpt_shift;
+
+  const int cbK = KF::code_bytes(D), cbV = VF::code_bytes(D);
+  const int kc_bytes = round16(kTile * cbK), vc_bytes = round16(kTile * cbV);
+  const int stage_bytes = kc_bytes + vc_bytes + 2 * kTile * 4;
+  float* s_ktab = reinterpret_cast<float*>(smem);
+  float* s_vtab = s_ktab + 16;
+  std::int32_t* s_pg = reinterpret_cast<std::int32_t*>(smem + 128);
+  std::uint8_t* stages = smem + 128 + round16(kStages * kMaxTilePages * 4);
+  float* scratch = reinterpret_cast<float*>(stages + kStages * stage_bytes);
+
+  // This split's token range.
+  const int L = a.seq_lens[b];
+  const int start = (a.window > 0 && L > a.window) ? L - a.window : 0;
+  const int len = L - start;
+  int chunk = (len + a.num_splits - 1) / a.num_splits;
+  chunk = (chunk + kTile - 1) / kTile * kTile;
+  const int t_begin = start + split * chunk;
+  const int t_end = min(L, t_begin + chunk);
+  const int ntiles = t_begin < t_end ? (t_end - t_begin + kTile - 1) / kTile : 0;
+
+  const PageRing ring{s_pg, KF::kContiguous ? nullptr : a.pages + static_cast<std::size_t>(b) * a.max_pages,
+                      a.page_shift, t_begin, t_end, kStages};
+  auto issue = [&](int it) {
+    std::uint8_t* sp = stages + (it % kStages) * stage_bytes;
+    const int t0 = t_begin + it * kTile, n = min(kTile, t_end - t0);
+    std::uint32_t* s_kn = reinterpret_cast<std::uint32_t*>(sp + kc_bytes + vc_bytes);
+    const std::int32_t* pg = ring.slot(it);
+    const int first = ring.first(it);
+    issue_rows_strided<KF>(sp, cbK, s_kn, a.kpool, a.kstride, cbK, a, b, g, t0, n, tid, nthr, pg, first);
+    issue_rows_strided<VF>(sp + kc_bytes, cbV, s_kn + kTile, a.vpool, a.vstride, cbV, a, b, g, t0, n, tid, nthr, pg,
+                           first);
+  };
+  for (int it = 0; it < kStages; ++it) ring.store(it, tid, ring.fetch(it, ntiles, tid));
+  __syncthreads();
+#pragma unroll
+  for (int it = 0; it < kStages - 1; ++it) {
+    if (it < ntiles) issue(it);
+    cp_async_commit();
+  }
+
+  if (tid < 16) {
+    s_ktab[tid] = tid < KF::kEntries ? a.kcent[tid] : 0.0f;
+    s_vtab[tid] = tid < VF::kEntries ? a.vcent[tid] : 0.0f;
+  }
+  // Rotated queries of this block's heads (Pi q, in shared memory).
+  const int nq = nsub_block * HPW;
+  for (int idx = tid; idx < nq * D; idx += nthr) {
+    const int vec = idx / D, d = idx - vec * D;
+    const int hg = (blockIdx.z * kMaxSubPerBlock + vec / HPW) * HPW + vec % HPW;  // head index in the group
+    float qv = 0.0f;
+    if (hg < a.group) qv = a.q[(static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg) * D + d];
+    if (KF::kRotated) qv *= a.ksigns[d];
+    scratch[idx] = qv;
+  }
+  __syncthreads();
+  if (KF::kRotated) {
+    for (int h = 1; h < D; h <<= 1) {
+      for (int p = tid; p < nq * D / 2; p += nthr) {
+        const int vec = p / (D / 2), pp = p - vec * (D / 2);
+        const int j = (pp / h) * 2 * h + pp % h;
+        float* x = scratch + vec * D;
+        const float u = x[j], w = x[j + h];
+        x[j] = u + w;
+        x[j + h] = u - w;
+      }
+      __syncthreads();
+    }
+  }
+  float q[HPW][16];
+#pragma unroll
+  for (int h = 0; h < HPW; ++h)
+#pragma unroll
+    for (int i = 0; i < 16; ++i) q[h][i] = scratch[(sub_local * HPW + h) * D + r * 16 + i] * a.qscale;
+
+  float m[HPW], l[HPW], acc[HPW][16];
+#pragma unroll
+  for (int h = 0; h < HPW; ++h) {
+    m[h] = -INFINITY, l[h] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) acc[h][i] = 0.0f;
+  }
+
+  for (int it = 0; it < ntiles; ++it) {
+    if (it + kStages - 1 < ntiles) issue(it + kStages - 1);
+    cp_async_commit();
+    const int pnext = ring.fetch(it + kStages, ntiles, tid);  // stored after this tile's compute
+    cp_async_wait<kStages - 1>();
+    __syncthreads();
+    if (sub_active) {
+      const std::uint8_t* sp = stages + (it % kStages) * stage_bytes;
+      const std::uint8_t* s_kc = sp;
+      const std::uint8_t* s_vc = sp + kc_bytes;
+      const std::uint32_t* s_kn = reinterpret_cast<const std::uint32_t*>(sp + kc_bytes + vc_bytes);
+      const std::uint32_t* s_vn = s_kn + kTile;
+      const int t0 = t_begin + it * kTile, n = min(kTile, t_end - t0);
+      for (int tt = slot; tt < kTile; tt += nslots) {
+        const bool valid = tt < n;
+        float kv[16];
+        KF::load16(s_kc + tt * cbK, r, s_ktab, kv);
+        float dot[HPW];
+#pragma unroll
+        for (int h = 0; h < HPW; ++h) {
+          dot[h] = 0.0f;
+#pragma unroll
+          for (int i = 0; i < 16; ++i) dot[h] = fmaf(q[h][i], kv[i], dot[h]);
+        }
+        for (int off = tpt >> 1; off > 0; off >>= 1)
+#pragma unroll
+          for (int h = 0; h < HPW; ++h) dot[h] += __shfl_xor_sync(0xffffffffu, dot[h], off);
+        if (valid) {
+          const float kn = KF::kHasNorm ? norm_at(s_kn[tt], t0 + tt, a.page_shift) : 1.0f;
+          const float vn = VF::kHasNorm ? norm_at(s_vn[tt], t0 + tt, a.page_shift) : 1.0f;
+          float vv[16];
+          VF::load16(s_vc + tt * cbV, r, s_vtab, vv);
+#pragma unroll
+          for (int h = 0; h < HPW; ++h) {
+            const float s = dot[h] * kn;
+            if (s > m[h]) {
+              const float f = exp2f(m[h] - s);
+              l[h] *= f;
+#pragma unroll
+              for (int i = 0; i < 16; ++i) acc[h][i] *= f;
+              m[h] = s;
+            }
+            const float p = exp2f(s - m[h]);
+            l[h] += p;
+            const float w = p * vn;
+#pragma unroll
+            for (int i = 0; i < 16; ++i) acc[h][i] = fmaf(w, vv[i], acc[h][i]);
+          }
+        }
+      }
+    }
+    ring.store(it + kStages, tid, pnext);
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+
+  // Merge the token slots of each warp (lanes that differ in the slot bits).
+  for (int off = tpt; off < 32; off <<= 1) {
+#pragma unroll
+    for (int h = 0; h < HPW; ++h) {
+      const float mo = __shfl_xor_sync(0xffffffffu, m[h], off);
+      const float lo = __shfl_xor_sync(0xffffffffu, l[h], off);
+      const float mn = fmaxf(m[h], mo);
+      const float fs = m[h] == -INFINITY ? 0.0f : exp2f(m[h] - mn);
+      const float fo = mo == -INFINITY ? 0.0f : exp2f(mo - mn);
+      l[h] = l[h] * fs + lo * fo;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        const float ao = __shfl_xor_sync(0xffffffffu, acc[h][i], off);
+        acc[h][i] = acc[h][i] * fs + ao * fo;
+      }
+      m[h] = mn;
+    }
+  }
+  // Merge the 4 warps of each subset through shared memory, write the split's partials.
+  __syncthreads();
+  float* s_acc = scratch;                           // [nsub_block][4][HPW][D]
+  float* s_ml = scratch + nsub_block * 4 * HPW * D;  // [nsub_block][4][HPW][2]
+  if (lane < tpt) {
+#pragma unroll
+    for (int h = 0; h < HPW; ++h) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) s_acc[((sub_local * 4 + warp_in_sub) * HPW + h) * D + r * 16 + i] = acc[h][i];
+      if (r == 0) {
+        s_ml[((sub_local * 4 + warp_in_sub) * HPW + h) * 2] = m[h];
+        s_ml[((sub_local * 4 + warp_in_sub) * HPW + h) * 2 + 1] = l[h];
+      }
+    }
+  }
+  __syncthreads();
+  if (!sub_active) return;
+  for (int idx = st; idx < HPW * D; idx += kSubThreads) {
+    const int h = idx / D, d = idx - h * D;
+    const int hg = sub * HPW + h;
+    if (hg >= a.group) continue;
+    float mw[4], M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      mw[w] = s_ml[((sub_local * 4 + w) * HPW + h) * 2];
+      M = fmaxf(M, mw[w]);
+    }
+    float sum = 0.0f, lsum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const float f = mw[w] == -INFINITY ? 0.0f : exp2f(mw[w] - M);
+      sum += f * s_acc[((sub_local * 4 + w) * HPW + h) * D + d];
+      lsum += f * s_ml[((sub_local * 4 + w) * HPW + h) * 2 + 1];
+    }
+    const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg;
+    a.ws_acc[(bh * a.num_splits + split) * D + d] = sum;
+    if (d == 0) {
+      a.ws_ml[(bh * a.num_splits + split) * 2] = M;
+      a.ws_ml[(bh * a.num_splits + split) * 2 + 1] = lsum;
+    }
+  }
+}
+
+struct LaunchShape {
+  dim3 grid, block;
+  int nsub_block;
+  int* occupancy = nullptr;  ///< if set: store resident blocks per SM instead of launching
+};
+
+/// The one runtime -> compile-time dispatch point of the decode kernels:
+/// key/value formats are template types, HPW (query heads per subset) 1..4.
+template <class KF, class VF>
+void launch_decode(int hpw, const LaunchShape& shape, std::size_t smem, cudaStream_t stream,
+                   const DecodeKernelArgs& a) {
+  auto go = [&](auto kernel) {
+    if (smem > 48 * 1024)
+      TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(smem)));
+    if (shape.occupancy) {  // query only: resident blocks per SM
+      TKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(shape.occupancy, kernel,
+                                                                   static_cast<int>(shape.block.x), smem));
+      return;
+    }
+    kernel<<<shape.grid, shape.block, smem, stream>>>(a);
+    TKV_CHECK_LAUNCH();
+  };
+  switch (hpw) {
+    case 1: return go(decode_kernel<KF, VF, 1>);
+    case 2: return go(decode_kernel<KF, VF, 2>);
+    case 3: return go(decode_kernel<KF, VF, 3>);
+    case 4: return go(decode_kernel<KF, VF, 4>);
+  }
+  throw std::logic_error("launch_decode: hpw out of range");
+}
+
+/// Instance entry points (one file per key width, plus fp16).
+void launch_tq_decode_k1(int vb, int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
+void launch_tq_decode_k2(int vb, int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
+void launch_tq_decode_k3(int vb, int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
+void launch_tq_decode_k4(int vb, int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
+void launch_f16_decode(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
+
+template <int KB>
+void launch_tq_decode_kb(int vb, int hpw, const LaunchShape& shape, std::size_t smem, cudaStream_t s,
+                         const DecodeKernelArgs& a) {
+  switch (vb) {
+    case 1: return launch_decode<TqFmt<KB>, TqFmt<1>>(hpw, shape, smem, s, a);
+    case 2: return launch_decode<TqFmt<KB>, TqFmt<2>>(hpw, shape, smem, s, a);
+    case 3: return launch_decode<TqFmt<KB>, TqFmt<3>>(hpw, shape, smem, s, a);
+    case 4: return launch_decode<TqFmt<KB>, TqFmt<4>>(hpw, shape, smem, s, a);
+  }
+  throw std::logic_error("launch_tq_decode: value bits out of range");
+}
+
+}  // namespace turbokv::cuda::detail

@@ -1,0 +1,9 @@
+// Decode-attention instances for 2-bit TurboQuant-MSE keys (all value widths, HPW 1..4).
+#include "decode.cuh"
+
+namespace turbokv::cuda::detail {
+void launch_tq_decode_k2(int vb, int hpw, const LaunchShape& shape, std::size_t smem, cudaStream_t s,
+                         const DecodeKernelArgs& a) {
+  launch_tq_decode_kb<2>(vb, hpw, shape, smem, s, a);
+}
+}  // namespace turbokv::cuda::detail

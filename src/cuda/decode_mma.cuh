@@ -1,0 +1,360 @@
+// Tensor-core split-K decode attention on paged TurboQuant-MSE keys/values
+// (head_dim 64/128/256 at compile time). Same grid, workspace and merge as
+// decode.cuh; what changes is the inner product work, which on CUDA cores costs
+// ~2 x group FMAs per cached element (see docs/CUDA_NOTES.md):
+//
+//   scores  S[16 tokens x 8 heads]  = C_k[16 x D] . (Pi q)^T[D x 8]     (mma m16n8k8)
+//   values  O^T[D x 8 heads]       += C_v^T[D x 8 tokens] . P[8 x 8]
+//
+// C = centroid values looked up from the codes in shared memory. fp32 accuracy
+// from TF32 tensor cores by the 3xTF32 split: x = hi + lo with hi = tf32(x),
+// A.B ~= hi_a.hi_b + hi_a.lo_b + lo_a.hi_b (error ~2^-21 relative).
+// Each warp owns 16 tokens of every 64-token tile: its own online-softmax
+// state (max per head) and accumulator fragments; the block's 4 warps merge at
+// the end. Up to 8 query heads of a KV group per block (grid z for more).
+#pragma once
+
+#include "decode.cuh"
+
+namespace turbokv::cuda::detail {
+
+__device__ __forceinline__ float tf32_hi(float x) {
+  std::uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return __uint_as_float(r);
+}
+
+/// d[0..3] += a . b for m16n8k8, A row-major (a0..a3), B col-major (b0, b1), TF32 in, fp32 accumulate.
+__device__ __forceinline__ void mma_tf32(float d[4], const float a[4], float b0, float b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
+        "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
+}
+
+/// The 8 codes (8*B bits, LSB-first) that start at byte `o` of a smem row (row 16-byte aligned).
+template <int B>
+__device__ __forceinline__ std::uint32_t load_group(const std::uint8_t* row, int o) {
+  if constexpr (B == 4) return *reinterpret_cast<const std::uint32_t*>(row + o);
+  if constexpr (B == 2) return *reinterpret_cast<const std::uint16_t*>(row + o);
+  if constexpr (B == 1) return row[o];
+  if constexpr (B == 3) {
+    const std::uint32_t* w = reinterpret_cast<const std::uint32_t*>(row + (o & ~3));
+    return __funnelshift_r(w[0], w[1], 8 * (o & 3));
+  }
+  return 0;
+}
+
+/// Row stride in shared memory: 16-byte multiple, odd in 16-byte units (bank-conflict free for 8 rows).
+__host__ __device__ constexpr int mma_row_stride(int cb) {
+  const int s = (cb + 15) / 16 * 16;
+  return ((s / 16) % 2 == 0) ? s + 16 : s;
+}
+
+constexpr int kMmaStages = 4;
+constexpr int kMmaHeads = 8;
+
+template <int D, int KB, int VB>
+struct MmaLayout {
+  static constexpr int cbK = D * KB / 8, cbV = D * VB / 8;
+  static constexpr int rsK = mma_row_stride(cbK), rsV = mma_row_stride(cbV);
+  static constexpr int stage = kTile * (rsK + rsV) + 2 * kTile * 4;
+  static constexpr int tabs = 2 * 16 * 8;                   // ktab, vtab: float2[16] each
+  static constexpr int qfrag = (D / 8) * 32 * 16;           // float4 per (kk, lane)
+  static constexpr int qrot = kMmaHeads * D * 4;
+  static constexpr int pbuf = 4 * 16 * kMmaHeads * 4;       // per warp P[16][8]
+  static constexpr int merge = 4 * kMmaHeads * (D + 2) * 4; // per warp acc[8][D] + m, l
+  static constexpr int off_q = tabs, off_qrot = off_q + qfrag, off_p = off_qrot + qrot;
+  static constexpr int pages = (kMmaStages * kMaxTilePages * 4 + 15) / 16 * 16;
+  static constexpr int off_pg = off_p + pbuf;
+  static constexpr int off_stage = off_pg + pages;
+  static constexpr int stages_bytes = kMmaStages * stage;
+  static constexpr int bytes = off_stage + (stages_bytes > merge ? stages_bytes : merge);
+};
+
+template <int D, int KB, int VB>
+__global__ void __launch_bounds__(128) decode_mma_kernel(const DecodeKernelArgs a) {
+  using Lay = MmaLayout<D, KB, VB>;
+  using KF = TqFmt<KB>;
+  using VF = TqFmt<VB>;
+  extern __shared__ __align__(16) std::uint8_t smem[];
+  float2* s_ktab = reinterpret_cast<float2*>(smem);  // (tf32 hi, lo) of each centroid
+  float2* s_vtab = s_ktab + 16;
+  float4* s_qf = reinterpret_cast<float4*>(smem + Lay::off_q);
+  float* s_qrot = reinterpret_cast<float*>(smem + Lay::off_qrot);
+  std::uint8_t* stages = smem + Lay::off_stage;
+  std::int32_t* s_pg = reinterpret_cast<std::int32_t*>(smem + Lay::off_pg);
+
+  const int split = blockIdx.x;
+  const int b = blockIdx.y / a.num_kv_heads, g = blockIdx.y % a.num_kv_heads;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int gid = lane >> 2, tig = lane & 3;
+  float* s_p = reinterpret_cast<float*>(smem + Lay::off_p) + warp * 16 * kMmaHeads;
+
+  const int L = a.seq_lens[b];
+  const int start = (a.window > 0 && L > a.window) ? L - a.window : 0;
+  const int len = L - start;
+  int chunk = (len + a.num_splits - 1) / a.num_splits;
+  chunk = (chunk + kTile - 1) / kTile * kTile;
+  const int t_begin = start + split * chunk;
+  const int t_end = min(L, t_begin + chunk);
+  const int ntiles = t_begin < t_end ? (t_end - t_begin + kTile - 1) / kTile : 0;
+
+  const PageRing ring{s_pg, a.pages + static_cast<std::size_t>(b) * a.max_pages, a.page_shift, t_begin, t_end,
+                      kMmaStages};
+  auto issue = [&](int it) {
+    std::uint8_t* sp = stages + (it % kMmaStages) * Lay::stage;
+    const int t0 = t_begin + it * kTile, n = min(kTile, t_end - t0);
+    std::uint32_t* s_kn = reinterpret_cast<std::uint32_t*>(sp + kTile * (Lay::rsK + Lay::rsV));
+    const std::int32_t* pg = ring.slot(it);
+    const int first = ring.first(it);
+    issue_rows_strided<KF>(sp, Lay::rsK, s_kn, a.kpool, a.kstride, Lay::cbK, a, b, g, t0, n, tid, 128, pg, first);
+    issue_rows_strided<VF>(sp + kTile * Lay::rsK, Lay::rsV, s_kn + kTile, a.vpool, a.vstride, Lay::cbV, a, b, g, t0,
+                           n, tid, 128, pg, first);
+  };
+  for (int it = 0; it < kMmaStages; ++it) ring.store(it, tid, ring.fetch(it, ntiles, tid));
+  __syncthreads();
+#pragma unroll
+  for (int it = 0; it < kMmaStages - 1; ++it) {
+    if (it < ntiles) issue(it);
+    cp_async_commit();
+  }
+
+  if (tid < 16) {
+    const float kc = tid < KF::kEntries ? a.kcent[tid] : 0.0f;
+    const float vc = tid < VF::kEntries ? a.vcent[tid] : 0.0f;
+    const float kh = tf32_hi(kc), vh = tf32_hi(vc);
+    s_ktab[tid] = make_float2(kh, kc - kh);
+    s_vtab[tid] = make_float2(vh, vc - vh);
+  }
+  // Rotated, pre-scaled queries of the block's (up to) 8 heads, then their B fragments.
+  for (int idx = tid; idx < kMmaHeads * D; idx += 128) {
+    const int n = idx / D, d = idx % D;
+    const int hg = blockIdx.z * kMmaHeads + n;
+    float qv = 0.0f;
+    if (hg < a.group) qv = a.q[(static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg) * D + d] * a.ksigns[d];
+    s_qrot[idx] = qv;
+  }
+  __syncthreads();
+  for (int h = 1; h < D; h <<= 1) {
+    for (int p = tid; p < kMmaHeads * D / 2; p += 128) {
+      const int vec = p / (D / 2), pp = p % (D / 2);
+      const int j = (pp / h) * 2 * h + pp % h;
+      float* x = s_qrot + vec * D;
+      const float u = x[j], w = x[j + h];
+      x[j] = u + w;
+      x[j + h] = u - w;
+    }
+    __syncthreads();
+  }
+  for (int idx = tid; idx < (D / 8) * 32; idx += 128) {
+    const int kk = idx / 32, ln = idx % 32, n = ln >> 2, k = ln & 3;
+    const float b0 = s_qrot[n * D + 8 * kk + k] * a.qscale, b1 = s_qrot[n * D + 8 * kk + k + 4] * a.qscale;
+    const float h0 = tf32_hi(b0), h1 = tf32_hi(b1);
+    s_qf[idx] = make_float4(h0, h1, b0 - h0, b1 - h1);
+  }
+  __syncthreads();
+
+  // This lane's B fragments of Pi q (hi, lo). Holding them in registers (D/2 floats) would save one
+  // LDS.128 per 8 dims but takes the 128-dim kernel from ~105 to 182 registers (2 instead of 3 blocks
+  // per SM), so they stay in shared memory; the switch is kept for the next experiment.
+  constexpr bool kQReg = false;
+  float4 qreg[kQReg ? D / 8 : 1];
+  if constexpr (kQReg) {
+#pragma unroll
+    for (int kk = 0; kk < D / 8; ++kk) qreg[kk] = s_qf[kk * 32 + lane];
+  }
+
+  // Per-thread state: heads 2*tig, 2*tig+1; accumulator fragments acc[j] = O^T[16j + {gid, gid+8}][2tig + {0,1}].
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float acc[D / 16][4];
+#pragma unroll
+  for (int j = 0; j < D / 16; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  constexpr unsigned KM = (1u << KB) - 1u, VM = (1u << VB) - 1u;
+
+  for (int it = 0; it < ntiles; ++it) {
+    if (it + kMmaStages - 1 < ntiles) issue(it + kMmaStages - 1);
+    cp_async_commit();
+    const int pnext = ring.fetch(it + kMmaStages, ntiles, tid);  // stored after this tile's compute
+    cp_async_wait<kMmaStages - 1>();
+    __syncthreads();
+    const std::uint8_t* sp = stages + (it % kMmaStages) * Lay::stage;
+    const std::uint8_t* s_kc = sp;
+    const std::uint8_t* s_vc = sp + kTile * Lay::rsK;
+    const std::uint32_t* s_kn = reinterpret_cast<const std::uint32_t*>(sp + kTile * (Lay::rsK + Lay::rsV));
+    const std::uint32_t* s_vn = s_kn + kTile;
+    const int t0 = t_begin + it * kTile, n = min(kTile, t_end - t0);
+    const int tb = warp * 16;  // this warp's 16 tokens of the tile
+    if (tb < n) {
+      // ---- scores: S[token tb + {gid, gid+8}][head 2tig + {0,1}]
+      float s3[3][4] = {};  // hi.hi, hi.lo, lo.hi kept apart (independent MMA chains)
+      const std::uint8_t* r0 = s_kc + (tb + gid) * Lay::rsK;
+      const std::uint8_t* r1 = r0 + 8 * Lay::rsK;
+#pragma unroll
+      for (int kk = 0; kk < D / 8; ++kk) {
+        float4 qf;
+        if constexpr (kQReg) qf = qreg[kk];
+        else qf = s_qf[kk * 32 + lane];
+        const std::uint32_t w0 = load_group<KB>(r0, kk * KB), w1 = load_group<KB>(r1, kk * KB);
+        const float2 c0 = s_ktab[(w0 >> (tig * KB)) & KM], c1 = s_ktab[(w1 >> (tig * KB)) & KM];
+        const float2 c2 = s_ktab[(w0 >> ((tig + 4) * KB)) & KM], c3 = s_ktab[(w1 >> ((tig + 4) * KB)) & KM];
+        const float ah[4] = {c0.x, c1.x, c2.x, c3.x}, al[4] = {c0.y, c1.y, c2.y, c3.y};
+        mma_tf32(s3[0], ah, qf.x, qf.y);
+        mma_tf32(s3[1], ah, qf.z, qf.w);
+        mma_tf32(s3[2], al, qf.x, qf.y);
+      }
+      float s[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[i] = s3[0][i] + (s3[1][i] + s3[2][i]);
+      const int ta = tb + gid, tc = tb + gid + 8;  // tile rows of s[0..1] and s[2..3]
+      const bool va = ta < n, vc = tc < n;
+      const float nka = va ? norm_at(s_kn[ta], t0 + ta, a.page_shift) : 0.0f;
+      const float nkc = vc ? norm_at(s_kn[tc], t0 + tc, a.page_shift) : 0.0f;
+      s[0] = va ? s[0] * nka : -INFINITY;
+      s[1] = va ? s[1] * nka : -INFINITY;
+      s[2] = vc ? s[2] * nkc : -INFINITY;
+      s[3] = vc ? s[3] * nkc : -INFINITY;
+      // ---- online softmax per head over the warp's 16 tokens
+      float tmax[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
+#pragma unroll
+      for (int off = 4; off < 32; off <<= 1) {
+        tmax[0] = fmaxf(tmax[0], __shfl_xor_sync(0xffffffffu, tmax[0], off));
+        tmax[1] = fmaxf(tmax[1], __shfl_xor_sync(0xffffffffu, tmax[1], off));
+      }
+      float f[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float mn = fmaxf(m[h], tmax[h]);
+        f[h] = (m[h] == -INFINITY) ? 0.0f : exp2f(m[h] - mn);
+        m[h] = mn;
+      }
+      const float p0 = va ? exp2f(s[0] - m[0]) : 0.0f, p1 = va ? exp2f(s[1] - m[1]) : 0.0f;
+      const float p2 = vc ? exp2f(s[2] - m[0]) : 0.0f, p3 = vc ? exp2f(s[3] - m[1]) : 0.0f;
+      l[0] = l[0] * f[0] + (p0 + p2);
+      l[1] = l[1] * f[1] + (p1 + p3);
+      if (f[0] != 1.0f || f[1] != 1.0f) {
+#pragma unroll
+        for (int j = 0; j < D / 16; ++j) acc[j][0] *= f[0], acc[j][1] *= f[1], acc[j][2] *= f[0], acc[j][3] *= f[1];
+      }
+      const float nva = va ? norm_at(s_vn[ta], t0 + ta, a.page_shift) : 0.0f;
+      const float nvc = vc ? norm_at(s_vn[tc], t0 + tc, a.page_shift) : 0.0f;
+      __syncwarp();
+      s_p[gid * kMmaHeads + 2 * tig] = p0 * nva;
+      s_p[gid * kMmaHeads + 2 * tig + 1] = p1 * nva;
+      s_p[(gid + 8) * kMmaHeads + 2 * tig] = p2 * nvc;
+      s_p[(gid + 8) * kMmaHeads + 2 * tig + 1] = p3 * nvc;
+      __syncwarp();
+      // ---- values: O^T[16j + {gid, gid+8}][heads] += C_v^T[.., tokens] . P[tokens][heads]
+#pragma unroll
+      for (int ks = 0; ks < 2; ++ks) {
+        const float pb0 = s_p[(8 * ks + tig) * kMmaHeads + gid], pb1 = s_p[(8 * ks + tig + 4) * kMmaHeads + gid];
+        const float bh0 = tf32_hi(pb0), bh1 = tf32_hi(pb1), bl0 = pb0 - bh0, bl1 = pb1 - bh1;
+        const std::uint8_t* ra = s_vc + (tb + 8 * ks + tig) * Lay::rsV;
+        const std::uint8_t* rb = ra + 4 * Lay::rsV;
+#pragma unroll
+        for (int j = 0; j < D / 16; ++j) {
+          const std::uint32_t la = load_group<VB>(ra, 2 * j * VB), ha = load_group<VB>(ra, (2 * j + 1) * VB);
+          const std::uint32_t lb = load_group<VB>(rb, 2 * j * VB), hb = load_group<VB>(rb, (2 * j + 1) * VB);
+          const float2 c0 = s_vtab[(la >> (gid * VB)) & VM], c1 = s_vtab[(ha >> (gid * VB)) & VM];
+          const float2 c2 = s_vtab[(lb >> (gid * VB)) & VM], c3 = s_vtab[(hb >> (gid * VB)) & VM];
+          const float ah[4] = {c0.x, c1.x, c2.x, c3.x}, al[4] = {c0.y, c1.y, c2.y, c3.y};
+          mma_tf32(acc[j], ah, bh0, bh1);
+          mma_tf32(acc[j], ah, bl0, bl1);
+          mma_tf32(acc[j], al, bh0, bh1);
+        }
+      }
+    }
+    ring.store(it + kMmaStages, tid, pnext);
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // Merge the 4 warps: per warp m, l (reduced over its rows) and acc into shared memory.
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) l[h] += __shfl_xor_sync(0xffffffffu, l[h], off);
+  float* s_acc = reinterpret_cast<float*>(stages);          // [4 warps][8 heads][D]
+  float* s_ml = s_acc + 4 * kMmaHeads * D;                  // [4 warps][8 heads][2]
+#pragma unroll
+  for (int j = 0; j < D / 16; ++j) {
+    s_acc[(warp * kMmaHeads + 2 * tig) * D + 16 * j + gid] = acc[j][0];
+    s_acc[(warp * kMmaHeads + 2 * tig + 1) * D + 16 * j + gid] = acc[j][1];
+    s_acc[(warp * kMmaHeads + 2 * tig) * D + 16 * j + gid + 8] = acc[j][2];
+    s_acc[(warp * kMmaHeads + 2 * tig + 1) * D + 16 * j + gid + 8] = acc[j][3];
+  }
+  if (gid == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      s_ml[(warp * kMmaHeads + 2 * tig + h) * 2] = m[h];
+      s_ml[(warp * kMmaHeads + 2 * tig + h) * 2 + 1] = l[h];
+    }
+  }
+  __syncthreads();
+  for (int idx = tid; idx < kMmaHeads * D; idx += 128) {
+    const int h = idx / D, d = idx % D;
+    const int hg = blockIdx.z * kMmaHeads + h;
+    if (hg >= a.group) continue;
+    float mw[4], M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) M = fmaxf(M, mw[w] = s_ml[(w * kMmaHeads + h) * 2]);
+    float sum = 0.0f, lsum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const float fw = mw[w] == -INFINITY ? 0.0f : exp2f(mw[w] - M);
+      sum += fw * s_acc[(w * kMmaHeads + h) * D + d];
+      lsum += fw * s_ml[(w * kMmaHeads + h) * 2 + 1];
+    }
+    const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg;
+    a.ws_acc[(bh * a.num_splits + split) * D + d] = sum;
+    if (d == 0) {
+      a.ws_ml[(bh * a.num_splits + split) * 2] = M;
+      a.ws_ml[(bh * a.num_splits + split) * 2 + 1] = lsum;
+    }
+  }
+}
+
+/// Launch (or occupancy query) of decode_mma_kernel<D, KB, VB>; grid z = ceil(group / 8).
+template <int D, int KB, int VB>
+void launch_mma(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
+  auto kernel = decode_mma_kernel<D, KB, VB>;
+  constexpr int smem = MmaLayout<D, KB, VB>::bytes;
+  if (smem > 48 * 1024)
+    TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  if (shape.occupancy) {
+    TKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(shape.occupancy, kernel, 128, smem));
+    return;
+  }
+  kernel<<<shape.grid, dim3(128), smem, stream>>>(a);
+  TKV_CHECK_LAUNCH();
+}
+
+template <int KB>
+void launch_mma_kb(int d, int vb, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+  auto by_d = [&](auto vbc) {
+    constexpr int VB = decltype(vbc)::value;
+    switch (d) {
+      case 64: return launch_mma<64, KB, VB>(shape, s, a);
+      case 128: return launch_mma<128, KB, VB>(shape, s, a);
+      case 256: return launch_mma<256, KB, VB>(shape, s, a);
+    }
+    throw std::logic_error("launch_mma: head_dim out of range");
+  };
+  switch (vb) {
+    case 1: return by_d(std::integral_constant<int, 1>{});
+    case 2: return by_d(std::integral_constant<int, 2>{});
+    case 3: return by_d(std::integral_constant<int, 3>{});
+    case 4: return by_d(std::integral_constant<int, 4>{});
+  }
+  throw std::logic_error("launch_mma: value bits out of range");
+}
+
+void launch_mma_k1(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+void launch_mma_k2(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+void launch_mma_k3(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+void launch_mma_k4(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+
+}  // namespace turbokv::cuda::detail

@@ -1,0 +1,115 @@
+// GPU append (fused Hadamard + quantize + pack into pages) vs the reference
+// TurboQuant-MSE codec: every token's code bytes and fp16 norm identical.
+#include <cmath>
+#include <cstring>
+
+#include "cuda_test_util.h"
+#include "turbokv/codec.h"
+
+namespace turbokv::test {
+namespace {
+
+struct AppendCase {
+  int head_dim, bits, page_size;
+};
+
+/// Vectors with awkward content: gaussian with outlier channels, a zero
+/// vector, a basis vector, tiny and large magnitudes.
+std::vector<float> awkward_rows(std::size_t n, int d, Rng& r) {
+  std::vector<float> x(n * d);
+  for (std::size_t t = 0; t < n; ++t) {
+    const int kind = static_cast<int>(t % 7);
+    for (int i = 0; i < d; ++i) {
+      float v = static_cast<float>(r.normal());
+      if (i == 3 || i == d - 2) v *= 20.0f;  // outlier channels
+      if (kind == 1) v = 0.0f;
+      if (kind == 2) v = (i == 5) ? 1.0f : 0.0f;
+      if (kind == 3) v *= 1e-20f;
+      if (kind == 4) v *= 300.0f;
+      x[t * d + i] = v;
+    }
+  }
+  return x;
+}
+
+void run_case(const AppendCase& c, std::uint64_t seed) {
+  const int batch = 3, kvh = 2, d = c.head_dim;
+  const std::vector<int> start = {0, 5, 33};
+  const int prefill = 21, capacity = 33 + prefill + 1;
+  const int max_pages = (capacity + c.page_size - 1) / c.page_size;
+  CodecConfig cfg;
+  cfg.method = Method::kTurboMse;
+  cfg.bits = c.bits;
+  cfg.head_dim = d;
+  cfg.seed = seed ^ 0x55aa;
+  const auto ref = make_codec(cfg);
+  cuda::TqMseTables tab(cfg);
+  const std::size_t cb = tab.code_bytes();
+  const std::size_t stride = cuda::tq_page_stride(c.page_size, cb);
+
+  Rng r(seed);
+  const auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 1);
+  DevBuf<std::int32_t> dtable(table);
+  DevBuf<std::uint8_t> pool(static_cast<std::size_t>(batch) * max_pages * kvh * stride);
+  pool.fill_byte(0xA5);
+  const cuda::PageTable pt{dtable.p, max_pages, c.page_size};
+  const cuda::PagedPool pp{pool.p, stride};
+
+  // Prefill chunk of `prefill` tokens, then one decode token.
+  const auto x1 = awkward_rows(static_cast<std::size_t>(batch) * prefill * kvh, d, r);
+  const auto x2 = awkward_rows(static_cast<std::size_t>(batch) * 1 * kvh, d, r);
+  DevBuf<float> dx1(x1), dx2(x2);
+  DevBuf<std::int32_t> dstart1(std::vector<std::int32_t>(start.begin(), start.end()));
+  std::vector<std::int32_t> s2(start.begin(), start.end());
+  for (auto& s : s2) s += prefill;
+  DevBuf<std::int32_t> dstart2(s2);
+  cuda::tq_mse_append(tab, dx1.p, batch, prefill, kvh, dstart1.p, pt, pp, nullptr);
+  cuda::tq_mse_append(tab, dx2.p, batch, 1, kvh, dstart2.p, pt, pp, nullptr);
+  const auto got = pool.download();
+
+  std::vector<float> row(d);
+  std::vector<std::uint8_t> enc(ref->encoded_bytes(1));
+  int mismatches = 0;
+  for (int b = 0; b < batch; ++b)
+    for (int j = 0; j <= prefill; ++j)
+      for (int g = 0; g < kvh; ++g) {
+        const float* src = j < prefill ? &x1[((static_cast<std::size_t>(b) * prefill + j) * kvh + g) * d]
+                                       : &x2[(static_cast<std::size_t>(b) * kvh + g) * d];
+        ref->encode(src, 1, enc.data());
+        const int pos = start[b] + j;
+        const int page = table[static_cast<std::size_t>(b) * max_pages + pos / c.page_size];
+        const int off = pos % c.page_size;
+        const std::uint8_t* blk = got.data() + (static_cast<std::size_t>(page) * kvh + g) * stride;
+        const bool codes_ok = std::memcmp(blk + off * cb, enc.data(), cb) == 0;
+        const bool norm_ok = std::memcmp(blk + c.page_size * cb + 2 * off, enc.data() + cb, 2) == 0;
+        if ((!codes_ok || !norm_ok) && ++mismatches <= 3)
+          ADD_FAILURE() << "b=" << b << " token=" << pos << " head=" << g << " codes_ok=" << codes_ok
+                        << " norm_ok=" << norm_ok;
+      }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(CudaAppend, BytesMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  for (int d : {64, 128, 256})
+    for (int bits = 1; bits <= 4; ++bits)
+      for (int ps : {1, 16, 64}) {
+        SCOPED_TRACE("head_dim=" + std::to_string(d) + " bits=" + std::to_string(bits) + " page_size=" +
+                     std::to_string(ps) + " seed=" + std::to_string(seed));
+        run_case({d, bits, ps}, seed + d * 31 + bits * 7 + ps);
+      }
+}
+
+TEST(CudaAppend, RejectsUnsupportedConfig) {
+  CodecConfig cfg;
+  cfg.head_dim = 96;
+  EXPECT_THROW(cuda::TqMseTables t(cfg), std::invalid_argument);
+  cfg.head_dim = 128;
+  cfg.bits = 2.5;
+  EXPECT_THROW(cuda::TqMseTables t(cfg), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace turbokv::test
+
+int main(int argc, char** argv) { return turbokv::test::cuda_test_main(argc, argv, "test_cuda_append"); }
