@@ -77,6 +77,12 @@ class Rotation {
   std::vector<float> matrix_t_;  // transposed copy for row-parallel loops
 };
 
+class Rng;
+/// A dim x dim Haar-distributed orthogonal matrix, fp32 row-major: QR of a
+/// Gaussian matrix drawn from rng (row by row), columns sign-fixed by diag(R).
+/// Used by kHaar rotations and orthogonalised QJL sketches.
+std::vector<float> haar_orthogonal(int dim, Rng& rng);
+
 /// In-place unnormalised FWHT of x[0..p), p a power of two, in the order the
 /// format fixes (h = 1, 2, 4, ...). Exposed so fast paths and tests share it.
 void fwht_inplace(float* x, int p);

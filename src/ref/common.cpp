@@ -4,7 +4,6 @@
 #include <cstring>
 #include <string>
 
-#include <Eigen/Dense>
 
 #include "internal.h"
 #include "turbokv/error.h"
@@ -145,16 +144,9 @@ Sketch::Sketch(int rows, int d, bool orth, std::uint64_t seed)
   // on the unit sphere, so E[sign(<u, r>) <u, q>] = E|u_1| <q, r/||r||> with
   // E|u_1| = Gamma(d/2) / (sqrt(pi) Gamma((d+1)/2)).
   for (int r0 = 0; r0 < m; r0 += d) {
-    Eigen::MatrixXd g(d, d);
-    for (int i = 0; i < d; ++i)
-      for (int j = 0; j < d; ++j) g(i, j) = rng.normal();
-    Eigen::HouseholderQR<Eigen::MatrixXd> qr(g);
-    Eigen::MatrixXd q = qr.householderQ();
-    Eigen::MatrixXd rr = qr.matrixQR().triangularView<Eigen::Upper>();
-    for (int j = 0; j < d; ++j)
-      if (rr(j, j) < 0) q.col(j) = -q.col(j);
+    const std::vector<float> q = haar_orthogonal(d, rng);
     for (int i = 0; i < d && r0 + i < m; ++i)
-      for (int j = 0; j < d; ++j) s[static_cast<std::size_t>(r0 + i) * d + j] = static_cast<float>(q(i, j));
+      for (int j = 0; j < d; ++j) s[static_cast<std::size_t>(r0 + i) * d + j] = q[static_cast<std::size_t>(i) * d + j];
   }
   const double e_abs = std::exp(std::lgamma(d / 2.0) - std::lgamma((d + 1) / 2.0)) / std::sqrt(M_PI);
   kappa = 1.0 / (m * e_abs);

@@ -43,6 +43,21 @@ static void fwht_impl(T* x, int p) {
 void fwht_inplace(float* x, int p) { fwht_impl(x, p); }
 void fwht_inplace(double* x, int p) { fwht_impl(x, p); }
 
+std::vector<float> haar_orthogonal(int dim, Rng& rng) {
+  Eigen::MatrixXd g(dim, dim);
+  for (int i = 0; i < dim; ++i)
+    for (int j = 0; j < dim; ++j) g(i, j) = rng.normal();
+  Eigen::HouseholderQR<Eigen::MatrixXd> qr(g);
+  Eigen::MatrixXd q = qr.householderQ();
+  Eigen::MatrixXd r = qr.matrixQR().triangularView<Eigen::Upper>();
+  for (int j = 0; j < dim; ++j)
+    if (r(j, j) < 0) q.col(j) = -q.col(j);
+  std::vector<float> out(static_cast<std::size_t>(dim) * dim);
+  for (int i = 0; i < dim; ++i)
+    for (int j = 0; j < dim; ++j) out[static_cast<std::size_t>(i) * dim + j] = static_cast<float>(q(i, j));
+  return out;
+}
+
 Rotation::Rotation(int dim, RotationKind kind, std::uint64_t seed) : dim_(dim), kind_(kind) {
   check_arg(dim >= 1, "Rotation", "dim", dim, "must be >= 1");
   Rng rng(seed);
@@ -51,17 +66,7 @@ Rotation::Rotation(int dim, RotationKind kind, std::uint64_t seed) : dim_(dim), 
     signs_.resize(static_cast<std::size_t>(dim));
     for (auto& s : signs_) s = rng.sign();
   } else if (kind_ == RotationKind::kHaar) {
-    Eigen::MatrixXd g(dim, dim);
-    for (int i = 0; i < dim; ++i)
-      for (int j = 0; j < dim; ++j) g(i, j) = rng.normal();
-    Eigen::HouseholderQR<Eigen::MatrixXd> qr(g);
-    Eigen::MatrixXd q = qr.householderQ();
-    Eigen::MatrixXd r = qr.matrixQR().triangularView<Eigen::Upper>();
-    for (int j = 0; j < dim; ++j)
-      if (r(j, j) < 0) q.col(j) = -q.col(j);
-    matrix_.resize(static_cast<std::size_t>(dim) * dim);
-    for (int i = 0; i < dim; ++i)
-      for (int j = 0; j < dim; ++j) matrix_[static_cast<std::size_t>(i) * dim + j] = static_cast<float>(q(i, j));
+    matrix_ = haar_orthogonal(dim, rng);
     matrix_t_.resize(matrix_.size());
     for (int i = 0; i < dim; ++i)
       for (int j = 0; j < dim; ++j)
