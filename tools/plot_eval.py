@@ -33,6 +33,8 @@ def main() -> int:
             if r["model"] == model:
                 groups[(r["method"], r["bits"])].append(r)
         methods = sorted({m for m, _ in groups})
+        palette = plt.get_cmap("tab10").colors
+        color = {m: palette[i % len(palette)] for i, m in enumerate(sorted({r["method"] for r in results}))}
         for col, (key, label, log) in enumerate(metrics):
             ax = axes[row][col]
             for m in methods:
@@ -42,14 +44,14 @@ def main() -> int:
                     pts = [(b, v) for b, v in pts if v > 0]  # fp16 passthrough of fp16 data: exactly 0
                 if not pts:
                     continue
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=m)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=m, color=color[m])
             ax.set_xlabel("bits per element (all-in)")
             ax.set_ylabel(label)
             if log:
                 ax.set_yscale("log")
             ax.set_title(f"{model}: {label}")
             ax.grid(True, alpha=0.3)
-        axes[row][0].legend(fontsize=8)
+        axes[row][len(metrics) - 1].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(sys.argv[2], dpi=110)
     return 0
