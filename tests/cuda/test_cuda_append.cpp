@@ -11,6 +11,7 @@ namespace {
 
 struct AppendCase {
   int head_dim, bits, page_size;
+  int prefill = 21;
 };
 
 /// Vectors with awkward content: gaussian with outlier channels, a zero
@@ -35,7 +36,7 @@ std::vector<float> awkward_rows(std::size_t n, int d, Rng& r) {
 void run_case(const AppendCase& c, std::uint64_t seed) {
   const int batch = 3, kvh = 2, d = c.head_dim;
   const std::vector<int> start = {0, 5, 33};
-  const int prefill = 21, capacity = 33 + prefill + 1;
+  const int prefill = c.prefill, capacity = 33 + prefill + 1;
   const int max_pages = (capacity + c.page_size - 1) / c.page_size;
   CodecConfig cfg;
   cfg.method = Method::kTurboMse;
@@ -98,6 +99,17 @@ TEST(CudaAppend, BytesMatchReference) {
                      std::to_string(ps) + " seed=" + std::to_string(seed));
         run_case({d, bits, ps}, seed + d * 31 + bits * 7 + ps);
       }
+}
+
+// Many tokens per case (every code value and many near-boundary coordinates):
+// the centroid-index table of the kernel must agree with the reference count.
+TEST(CudaAppend, ManyTokensMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  for (int d : {64, 128, 256})
+    for (int bits = 1; bits <= 4; ++bits) {
+      SCOPED_TRACE("head_dim=" + std::to_string(d) + " bits=" + std::to_string(bits) + " seed=" + std::to_string(seed));
+      run_case({d, bits, 16, 1500}, seed + d * 131 + bits * 17);
+    }
 }
 
 TEST(CudaAppend, RejectsUnsupportedConfig) {
