@@ -33,7 +33,9 @@
 //   - every multiply-accumulate is a fp32 multiply and a separately rounded fp32
 //     add (no fused multiply-add: the baseline x86-64 build has no FMA unit, and
 //     a libm fma call per element is far too slow); the build passes
-//     -ffp-contract=off, CUDA code uses __fmul_rn/__fadd_rn.
+//     -ffp-contract=off, CUDA code uses __fmul_rn/__fadd_rn. What is fixed is
+//     each rounded result: fma(+-1, y, o) rounds exactly like o +- y, so a
+//     backend may use it for the Hadamard butterflies.
 //   - sum of squares: 8 interleaved fp32 lanes, acc[i % 8] += x_i * x_i
 //     for ascending i, then ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7));
 //     norm = sqrtf(sum); the unit coordinate is y_i * (1.0f / norm).
