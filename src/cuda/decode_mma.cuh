@@ -14,6 +14,8 @@
 // the end. Up to 8 query heads of a KV group per block (grid z for more).
 #pragma once
 
+#include <cstdlib>
+
 #include "decode.cuh"
 
 namespace turbokv::cuda::detail {
@@ -22,6 +24,13 @@ __device__ __forceinline__ float tf32_hi(float x) {
   std::uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return __uint_as_float(r);
+}
+
+/// 3xTF32 split of a centroid read from a plain fp32 table: hi = c truncated to tf32 (low 13 bits
+/// cleared), lo = c - hi (exact). One 4-byte shared look-up per element instead of a (hi, lo) float2.
+__device__ __forceinline__ void split_tz(float c, float& h, float& l) {
+  h = __uint_as_float(__float_as_uint(c) & 0xffffe000u);
+  l = c - h;
 }
 
 /// d[0..3] += a . b for m16n8k8, A row-major (a0..a3), B col-major (b0, b1), TF32 in, fp32 accumulate.
@@ -74,7 +83,9 @@ struct MmaLayout {
   static constexpr int bytes = off_stage + (stages_bytes > merge ? stages_bytes : merge);
 };
 
-template <int D, int KB, int VB>
+// kOneTab (default since v7): centroid tables as fp32[16] (one wavefront per 32 look-ups), split per
+// element by split_tz; false = the v6 (tf32 hi, lo) float2 tables (two wavefronts per 32 look-ups).
+template <int D, int KB, int VB, bool kOneTab = true>
 __global__ void __launch_bounds__(128) decode_mma_kernel(const DecodeKernelArgs a) {
   using Lay = MmaLayout<D, KB, VB>;
   using KF = TqFmt<KB>;
@@ -82,6 +93,8 @@ __global__ void __launch_bounds__(128) decode_mma_kernel(const DecodeKernelArgs 
   extern __shared__ __align__(16) std::uint8_t smem[];
   float2* s_ktab = reinterpret_cast<float2*>(smem);  // (tf32 hi, lo) of each centroid
   float2* s_vtab = s_ktab + 16;
+  float* s_kt1 = reinterpret_cast<float*>(smem);  // kOneTab: fp32 centroids
+  float* s_vt1 = s_kt1 + 16;
   float4* s_qf = reinterpret_cast<float4*>(smem + Lay::off_q);
   float* s_qrot = reinterpret_cast<float*>(smem + Lay::off_qrot);
   std::uint8_t* stages = smem + Lay::off_stage;
@@ -125,9 +138,14 @@ __global__ void __launch_bounds__(128) decode_mma_kernel(const DecodeKernelArgs 
   if (tid < 16) {
     const float kc = tid < KF::kEntries ? a.kcent[tid] : 0.0f;
     const float vc = tid < VF::kEntries ? a.vcent[tid] : 0.0f;
-    const float kh = tf32_hi(kc), vh = tf32_hi(vc);
-    s_ktab[tid] = make_float2(kh, kc - kh);
-    s_vtab[tid] = make_float2(vh, vc - vh);
+    if constexpr (kOneTab) {
+      s_kt1[tid] = kc;
+      s_vt1[tid] = vc;
+    } else {
+      const float kh = tf32_hi(kc), vh = tf32_hi(vc);
+      s_ktab[tid] = make_float2(kh, kc - kh);
+      s_vtab[tid] = make_float2(vh, vc - vh);
+    }
   }
   // Rotated, pre-scaled queries of the block's (up to) 8 heads, then their B fragments.
   for (int idx = tid; idx < kMmaHeads * D; idx += 128) {
@@ -198,9 +216,18 @@ __global__ void __launch_bounds__(128) decode_mma_kernel(const DecodeKernelArgs 
         if constexpr (kQReg) qf = qreg[kk];
         else qf = s_qf[kk * 32 + lane];
         const std::uint32_t w0 = load_group<KB>(r0, kk * KB), w1 = load_group<KB>(r1, kk * KB);
-        const float2 c0 = s_ktab[(w0 >> (tig * KB)) & KM], c1 = s_ktab[(w1 >> (tig * KB)) & KM];
-        const float2 c2 = s_ktab[(w0 >> ((tig + 4) * KB)) & KM], c3 = s_ktab[(w1 >> ((tig + 4) * KB)) & KM];
-        const float ah[4] = {c0.x, c1.x, c2.x, c3.x}, al[4] = {c0.y, c1.y, c2.y, c3.y};
+        float ah[4], al[4];
+        if constexpr (kOneTab) {
+          split_tz(s_kt1[(w0 >> (tig * KB)) & KM], ah[0], al[0]);
+          split_tz(s_kt1[(w1 >> (tig * KB)) & KM], ah[1], al[1]);
+          split_tz(s_kt1[(w0 >> ((tig + 4) * KB)) & KM], ah[2], al[2]);
+          split_tz(s_kt1[(w1 >> ((tig + 4) * KB)) & KM], ah[3], al[3]);
+        } else {
+          const float2 c0 = s_ktab[(w0 >> (tig * KB)) & KM], c1 = s_ktab[(w1 >> (tig * KB)) & KM];
+          const float2 c2 = s_ktab[(w0 >> ((tig + 4) * KB)) & KM], c3 = s_ktab[(w1 >> ((tig + 4) * KB)) & KM];
+          ah[0] = c0.x, ah[1] = c1.x, ah[2] = c2.x, ah[3] = c3.x;
+          al[0] = c0.y, al[1] = c1.y, al[2] = c2.y, al[3] = c3.y;
+        }
         mma_tf32(s3[0], ah, qf.x, qf.y);
         mma_tf32(s3[1], ah, qf.z, qf.w);
         mma_tf32(s3[2], al, qf.x, qf.y);
@@ -257,9 +284,18 @@ __global__ void __launch_bounds__(128) decode_mma_kernel(const DecodeKernelArgs 
         for (int j = 0; j < D / 16; ++j) {
           const std::uint32_t la = load_group<VB>(ra, 2 * j * VB), ha = load_group<VB>(ra, (2 * j + 1) * VB);
           const std::uint32_t lb = load_group<VB>(rb, 2 * j * VB), hb = load_group<VB>(rb, (2 * j + 1) * VB);
-          const float2 c0 = s_vtab[(la >> (gid * VB)) & VM], c1 = s_vtab[(ha >> (gid * VB)) & VM];
-          const float2 c2 = s_vtab[(lb >> (gid * VB)) & VM], c3 = s_vtab[(hb >> (gid * VB)) & VM];
-          const float ah[4] = {c0.x, c1.x, c2.x, c3.x}, al[4] = {c0.y, c1.y, c2.y, c3.y};
+          float ah[4], al[4];
+          if constexpr (kOneTab) {
+            split_tz(s_vt1[(la >> (gid * VB)) & VM], ah[0], al[0]);
+            split_tz(s_vt1[(ha >> (gid * VB)) & VM], ah[1], al[1]);
+            split_tz(s_vt1[(lb >> (gid * VB)) & VM], ah[2], al[2]);
+            split_tz(s_vt1[(hb >> (gid * VB)) & VM], ah[3], al[3]);
+          } else {
+            const float2 c0 = s_vtab[(la >> (gid * VB)) & VM], c1 = s_vtab[(ha >> (gid * VB)) & VM];
+            const float2 c2 = s_vtab[(lb >> (gid * VB)) & VM], c3 = s_vtab[(hb >> (gid * VB)) & VM];
+            ah[0] = c0.x, ah[1] = c1.x, ah[2] = c2.x, ah[3] = c3.x;
+            al[0] = c0.y, al[1] = c1.y, al[2] = c2.y, al[3] = c3.y;
+          }
           mma_tf32(acc[j], ah, bh0, bh1);
           mma_tf32(acc[j], ah, bl0, bl1);
           mma_tf32(acc[j], al, bh0, bh1);
@@ -318,9 +354,9 @@ __global__ void __launch_bounds__(128) decode_mma_kernel(const DecodeKernelArgs 
 }
 
 /// Launch (or occupancy query) of decode_mma_kernel<D, KB, VB>; grid z = ceil(group / 8).
-template <int D, int KB, int VB>
+template <int D, int KB, int VB, bool kOneTab = true>
 void launch_mma(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
-  auto kernel = decode_mma_kernel<D, KB, VB>;
+  auto kernel = decode_mma_kernel<D, KB, VB, kOneTab>;
   constexpr int smem = MmaLayout<D, KB, VB>::bytes;
   if (smem > 48 * 1024)
     TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -338,7 +374,10 @@ void launch_mma_kb(int d, int vb, const LaunchShape& shape, cudaStream_t s, cons
     constexpr int VB = decltype(vbc)::value;
     switch (d) {
       case 64: return launch_mma<64, KB, VB>(shape, s, a);
-      case 128: return launch_mma<128, KB, VB>(shape, s, a);
+      case 128:
+        // Temporary A/B switch (run 10): TURBOKV_MMA_TWOTAB=1 runs the v6 float2 (hi, lo) tables at d128.
+        if (std::getenv("TURBOKV_MMA_TWOTAB") != nullptr) return launch_mma<128, KB, VB, false>(shape, s, a);
+        return launch_mma<128, KB, VB>(shape, s, a);
       case 256: return launch_mma<256, KB, VB>(shape, s, a);
     }
     throw std::logic_error("launch_mma: head_dim out of range");
