@@ -23,6 +23,14 @@ struct AttentionParams {
   double softcap = 0;        ///< logit soft-capping value (0 = off)
 };
 
+/**
+ * Validates the shape and parameters every decode attention shares; throws
+ * std::invalid_argument naming the argument and value (`where` prefixes the
+ * message): num_kv_heads > 0, num_heads a positive multiple of it,
+ * softmax_scale positive and finite, window >= 0, softcap >= 0 and finite.
+ */
+void check_attention_params(const char* where, int num_heads, int num_kv_heads, const AttentionParams& p);
+
 /// One KV head's encoded block: its codec and its bytes (codec.encoded_bytes(num_tokens)).
 struct EncodedHead {
   const Codec* codec;

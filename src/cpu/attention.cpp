@@ -27,13 +27,7 @@ std::size_t window_begin(std::size_t ctx, const AttentionParams& p) {
 }
 
 void check_params(const char* where, int num_heads, int num_kv_heads, const AttentionParams& p) {
-  check_arg(num_kv_heads > 0, where, "num_kv_heads", num_kv_heads, "must be positive");
-  check_arg(num_heads > 0 && num_heads % num_kv_heads == 0, where, "num_heads", num_heads,
-            "must be a positive multiple of num_kv_heads");
-  check_arg(p.softmax_scale > 0 && std::isfinite(p.softmax_scale), where, "softmax_scale", p.softmax_scale,
-            "must be positive and finite");
-  check_arg(p.window >= 0, where, "window", p.window, "must be >= 0");
-  check_arg(p.softcap >= 0 && std::isfinite(p.softcap), where, "softcap", p.softcap, "must be >= 0 and finite");
+  check_attention_params(where, num_heads, num_kv_heads, p);
 }
 
 /**

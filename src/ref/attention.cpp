@@ -8,10 +8,8 @@
 #include "turbokv/error.h"
 
 namespace turbokv {
-namespace {
 
-void check_params(const char* where, std::size_t n, int num_heads, int num_kv_heads, const AttentionParams& p) {
-  check_arg(n > 0, where, "num_tokens", n, "must be positive");
+void check_attention_params(const char* where, int num_heads, int num_kv_heads, const AttentionParams& p) {
   check_arg(num_kv_heads > 0, where, "num_kv_heads", num_kv_heads, "must be positive");
   check_arg(num_heads > 0 && num_heads % num_kv_heads == 0, where, "num_heads", num_heads,
             "must be a positive multiple of num_kv_heads");
@@ -19,6 +17,13 @@ void check_params(const char* where, std::size_t n, int num_heads, int num_kv_he
             "must be positive and finite");
   check_arg(p.window >= 0, where, "window", p.window, "must be >= 0");
   check_arg(p.softcap >= 0 && std::isfinite(p.softcap), where, "softcap", p.softcap, "must be >= 0 and finite");
+}
+
+namespace {
+
+void check_params(const char* where, std::size_t n, int num_heads, int num_kv_heads, const AttentionParams& p) {
+  check_arg(n > 0, where, "num_tokens", n, "must be positive");
+  check_attention_params(where, num_heads, num_kv_heads, p);
 }
 
 std::size_t window_start(std::size_t n, const AttentionParams& p) {
