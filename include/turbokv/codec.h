@@ -110,6 +110,9 @@ class Codec {
   /// to zero, except under KIVI key groups shared with non-zero tokens (within
   /// half a step) and with `center` (mu + the coded -mu).
   void encode(const float* x, std::size_t n, std::uint8_t* out) const;
+  /// The checks encode() runs before writing (calibration, NaN/Inf, fp16 norm
+  /// range, method-specific), without encoding; throws as encode() would.
+  void validate(const float* x, std::size_t n) const;
   /// Decodes codes of n vectors into out[n, head_dim].
   void decode(const std::uint8_t* codes, std::size_t n, float* out) const;
 

@@ -1,13 +1,15 @@
 // turbokv — runtime SIMD dispatch for the CPU fast path (src/cpu).
 //
 // One level for the whole process, detected once by cpuid:
-//   kAvx512: AVX-512 F, BW, VL, DQ and VBMI (plus AVX2, FMA, F16C, BMI2)
+//   kAvx512: AVX-512 F, BW, VL, DQ, VBMI, VPOPCNTDQ, BITALG and VNNI (Ice Lake,
+//            Zen 4 and later; plus AVX2, FMA, F16C, BMI2)
 //   kAvx2:   AVX2, FMA, F16C and BMI2
 //   kScalar: baseline x86-64; runs plain C++ versions of the same algorithms
 // The environment variable TURBOKV_SIMD=scalar|avx2|avx512 overrides the
 // detected level (read on first use; a level the CPU lacks is clamped to the
 // best one it has). ISA code lives only in per-ISA source files
-// (src/cpu/kernels_avx2.cpp, src/cpu/kernels_avx512.cpp) compiled with their
+// (src/cpu/kernels_avx2.cpp, src/cpu/kernels_avx512.cpp, src/cpu/<method>_<isa>.cpp)
+// compiled with their
 // own flags; everything else is built for baseline x86-64.
 #pragma once
 

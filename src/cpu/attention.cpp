@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "cpu_internal.h"
+#include "methods.h"
 #include "turbokv/cpu.h"
+#include "turbokv/cpu_codec.h"
 #include "turbokv/error.h"
 
 namespace turbokv::cpu {
@@ -265,6 +267,100 @@ std::uint64_t stream_bytes(const std::uint8_t* data, std::size_t bytes, int thre
   std::uint64_t x = 0;
   for (auto v : r) x ^= v;
   return x;
+}
+
+void attention_codec(const std::vector<CodecHead>& keys, const std::vector<CodecHead>& values,
+                     std::size_t num_tokens, const float* q, int num_heads, const AttentionParams& p, float* out,
+                     std::size_t context, int threads) {
+  const char* where = "cpu::attention_codec";
+  const int kvh = static_cast<int>(keys.size());
+  check_params(where, num_heads, kvh, p);
+  check_arg(num_tokens > 0, where, "num_tokens", num_tokens, "must be positive");
+  check_arg(context <= num_tokens, where, "context", context, "must be <= num_tokens");
+  check_arg(values.size() == keys.size(), where, "values.size()", values.size(), "must equal keys.size()");
+  check_arg(q != nullptr && out != nullptr, where, "q/out", "null", "must not be null");
+  for (std::size_t g = 0; g < keys.size(); ++g) {
+    check_arg(keys[g].codec != nullptr && keys[g].codes != nullptr, where, "keys[g]", g, "has a null codec or codes");
+    check_arg(values[g].codec != nullptr && values[g].codes != nullptr, where, "values[g]", g,
+              "has a null codec or codes");
+  }
+  const int d = keys[0].codec->head_dim();
+  for (std::size_t g = 0; g < keys.size(); ++g) {
+    check_arg(keys[g].codec->head_dim() == d, where, "keys[g].head_dim", keys[g].codec->head_dim(),
+              "must be the same for all heads");
+    check_arg(values[g].codec->head_dim() == d, where, "values[g].head_dim", values[g].codec->head_dim(),
+              "must equal the keys' head_dim");
+  }
+  detail::check_finite_f32(where, "q", q, static_cast<std::size_t>(num_heads) * d);
+
+  // All heads TurboQuant-MSE at integer widths: the fused kernels (GQA group in one pass).
+  {
+    std::vector<TqHead> tk, tv;
+    for (std::size_t g = 0; g < keys.size(); ++g) {
+      const TqMse* a = detail::as_tq_mse(keys[g].codec);
+      const TqMse* b = detail::as_tq_mse(values[g].codec);
+      if (!a || !b) break;
+      tk.push_back({a, keys[g].codes});
+      tv.push_back({b, values[g].codes});
+    }
+    if (tk.size() == keys.size()) {
+      const SeqView sv{&tk, &tv, num_tokens, context, q, out};
+      run_tq({sv}, num_heads, p, threads);
+      return;
+    }
+  }
+
+  // Any codecs: per block of tokens, each head's scores from the key codes, online
+  // softmax, then the value codec accumulates the block with the softmax weights.
+  const int G = num_heads / kvh;
+  std::size_t P = 0, S = 0;
+  for (std::size_t g = 0; g < keys.size(); ++g) {
+    P = std::max(P, values[g].codec->accumulator_size());
+    S = std::max(S, keys[g].codec->query_state_size());
+  }
+  std::vector<float> states(static_cast<std::size_t>(num_heads) * S);
+  for (int h = 0; h < num_heads; ++h)
+    keys[static_cast<std::size_t>(h / G)].codec->prepare_query(q + static_cast<std::size_t>(h) * d,
+                                                               states.data() + static_cast<std::size_t>(h) * S);
+  const std::size_t ctx = context ? context : num_tokens;
+  const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
+  constexpr std::size_t kBlock = 64;
+  run_split(
+      {{window_begin(ctx, p), ctx}}, kvh, G, static_cast<int>(P), threads,
+      [&](std::size_t, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
+        const CodecHead& kh = keys[static_cast<std::size_t>(g)];
+        const CodecHead& vh = values[static_cast<std::size_t>(g)];
+        const std::size_t accn = vh.codec->accumulator_size();
+        std::fill(acc, acc + static_cast<std::size_t>(hc) * P, 0.0f);
+        float s[kBlock];
+        for (int h = 0; h < hc; ++h) m[h] = -INFINITY, l[h] = 0.0f;
+        for (std::size_t t = t0; t < t1; t += kBlock) {
+          const std::size_t te = std::min(t1, t + kBlock), cnt = te - t;
+          for (int h = 0; h < hc; ++h) {
+            const std::size_t hg = static_cast<std::size_t>(g * G + h0 + h);
+            kh.codec->scores(states.data() + hg * S, kh.codes, num_tokens, t, te, s);
+            float mx = m[h];
+            for (std::size_t i = 0; i < cnt; ++i) {
+              float x = s[i] * scale;
+              if (softcap > 0) x = softcap * std::tanh(x / softcap);
+              s[i] = x;
+              mx = std::max(mx, x);
+            }
+            float* a = acc + static_cast<std::size_t>(h) * P;
+            if (mx != m[h]) {
+              const float f = m[h] == -INFINITY ? 0.0f : std::exp(m[h] - mx);
+              l[h] *= f;
+              for (std::size_t i = 0; i < accn; ++i) a[i] *= f;
+              m[h] = mx;
+            }
+            for (std::size_t i = 0; i < cnt; ++i) l[h] += (s[i] = std::exp(s[i] - mx));
+            vh.codec->accumulate(vh.codes, num_tokens, t, te, s, a);
+          }
+        }
+      },
+      [&](std::size_t, int h, const float* acc, double inv_l) {
+        values[static_cast<std::size_t>(h / G)].codec->finalize(acc, inv_l, out + static_cast<std::size_t>(h) * d);
+      });
 }
 
 }  // namespace turbokv::cpu

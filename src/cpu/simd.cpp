@@ -35,7 +35,9 @@ SimdLevel detected_simd_level() {
     if (!avx2) return SimdLevel::kScalar;
     const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                        __builtin_cpu_supports("avx512vbmi");
+                        __builtin_cpu_supports("avx512vbmi") &&
+                        __builtin_cpu_supports("avx512vpopcntdq") && __builtin_cpu_supports("avx512bitalg") &&
+                        __builtin_cpu_supports("avx512vnni");
     return avx512 ? SimdLevel::kAvx512 : SimdLevel::kAvx2;
   }();
   return level;

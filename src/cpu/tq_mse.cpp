@@ -7,7 +7,11 @@
 #include <vector>
 
 #include "cpu_internal.h"
+#include "methods.h"
 #include "turbokv/cpu.h"
+#include "turbokv/half.h"
+#include "turbokv/pack.h"
+#include "turbokv/simd.h"
 #include "turbokv/error.h"
 #include "turbokv/formats.h"
 
@@ -199,5 +203,79 @@ void TqMse::scores(const float* q, const std::uint8_t* codes, std::size_t n, std
   detail::prepare_query(*state_, q, k.lanes, qp.data());
   k.scores(*state_, codes, n, t0, t1, qp.data(), out);
 }
+
+// ---------------------------------------------------------------- CpuCodec adapter
+
+namespace detail {
+namespace {
+
+/// TurboQuant-MSE at integer widths behind the CpuCodec interface. Query state:
+/// the rotated query (natural order); accumulator: the rotated domain (natural order).
+class TqMseCodec final : public CpuCodec {
+ public:
+  explicit TqMseCodec(const Codec& ref) : CpuCodec(ref), tq_(ref.config()) {}
+  const char* isa() const override { return simd_level_name(simd_level()); }
+  std::size_t query_state_size() const override { return static_cast<std::size_t>(head_dim()); }
+  std::size_t accumulator_size() const override { return static_cast<std::size_t>(head_dim()); }
+  const TqMse& tq() const { return tq_; }
+
+  void scores(const float* state, const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+              float* out) const override {
+    check_arg(t0 <= t1 && t1 <= n, "CpuCodec::scores", "t1", t1, "must satisfy t0 <= t1 <= n");
+    if (t1 > t0) kernels().scores(tq_.state(), codes, n, t0, t1, state, out);
+  }
+  void accumulate(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1, const float* w,
+                  float* acc) const override {
+    check_arg(t0 <= t1 && t1 <= n, "CpuCodec::accumulate", "t1", t1, "must satisfy t0 <= t1 <= n");
+    const TqState& st = tq_.state();
+    const std::uint8_t* norms = codes + n * st.code_bytes;
+    for (std::size_t t = t0; t < t1; ++t) {
+      const float wn = w[t - t0] * half_to_float(static_cast<std::uint16_t>(norms[2 * t] | (norms[2 * t + 1] << 8)));
+      const std::uint8_t* p = codes + t * st.code_bytes;
+      for (int i = 0; i < st.dim; ++i) acc[i] += wn * st.cbx[get_code(p, static_cast<std::size_t>(i), st.bits)];
+    }
+  }
+  void finalize(const float* acc, double scale, float* out) const override {
+    finalize_output(tq_.state(), acc, 1, scale, out);
+  }
+
+ protected:
+  void do_encode(const float* x, std::size_t n, std::size_t t0, std::size_t t1, std::uint8_t* out) const override {
+    const TqState& st = tq_.state();
+    const std::size_t d = static_cast<std::size_t>(st.dim);
+    std::vector<float> norms(t1 - t0);
+    kernels().encode(st, x + t0 * d, t1 - t0, out + t0 * st.code_bytes, norms.data());
+    for (std::size_t t = t0; t < t1; ++t) store_half(out + n * st.code_bytes + 2 * t, norms[t - t0]);
+  }
+  void do_decode(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+                 float* out) const override {
+    const TqState& st = tq_.state();
+    kernels().decode(st, codes + t0 * st.code_bytes, codes + n * st.code_bytes + 2 * t0, t1 - t0,
+                     out + t0 * static_cast<std::size_t>(st.dim));
+  }
+  void do_prepare_query(const float* q, float* state) const override {
+    detail::prepare_query(tq_.state(), q, 1, state);
+  }
+
+ private:
+  TqMse tq_;
+};
+
+}  // namespace
+
+std::unique_ptr<CpuCodec> make_cpu_tq_mse(const Codec& ref) {
+  const CodecConfig& c = ref.config();
+  const bool ok = (c.bits == 1 || c.bits == 2 || c.bits == 3 || c.bits == 4) && c.head_dim >= 16 &&
+                  c.head_dim <= 512 && c.head_dim % 16 == 0;
+  if (!ok) return nullptr;
+  return std::make_unique<TqMseCodec>(ref);
+}
+
+const TqMse* as_tq_mse(const CpuCodec* c) {
+  const auto* t = dynamic_cast<const TqMseCodec*>(c);
+  return t ? &t->tq() : nullptr;
+}
+
+}  // namespace detail
 
 }  // namespace turbokv::cpu

@@ -48,6 +48,12 @@ void Codec::calibrate(const float* x, std::size_t n) {
 }
 
 void Codec::encode(const float* x, std::size_t n, std::uint8_t* out) const {
+  validate(x, n);
+  std::memset(out, 0, encoded_bytes(n));
+  if (n) do_encode(x, n, out);
+}
+
+void Codec::validate(const float* x, std::size_t n) const {
   if (needs_calibration() && !calibrated_)
     throw std::invalid_argument(detail::concat("Codec::encode: method = ", method_name(cfg_.method),
                                                ": calibrate() must be called before encode()"));
@@ -62,8 +68,6 @@ void Codec::encode(const float* x, std::size_t n, std::uint8_t* out) const {
                                                  ": must be below 32768 (norms and scales are stored in fp16)"));
   }
   if (n) do_validate(x, n);
-  std::memset(out, 0, encoded_bytes(n));
-  if (n) do_encode(x, n, out);
 }
 
 void Codec::decode(const std::uint8_t* codes, std::size_t n, float* out) const {

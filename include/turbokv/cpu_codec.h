@@ -1,0 +1,127 @@
+// turbokv — the CPU fast path for every method: one interface (CpuCodec) over
+// the per-method SIMD implementations in src/cpu/<method>.cpp, and one fused,
+// threaded decode attention (attention_codec) that runs on any of them.
+//
+// A CpuCodec is built from a reference codec (turbokv/codec.h, make_codec),
+// after that codec's calibration when the method needs one, and reproduces it:
+//   - encode():     exactly the reference's bytes (formats.h fixes the float
+//                   operation order, so SIMD and scalar round identically);
+//   - decode():     exactly the reference's floats;
+//   - scores(), accumulate(), finalize(): the reference's values within 1e-5
+//                   relative (fp32 accumulation instead of the reference's fp64).
+// Methods without a SIMD path (or at SimdLevel::kScalar) get a wrapper around
+// the reference codec itself, so every method works at every level.
+//
+// Shapes: x, out: [n, head_dim] fp32 row-major (any alignment); codes:
+// encoded_bytes(n) bytes in the method's layout (formats.h); q: [head_dim];
+// state: [query_state_size()] fp32; acc: [accumulator_size()] fp32.
+// Errors: std::invalid_argument naming the argument and its value (NaN/Inf
+// input, norms above the fp16 range, bad ranges); nothing is written then.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "turbokv/attention.h"
+#include "turbokv/codec.h"
+#include "turbokv/cpu.h"
+
+namespace turbokv::cpu {
+
+/// One KV head's quantizer on the CPU fast path. Immutable; const methods are thread-safe.
+class CpuCodec {
+ public:
+  virtual ~CpuCodec() = default;
+  CpuCodec(const CpuCodec&) = delete;
+  CpuCodec& operator=(const CpuCodec&) = delete;
+
+  const CodecConfig& config() const { return ref_->config(); }
+  int head_dim() const { return ref_->head_dim(); }
+  /// The reference codec this one reproduces.
+  const Codec& reference() const { return *ref_; }
+  /// "avx512", "avx2" or "scalar": the ISA whose kernels this codec runs
+  /// ("scalar" = the reference wrapped).
+  virtual const char* isa() const = 0;
+
+  std::size_t encoded_bytes(std::size_t n) const { return ref_->encoded_bytes(n); }
+
+  /// Encodes x: [n, head_dim] fp32 into out[encoded_bytes(n)], byte-identical to
+  /// reference().encode(). threads: 0 = all pool threads. Validates like the
+  /// reference (NaN/Inf, norm >= 32768) before writing anything.
+  void encode(const float* x, std::size_t n, std::uint8_t* out, int threads = 0) const;
+  /// Same from fp16 or bf16 input (uint16_t bits of `dtype`): identical to the
+  /// reference fed the values converted to fp32.
+  void encode(const std::uint16_t* x, DType dtype, std::size_t n, std::uint8_t* out, int threads = 0) const;
+  /// codes[encoded_bytes(n)] -> out: [n, head_dim] fp32, identical to reference().decode().
+  void decode(const std::uint8_t* codes, std::size_t n, float* out, int threads = 0) const;
+
+  /// Floats of a prepared query.
+  virtual std::size_t query_state_size() const = 0;
+  /// Prepares q: [head_dim] fp32 (rotated / sketched once) into state. Throws on NaN/Inf in q.
+  void prepare_query(const float* q, float* state) const;
+  /// out[t - t0] = estimate of <q, x_t> for t in [t0, t1) of a block of n encoded
+  /// tokens, from the codes alone (reference: Codec::scores). Requires t0 <= t1 <= n.
+  virtual void scores(const float* state, const std::uint8_t* codes, std::size_t n, std::size_t t0,
+                      std::size_t t1, float* out) const = 0;
+  /// Floats of the value accumulator (codec domain).
+  virtual std::size_t accumulator_size() const = 0;
+  /// acc += sum_{t in [t0, t1)} w[t - t0] * x_hat_t in the codec domain (reference: Codec::accumulate).
+  virtual void accumulate(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1, const float* w,
+                          float* acc) const = 0;
+  /// out[head_dim] = scale * (the original-domain vector acc represents).
+  virtual void finalize(const float* acc, double scale, float* out) const = 0;
+
+ protected:
+  explicit CpuCodec(const Codec& ref) : ref_(&ref) {}
+  /// The checks of Codec::validate (default: reference().validate(x, n)); a
+  /// method may override it with a faster scan that throws the same errors.
+  virtual void validate(const float* x, std::size_t n) const { ref_->validate(x, n); }
+  /// Encodes rows [t0, t1) of an n-token block x (x points at row 0) into the
+  /// block buffer out (encoded_bytes(n) bytes, zeroed before the first call).
+  /// Input already validated. Called concurrently for disjoint row ranges whose
+  /// bounds are multiples of row_granule() (or n).
+  virtual void do_encode(const float* x, std::size_t n, std::size_t t0, std::size_t t1, std::uint8_t* out) const = 0;
+  /// Decodes rows [t0, t1) of an n-token block into out (row 0 of out = token 0).
+  virtual void do_decode(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+                         float* out) const = 0;
+  /// q already checked finite.
+  virtual void do_prepare_query(const float* q, float* state) const = 0;
+  /// Row ranges handed to do_encode/do_decode start at multiples of this (e.g. KIVI key groups).
+  virtual std::size_t row_granule() const { return 1; }
+
+ private:
+  const Codec* ref_;
+};
+
+/**
+ * The fast codec for ref (which must outlive it, and be calibrated if its
+ * method needs calibration): the method's SIMD implementation for the current
+ * simd_level() when there is one, else a wrapper around ref.
+ * Throws std::invalid_argument if ref needs calibration and is not calibrated.
+ */
+std::unique_ptr<CpuCodec> make_cpu_codec(const Codec& ref);
+
+/// One KV head's encoded block: its fast codec and its bytes (codec->encoded_bytes(num_tokens)).
+struct CodecHead {
+  const CpuCodec* codec;
+  const std::uint8_t* codes;
+};
+
+/**
+ * Fused decode attention on any codecs (keys and values may use different
+ * methods): same semantics as attention_compressed (turbokv/attention.h) —
+ * keys, values: num_kv_heads heads of num_tokens tokens each; q: [num_heads,
+ * head_dim] fp32; out: [num_heads, head_dim] fp32; context: the query sees
+ * tokens [0, context) (0 = all); p: softmax scale, sliding window, soft-cap.
+ * Keys are scored from their codes; values are accumulated in the codec domain
+ * and finalized once per head; online softmax over blocks of tokens; the
+ * sequence is split over threads and merged by log-sum-exp (FlashDecoding).
+ * Throws std::invalid_argument on bad shapes or parameters.
+ */
+void attention_codec(const std::vector<CodecHead>& keys, const std::vector<CodecHead>& values,
+                     std::size_t num_tokens, const float* q, int num_heads, const AttentionParams& p, float* out,
+                     std::size_t context = 0, int threads = 0);
+
+}  // namespace turbokv::cpu

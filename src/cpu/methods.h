@@ -1,0 +1,31 @@
+// The per-method CPU fast paths behind make_cpu_codec (internal). Each returns
+// nullptr when it has no SIMD path for ref's configuration at the current
+// simd_level(); make_cpu_codec then wraps the reference codec.
+// One file per method: src/cpu/<method>.cpp (baseline x86-64 orchestration) and
+// its ISA kernels in src/cpu/<method>_avx2.cpp / <method>_avx512.cpp.
+#pragma once
+
+#include <memory>
+
+#include "turbokv/cpu_codec.h"
+
+namespace turbokv::cpu::detail {
+
+std::unique_ptr<CpuCodec> make_cpu_tq_mse(const Codec& ref);
+std::unique_ptr<CpuCodec> make_cpu_tq_prod(const Codec& ref);
+std::unique_ptr<CpuCodec> make_cpu_qjl(const Codec& ref);
+std::unique_ptr<CpuCodec> make_cpu_rvq(const Codec& ref);
+std::unique_ptr<CpuCodec> make_cpu_pvq(const Codec& ref);
+std::unique_ptr<CpuCodec> make_cpu_polar(const Codec& ref);
+std::unique_ptr<CpuCodec> make_cpu_kivi(const Codec& ref);
+std::unique_ptr<CpuCodec> make_cpu_fp8(const Codec& ref);
+std::unique_ptr<CpuCodec> make_cpu_fp16(const Codec& ref);
+
+/// The TqMse behind a make_cpu_tq_mse codec, else nullptr (attention_codec then
+/// takes the fused TurboQuant-MSE kernels).
+const TqMse* as_tq_mse(const CpuCodec* c);
+
+/// Wraps the reference codec (fp64 inside, fp32 at the interface): the scalar level.
+std::unique_ptr<CpuCodec> make_cpu_reference(const Codec& ref);
+
+}  // namespace turbokv::cpu::detail
