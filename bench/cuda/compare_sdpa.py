@@ -145,7 +145,7 @@ def main():
             if r["method"].startswith("fp16"):
                 name = "turbokv fp16 (ours)"
             else:
-                name = f"turbokv tq-mse K{r['bits']}V{r['bits']}" + (" cc" if "cuda cores" in r["method"] else "")
+                name = f"turbokv tq-mse K{r['bits']}V{r['bits']}" + (" cc" if "cuda cores" in r["method"] else " 3xtf32" if "3xtf32" in r["method"] else "")
             rows.append((name, float(r["bits"]), us, float(r["gbps"]) * us * 1e3))
         best = min([us for name, _, us, _ in rows if name.startswith("sdpa")], default=None)
         for name, bits, us, nbytes in rows:

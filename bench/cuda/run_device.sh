@@ -51,7 +51,7 @@ if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
 fi
 if [ "$MODE" = all ] || [ "$MODE" = ncu ]; then
   # One launch of each decode kernel at batch 16 x 65,536 tokens, 32/8 heads, 4-bit (reps cut short by -c).
-  for K in 'decode_mma_kernel' 'decode_kernel<.*TqFmt'; do
+  for K in 'decode_h16_kernel' 'decode_mma_kernel'; do
     timeout 150 ncu --clock-control none --kernel-name-base demangled -k "regex:$K" -c 1 \
       --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
       $B/turbokv_cuda_bench --configs 128:32:8 --batches 16 --contexts 65536 --bits 4 >> "$OUT/ncu.log" 2>&1

@@ -66,8 +66,11 @@ class TqMseTables {
   const float* signs() const { return signs_; }            ///< device, size head_dim
   const float* centroids() const { return centroids_; }    ///< device, size 2^bits
   const float* boundaries() const { return boundaries_; }  ///< device, size 2^bits - 1
+  /// The host codebook (lloyd_max_codebook's cached object: equal addresses = equal codebooks).
+  const ScalarCodebook& codebook() const { return *codebook_; }
 
  private:
+  const ScalarCodebook* codebook_ = nullptr;
   int head_dim_ = 0, bits_ = 0;
   float scale_ = 0;
   float* signs_ = nullptr;
@@ -112,7 +115,10 @@ struct DecodeArgs {
   int window = 0;                       ///< sliding window in tokens (0 = all)
   int num_splits = 0;                   ///< split-K count; 0 = one full wave of the chosen kernel (<= 256)
   void* workspace = nullptr;            ///< device, decode_workspace_bytes(args) bytes
-  int kernel = 0;  ///< tq_mse_decode: 0 = tensor-core (3xTF32) kernel, 1 = CUDA-core kernel
+  /// tq_mse_decode's kernel: 0 = fp16 tensor cores (default, fastest: Pi q, centroids and softmax
+  /// weights rounded to fp16, fp32 accumulation; decode_h16.cuh), 1 = CUDA cores (fp32),
+  /// 2 = 3xTF32 tensor cores (fp32-accurate, decode_mma.cuh). Other values throw.
+  int kernel = 0;
 };
 
 /// Workspace bytes needed by tq_mse_decode / fp16_decode for args (an upper bound

@@ -1,5 +1,5 @@
-// `turbokv bench --device cpu`: fused decode attention on TurboQuant-MSE
-// codes against the dense fp16 / fp32 baselines and a stream of the same
+// `turbokv bench --device cpu`: fused decode attention on the compressed codes
+// of any method (CpuCodec / attention_codec; TurboQuant-MSE by default) against the dense fp16 / fp32 baselines and a stream of the same
 // compressed bytes, timed in the same process on the same shapes.
 #include <algorithm>
 #include <chrono>
@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "turbokv/bench.h"
+#include "turbokv/codec.h"
 #include "turbokv/cpu.h"
+#include "turbokv/cpu_codec.h"
 #include "turbokv/error.h"
 #include "turbokv/half.h"
 #include "turbokv/rng.h"
@@ -65,10 +67,19 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
             opt.num_heads, "must be a positive multiple of num_kv_heads");
   check_arg(opt.head_dim % 16 == 0 && opt.head_dim >= 16 && opt.head_dim <= 512, where, "head_dim", opt.head_dim,
             "must be a multiple of 16 in 16..512");
-  for (const auto& m : opt.methods)
-    check_arg(m == "tq-mse", where, "methods", m, "the CPU fast path has tq-mse (the dense baselines always run)");
-  for (double b : opt.bits)
-    check_arg(b == 1 || b == 2 || b == 3 || b == 4, where, "bits", b, "tq-mse fast path widths are 1, 2, 3, 4");
+  // (method, bits) cases: every requested width the method supports.
+  std::vector<std::pair<Method, double>> cases;
+  const std::vector<std::string> methods = opt.methods.empty() ? std::vector<std::string>{"tq-mse"} : opt.methods;
+  for (const auto& name : methods) {
+    const Method m = parse_method(name);
+    const auto sb = supported_bits(m);
+    bool any = false;
+    for (double b : opt.bits)
+      if (std::find(sb.begin(), sb.end(), b) != sb.end()) cases.push_back({m, b}), any = true;
+    if (!any && (m == Method::kFp16 || m == Method::kFp8)) cases.push_back({m, sb.front()}), any = true;
+    check_arg(any, where, "bits", opt.bits.empty() ? 0.0 : opt.bits.front(),
+              detail::concat("none of the requested widths is supported by ", name));
+  }
   for (int t : opt.threads) check_arg(t >= 1, where, "threads", t, "must be >= 1");
   for (std::size_t c : opt.contexts) check_arg(c >= 1, where, "contexts", c, "must be >= 1");
   for (int b : opt.batches) check_arg(b == 1, where, "batches", b, "the CPU bench runs batch 1");
@@ -134,30 +145,35 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
       rows.push_back(r32);
       rows.push_back(r16);
 
-      for (double bits : opt.bits) {
+      for (const auto& [method, bits] : cases) {
         CodecConfig cfg;
-        cfg.method = Method::kTurboMse;
+        cfg.method = method;
         cfg.bits = bits;
         cfg.head_dim = d;
-        std::vector<std::unique_ptr<cpu::TqMse>> codecs;
+        std::vector<std::unique_ptr<Codec>> refs;
+        std::vector<std::unique_ptr<cpu::CpuCodec>> codecs;
         std::vector<std::vector<std::uint8_t>> kb(static_cast<std::size_t>(kvh)), vb(static_cast<std::size_t>(kvh));
-        std::vector<cpu::TqHead> keys, values;
+        std::vector<cpu::CodecHead> keys, values;
         std::vector<float> rowbuf(n * du);
         double encode_us = 0;
         for (int g = 0; g < kvh; ++g) {
           cfg.seed = 0x7b5eedull + static_cast<std::uint64_t>(g);
-          codecs.push_back(std::make_unique<cpu::TqMse>(cfg));
-          const cpu::TqMse& c = *codecs.back();
-          kb[g].resize(c.encoded_bytes(n));
-          vb[g].resize(c.encoded_bytes(n));
-          for (std::size_t t = 0; t < n; ++t) std::memcpy(&rowbuf[t * du], &k32[(t * kvh + g) * du], du * 4);
-          const auto a = std::chrono::steady_clock::now();
-          c.encode(rowbuf.data(), n, kb[g].data(), thr);
-          encode_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count();
-          for (std::size_t t = 0; t < n; ++t) std::memcpy(&rowbuf[t * du], &v32[(t * kvh + g) * du], du * 4);
-          c.encode(rowbuf.data(), n, vb[g].data(), thr);
-          keys.push_back({&c, kb[g].data()});
-          values.push_back({&c, vb[g].data()});
+          for (Role role : {Role::kKey, Role::kValue}) {
+            cfg.role = role;
+            const std::vector<float>& src = role == Role::kKey ? k32 : v32;
+            for (std::size_t t = 0; t < n; ++t) std::memcpy(&rowbuf[t * du], &src[(t * kvh + g) * du], du * 4);
+            refs.push_back(make_codec(cfg));
+            if (refs.back()->needs_calibration()) refs.back()->calibrate(rowbuf.data(), std::min<std::size_t>(n, 4096));
+            codecs.push_back(cpu::make_cpu_codec(*refs.back()));
+            const cpu::CpuCodec& c = *codecs.back();
+            auto& buf = role == Role::kKey ? kb[g] : vb[g];
+            buf.resize(c.encoded_bytes(n));
+            const auto a = std::chrono::steady_clock::now();
+            c.encode(rowbuf.data(), n, buf.data(), thr);
+            if (role == Role::kKey)
+              encode_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count();
+            (role == Role::kKey ? keys : values).push_back({&c, buf.data()});
+          }
         }
         // The compressed cache as one contiguous buffer, for the stream baseline.
         std::vector<std::uint8_t> all;
@@ -167,9 +183,11 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
         }
         const double cbytes = static_cast<double>(all.size());
         const double ts = time_us([&] { cpu::stream_bytes(all.data(), all.size(), thr); }, reps, budget);
-        const double tq = time_us([&] { cpu::attention_tq_mse(keys, values, n, q.data(), H, p, out.data(), 0, thr); }, reps, budget);
+        const double tq = time_us([&] { cpu::attention_codec(keys, values, n, q.data(), H, p, out.data(), 0, thr); }, reps, budget);
+        const std::string mname = method_name(method);
         BenchRow r = base;
-        r.method = "tq-mse";
+        r.method = mname;
+        r.simd = codecs.front()->isa();
         r.bits = bits;
         r.time_us = tq;
         r.baseline = "fp16-dense";
@@ -182,7 +200,7 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
         rows.push_back(r);
         BenchRow rs = base;
         rs.op = "stream";
-        rs.method = "tq-mse";
+        rs.method = mname;
         rs.bits = bits;
         rs.time_us = ts;
         rs.baseline = "fp16-stream";
@@ -195,7 +213,7 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
         if (n == opt.contexts.front()) {
           BenchRow re = base;
           re.op = "encode";
-          re.method = "tq-mse";
+          re.method = mname;
           re.bits = bits;
           re.time_us = encode_us / kvh;  // one head's keys: n tokens
           re.gbps = static_cast<double>(n * du * 4) / (re.time_us * 1e3);

@@ -189,7 +189,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         }
         const std::size_t read = std::size_t(batch) * ctx * kvh * 2 * (tab.code_bytes() + 2) + q_bytes +
                                  table.size() * 4;
-        for (int kernel : {0, 1}) {  // tensor-core (3xTF32) and CUDA-core kernels
+        for (int kernel : {0, 2, 1}) {  // fp16 tensor-core (default), 3xTF32 tensor-core, CUDA-core kernels
           cuda::DecodeArgs ak = a;
           ak.kernel = kernel;
           const double us = median_us(s, reps, [&](int i) {
@@ -197,7 +197,8 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
                                 {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
           });
           BenchRow r = proto;
-          r.op = "decode_attention", r.method = kernel == 0 ? "tq-mse" : "tq-mse (cuda cores)", r.bits = bits;
+          r.op = "decode_attention", r.bits = bits;
+          r.method = kernel == 0 ? "tq-mse" : kernel == 2 ? "tq-mse (3xtf32)" : "tq-mse (cuda cores)";
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = read / (us * 1e3);
           rows.push_back(r);

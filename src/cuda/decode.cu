@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "decode_mma.cuh"
+#include "decode_h16.cuh"
 #include "turbokv/error.h"
 
 namespace turbokv::cuda {
@@ -138,15 +138,25 @@ void launch_mma_any(int kb, int d, int vb, const LaunchShape& shape, cudaStream_
   }
 }
 
-/// Tensor-core path: up to 8 query heads per block (grid z = ceil(group / 8)).
+void launch_h16_any(int kb, int d, int vb, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+  switch (kb) {
+    case 1: return launch_h16_k1(d, vb, shape, s, a);
+    case 2: return launch_h16_k2(d, vb, shape, s, a);
+    case 3: return launch_h16_k3(d, vb, shape, s, a);
+    case 4: return launch_h16_k4(d, vb, shape, s, a);
+  }
+}
+
+/// Tensor-core paths (fp16 or 3xTF32): up to 8 query heads per block (grid z = ceil(group / 8)).
 void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKernelArgs& ka, const float* vsigns,
-             float vscale, cudaStream_t s) {
+             float vscale, cudaStream_t s, bool h16) {
   validate(where, args);
+  auto launch_any = h16 ? launch_h16_any : launch_mma_any;
   Plan p = make_plan(args);  // zdim = ceil(group / 8) here as well
   if (args.num_splits == 0) {
     int occ = 0;
     LaunchShape query{dim3(1), dim3(128), 1, &occ};
-    launch_mma_any(kb, args.head_dim, vb, query, s, ka);
+    launch_any(kb, args.head_dim, vb, query, s, ka);
     p = make_plan(args, occ);
   }
   ka.q = args.q;
@@ -163,7 +173,7 @@ void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKe
   ka.ws_acc = ws;
   ka.ws_ml = ws + bh * p.splits * args.head_dim;
   const LaunchShape shape{dim3(p.splits, args.batch * args.num_kv_heads, p.zdim), dim3(128), 1};
-  launch_mma_any(kb, args.head_dim, vb, shape, s, ka);
+  launch_any(kb, args.head_dim, vb, shape, s, ka);
   combine_kernel<<<static_cast<unsigned>(bh), std::min(args.head_dim, 256), args.head_dim * sizeof(float), s>>>(
       ka.ws_acc, ka.ws_ml, p.splits, args.head_dim, vsigns, vscale, args.out);
   TKV_CHECK_LAUNCH();
@@ -204,11 +214,13 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
   ka.ksigns = kc.signs();
   ka.kcent = kc.centroids();
   ka.vcent = vc.centroids();
+  ka.vtab_shared = (&kc.codebook() == &vc.codebook()) ? 1 : 0;
   const cudaStream_t s = detail::stream_of(stream);
   const int kb = kc.bits(), vb = vc.bits();
-  check_arg(args.kernel == 0 || args.kernel == 1, where, "kernel", args.kernel, "must be 0 (auto) or 1 (CUDA cores)");
-  if (args.kernel == 0) {
-    detail::run_mma(where, args, kb, vb, ka, vc.signs(), vc.hadamard_scale(), s);
+  check_arg(args.kernel >= 0 && args.kernel <= 2, where, "kernel", args.kernel,
+            "must be 0 (fp16 tensor cores), 1 (CUDA cores) or 2 (3xTF32 tensor cores)");
+  if (args.kernel != 1) {
+    detail::run_mma(where, args, kb, vb, ka, vc.signs(), vc.hadamard_scale(), s, args.kernel == 0);
     return;
   }
   auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {

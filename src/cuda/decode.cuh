@@ -39,6 +39,7 @@ struct DecodeKernelArgs {
   const float* ksigns;
   const float* kcent;
   const float* vcent;
+  int vtab_shared;  // fp16 kernel: keys and values share one codebook (one pair table)
 };
 
 /// TurboQuant-MSE codes of width B: 16 dims = 2B bytes per thread.

@@ -374,10 +374,7 @@ void launch_mma_kb(int d, int vb, const LaunchShape& shape, cudaStream_t s, cons
     constexpr int VB = decltype(vbc)::value;
     switch (d) {
       case 64: return launch_mma<64, KB, VB>(shape, s, a);
-      case 128:
-        // Temporary A/B switch (run 10): TURBOKV_MMA_TWOTAB=1 runs the v6 float2 (hi, lo) tables at d128.
-        if (std::getenv("TURBOKV_MMA_TWOTAB") != nullptr) return launch_mma<128, KB, VB, false>(shape, s, a);
-        return launch_mma<128, KB, VB>(shape, s, a);
+      case 128: return launch_mma<128, KB, VB>(shape, s, a);
       case 256: return launch_mma<256, KB, VB>(shape, s, a);
     }
     throw std::logic_error("launch_mma: head_dim out of range");

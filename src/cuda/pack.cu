@@ -96,6 +96,7 @@ TqMseTables::TqMseTables(const CodecConfig& cfg) {
   // The same objects the reference codec builds (RotatedScalar, part 0: seed cfg.seed).
   const Rotation rot(head_dim_, cfg.rotation, cfg.seed);
   const ScalarCodebook& cb = lloyd_max_codebook(head_dim_, bits_, cfg.codebook);
+  codebook_ = &cb;
   scale_ = Rotation::hadamard_scale(head_dim_);
   std::vector<float> bnd(cb.boundaries);
   bnd.push_back(INFINITY);  // padding entry, never compared against

@@ -4,6 +4,7 @@
 // (TURBOKV_TEST_SEED reproduces one), awkward lengths, page sizes, GQA ratios.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "cuda_test_util.h"
@@ -18,6 +19,12 @@ namespace {
 /// ||out - ref|| / ||ref|| over one sequence's heads: fp32 accumulation in the
 /// kernel against fp64 in the reference.
 constexpr double kTqDecodeRelTol = 2e-5;
+/// The default fp16 tensor-core kernel rounds Pi q, the centroids and the
+/// softmax weights (times value norms) to fp16 (relative error <= 2^-11 each,
+/// fp32 accumulation); on these inputs (logits of standard deviation ~3) that
+/// moves the output by a few 1e-4 relative: 2e-3 leaves margin and still fails
+/// on any wrong index (an error there is O(1)).
+constexpr double kTqDecodeH16RelTol = 2e-3;
 constexpr double kF16DecodeRelTol = 2e-5;
 
 struct DecodeCase {
@@ -33,6 +40,8 @@ std::string describe(const DecodeCase& c, std::uint64_t seed) {
   for (int l : c.lens) s += std::to_string(l) + ",";
   return s + " seed=" + std::to_string(seed);
 }
+
+double worst_err[3] = {0, 0, 0};  // per kernel, printed at the end of the suite
 
 void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   SCOPED_TRACE(describe(c, seed));
@@ -94,7 +103,7 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   std::vector<std::vector<float>> outs;
-  for (int kernel : {0, 1}) {  // tensor-core and CUDA-core kernels
+  for (int kernel : {0, 1, 2}) {  // fp16 tensor-core, CUDA-core, 3xTF32 tensor-core kernels
     dout.fill_byte(0xFF);
     a.kernel = kernel;
     cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, c.page_size}, a, nullptr);
@@ -104,9 +113,9 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   AttentionParams p;
   p.softmax_scale = a.softmax_scale;
   p.window = c.window;
-  for (int kernel : {0, 1})
+  for (int kernel : {0, 1, 2})
   for (int b = 0; b < batch; ++b) {
-    SCOPED_TRACE(kernel == 0 ? "tensor-core kernel" : "CUDA-core kernel");
+    SCOPED_TRACE(kernel == 0 ? "fp16 tensor-core kernel" : kernel == 1 ? "CUDA-core kernel" : "3xTF32 tensor-core kernel");
     const auto& out = outs[kernel];
     std::vector<EncodedHead> keys, values;
     for (int g = 0; g < kvh; ++g) {
@@ -118,7 +127,9 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     const float* o = &out[static_cast<std::size_t>(b) * nh * d];
     for (std::size_t i = 0; i < ref.size(); ++i) ASSERT_TRUE(std::isfinite(o[i])) << "b=" << b << " i=" << i;
     const double err = rel_err(o, ref.data(), ref.size());
-    EXPECT_LE(err, kTqDecodeRelTol) << "sequence " << b << " (len " << c.lens[b] << ")";
+    EXPECT_LE(err, kernel == 0 ? kTqDecodeH16RelTol : kTqDecodeRelTol)
+        << "sequence " << b << " (len " << c.lens[b] << ")";
+    worst_err[kernel] = std::max(worst_err[kernel], err);
   }
 }
 
@@ -144,6 +155,8 @@ TEST(CudaDecode, TqMseMatchesReference) {
       for (int& l : c.lens) l = std::min(l, 130);
     run_tq_case(c, seed + 101 * i);
   }
+  std::printf("worst relative error vs fp64: fp16 tensor cores %.3g, CUDA cores %.3g, 3xTF32 %.3g\n", worst_err[0],
+              worst_err[1], worst_err[2]);
 }
 
 void run_f16_case(int d, int nh, int kvh, std::vector<int> lens, int window, std::uint64_t seed) {

@@ -1,0 +1,398 @@
+// fp16 tensor-core split-K decode attention on paged TurboQuant-MSE keys/values
+// (the default decode kernel; decode_mma.cuh's 3xTF32 kernel is the fp32-exact
+// one). Same grid, pipeline, workspace and merge as decode_mma.cuh; what changes
+// is how codes become matrix operands:
+//
+//   scores  S[16 tokens x 8 heads]  = C_k[16 x D] . (Pi q)^T[D x 8]       mma m16n8k16 f16
+//   values  O^T[D x 8 heads]       += C_v^T[D x 16 tokens] . P[16 x 8]    mma m16n8k16 f16
+//
+// Pair look-up table: an mma A register holds two fp16 values, and two
+// consecutive codes of a token (2*B bits) index a table of (c[lo], c[hi]) half2
+// pairs, so one 32-bit shared load yields one A register half-filled for keys
+// (two consecutive dims) and, after one byte permute with the neighbouring
+// token's pair, two A registers for values. The table is replicated once per
+// lane (entry e of lane L at word 32 e + L), so every look-up of a warp hits 32
+// distinct banks: one wavefront per 64 decoded elements, no conflicts.
+// Orders: each lane owns a contiguous span of every key row (its k-slots map to
+// dims D/4 * tig + 4 kk + {0..3}; the query fragments are permuted to match)
+// and of every value row (pair gid * D/16 + j; output rows are un-permuted when
+// the accumulators are written out).
+// Precision: Pi q, the centroids and the softmax weights (times the value
+// norm) are rounded to fp16 (relative error <= 2^-11 each); products
+// accumulate in fp32. Tests bound the result against fp64 with a named tolerance.
+#pragma once
+
+#include "decode_mma.cuh"
+
+namespace turbokv::cuda::detail {
+
+/// d[0..3] += a . b for m16n8k16, A row-major (a0..a3), B col-major (b0, b1), fp16 in, fp32 accumulate.
+__device__ __forceinline__ void mma_f16(float d[4], const std::uint32_t a[4], std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ std::uint32_t pack_h2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&h);
+}
+
+/// SPAN bytes of a row, at an offset that is a multiple of SPAN from a 16-byte
+/// aligned row start, as little-endian 32-bit words (one extra zero word so a
+/// field straddling the last word reads zeros).
+template <int SPAN>
+struct CodeSpan {
+  static constexpr int kWords = (SPAN + 3) / 4 + 1;
+  std::uint32_t w[kWords];
+  __device__ __forceinline__ void load(const std::uint8_t* p) {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) w[i] = 0;
+    if constexpr (SPAN % 16 == 0) {
+#pragma unroll
+      for (int i = 0; i < SPAN / 16; ++i) {
+        const uint4 v = reinterpret_cast<const uint4*>(p)[i];
+        w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
+      }
+    } else if constexpr (SPAN % 8 == 0) {
+#pragma unroll
+      for (int i = 0; i < SPAN / 8; ++i) {
+        const uint2 v = reinterpret_cast<const uint2*>(p)[i];
+        w[2 * i] = v.x, w[2 * i + 1] = v.y;
+      }
+    } else if constexpr (SPAN % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < SPAN / 4; ++i) w[i] = reinterpret_cast<const std::uint32_t*>(p)[i];
+    } else if constexpr (SPAN % 2 == 0) {
+#pragma unroll
+      for (int i = 0; i < SPAN / 2; ++i)
+        w[i / 2] |= std::uint32_t(reinterpret_cast<const std::uint16_t*>(p)[i]) << (16 * (i % 2));
+    } else {
+#pragma unroll
+      for (int i = 0; i < SPAN; ++i) w[i / 4] |= std::uint32_t(p[i]) << (8 * (i % 4));
+    }
+  }
+  /// Field p of PB bits (LSB-first stream), PB <= 8.
+  template <int PB>
+  __device__ __forceinline__ std::uint32_t field(int p) const {
+    const int bit = p * PB, wi = bit / 32, sh = bit % 32;
+    if (sh + PB <= 32) return (w[wi] >> sh) & ((1u << PB) - 1u);
+    return __funnelshift_r(w[wi], w[wi + 1], sh) & ((1u << PB) - 1u);
+  }
+};
+
+/// cp.async pipeline depth: 3 tiles (2 in flight during compute) keeps the d128 4-bit block at
+/// ~71 KB of shared memory, 3 blocks per SM (4 stages: 82 KB, 2 blocks).
+constexpr int kH16Stages = 3;
+
+template <int D, int KB, int VB>
+struct H16Layout {
+  static constexpr int cbK = D * KB / 8, cbV = D * VB / 8;
+  static constexpr int rsK = mma_row_stride(cbK), rsV = mma_row_stride(cbV);
+  static constexpr int stage = kTile * (rsK + rsV) + 2 * kTile * 4;
+  static constexpr int ktab = (1 << (2 * KB)) * 32 * 4, vtab = (1 << (2 * VB)) * 32 * 4;
+  static constexpr int qrot = kMmaHeads * D * 4;
+  static constexpr int pbuf = 4 * 16 * kMmaHeads * 4;        // per warp P[16][8]
+  static constexpr int merge = 4 * kMmaHeads * (D + 2) * 4;  // per warp acc[8][D] + m, l
+  static constexpr int pages = (kH16Stages * kMaxTilePages * 4 + 15) / 16 * 16;
+  static constexpr int stages_bytes = kH16Stages * stage;
+  /// Layout after the tables (which take ktab + (shared ? 0 : vtab) bytes).
+  static constexpr int off_qrot = 0, off_p = off_qrot + qrot, off_pg = off_p + pbuf, off_stage = off_pg + pages;
+  static constexpr int rest = off_stage + (stages_bytes > merge ? stages_bytes : merge);
+  static constexpr int bytes(bool shared_tab) { return ktab + (shared_tab ? 0 : vtab) + rest; }
+};
+
+/// a.vtab_shared != 0: keys and values use the same codebook (one table).
+template <int D, int KB, int VB>
+__global__ void __launch_bounds__(128) decode_h16_kernel(const DecodeKernelArgs a) {
+  using Lay = H16Layout<D, KB, VB>;
+  using KF = TqFmt<KB>;
+  using VF = TqFmt<VB>;
+  constexpr int KSPAN = Lay::cbK / 4;   // bytes of a key row per lane (D/4 dims)
+  constexpr int VSPAN = Lay::cbV / 8;   // bytes of a value row per lane (D/8 dims)
+  extern __shared__ __align__(16) std::uint8_t smem[];
+  const bool share = a.vtab_shared != 0 && KB == VB;
+  std::uint32_t* s_ktab = reinterpret_cast<std::uint32_t*>(smem);
+  std::uint32_t* s_vtab = share ? s_ktab : s_ktab + Lay::ktab / 4;
+  std::uint8_t* rest = smem + Lay::ktab + (share ? 0 : Lay::vtab);
+  float* s_qrot = reinterpret_cast<float*>(rest + Lay::off_qrot);
+  std::uint8_t* stages = rest + Lay::off_stage;
+  std::int32_t* s_pg = reinterpret_cast<std::int32_t*>(rest + Lay::off_pg);
+
+  const int split = blockIdx.x;
+  const int b = blockIdx.y / a.num_kv_heads, g = blockIdx.y % a.num_kv_heads;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int gid = lane >> 2, tig = lane & 3;
+  float* s_p = reinterpret_cast<float*>(rest + Lay::off_p) + warp * 16 * kMmaHeads;
+
+  const int L = a.seq_lens[b];
+  const int start = (a.window > 0 && L > a.window) ? L - a.window : 0;
+  const int len = L - start;
+  int chunk = (len + a.num_splits - 1) / a.num_splits;
+  chunk = (chunk + kTile - 1) / kTile * kTile;
+  const int t_begin = start + split * chunk;
+  const int t_end = min(L, t_begin + chunk);
+  const int ntiles = t_begin < t_end ? (t_end - t_begin + kTile - 1) / kTile : 0;
+
+  const PageRing ring{s_pg, a.pages + static_cast<std::size_t>(b) * a.max_pages, a.page_shift, t_begin, t_end,
+                      kH16Stages};
+  auto issue = [&](int it) {
+    std::uint8_t* sp = stages + (it % kH16Stages) * Lay::stage;
+    const int t0 = t_begin + it * kTile, n = min(kTile, t_end - t0);
+    std::uint32_t* s_kn = reinterpret_cast<std::uint32_t*>(sp + kTile * (Lay::rsK + Lay::rsV));
+    const std::int32_t* pg = ring.slot(it);
+    const int first = ring.first(it);
+    issue_rows_strided<KF>(sp, Lay::rsK, s_kn, a.kpool, a.kstride, Lay::cbK, a, b, g, t0, n, tid, 128, pg, first);
+    issue_rows_strided<VF>(sp + kTile * Lay::rsK, Lay::rsV, s_kn + kTile, a.vpool, a.vstride, Lay::cbV, a, b, g, t0,
+                           n, tid, 128, pg, first);
+  };
+  for (int it = 0; it < kH16Stages; ++it) ring.store(it, tid, ring.fetch(it, ntiles, tid));
+  __syncthreads();
+#pragma unroll
+  for (int it = 0; it < kH16Stages - 1; ++it) {
+    if (it < ntiles) issue(it);
+    cp_async_commit();
+  }
+
+  // Pair tables, one copy per lane: entry e = (code lo) | (code hi) << B -> half2(c[lo], c[hi]).
+  {
+    constexpr int KE = 1 << (2 * KB), VE = 1 << (2 * VB);
+    for (int i = tid; i < KE * 32; i += 128) {
+      const int e = i / 32;
+      s_ktab[i] = pack_h2(a.kcent[e & ((1 << KB) - 1)], a.kcent[e >> KB]);
+    }
+    if (!share)
+      for (int i = tid; i < VE * 32; i += 128) {
+        const int e = i / 32;
+        s_vtab[i] = pack_h2(a.vcent[e & ((1 << VB) - 1)], a.vcent[e >> VB]);
+      }
+  }
+  // Rotated, pre-scaled queries of the block's (up to) 8 heads.
+  for (int idx = tid; idx < kMmaHeads * D; idx += 128) {
+    const int n = idx / D, d = idx % D;
+    const int hg = blockIdx.z * kMmaHeads + n;
+    float qv = 0.0f;
+    if (hg < a.group) qv = a.q[(static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg) * D + d] * a.ksigns[d];
+    s_qrot[idx] = qv;
+  }
+  __syncthreads();
+  for (int h = 1; h < D; h <<= 1) {
+    for (int p = tid; p < kMmaHeads * D / 2; p += 128) {
+      const int vec = p / (D / 2), pp = p % (D / 2);
+      const int j = (pp / h) * 2 * h + pp % h;
+      float* x = s_qrot + vec * D;
+      const float u = x[j], w = x[j + h];
+      x[j] = u + w;
+      x[j + h] = u - w;
+    }
+    __syncthreads();
+  }
+  // This lane's B fragments of Pi q (head gid): k-slots 2tig+{0,1} -> dims D/4*tig + 4kk + {0,1},
+  // k-slots 2tig+8+{0,1} -> dims D/4*tig + 4kk + {2,3}.
+  std::uint32_t qb[D / 16][2];
+  {
+    const float* qr = s_qrot + gid * D + (D / 4) * tig;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      qb[kk][0] = pack_h2(qr[4 * kk] * a.qscale, qr[4 * kk + 1] * a.qscale);
+      qb[kk][1] = pack_h2(qr[4 * kk + 2] * a.qscale, qr[4 * kk + 3] * a.qscale);
+    }
+  }
+  const std::uint32_t* ktab = s_ktab + lane;
+  const std::uint32_t* vtab = s_vtab + lane;
+
+  // Per-thread state: heads 2*tig, 2*tig+1; acc[j] = O^T[rows gid, gid+8 of block j][heads 2tig + {0,1}],
+  // row gid <-> dim 2 * (gid * D/16 + j), row gid + 8 <-> that + 1.
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float acc[D / 16][4];
+#pragma unroll
+  for (int j = 0; j < D / 16; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+  for (int it = 0; it < ntiles; ++it) {
+    if (it + kH16Stages - 1 < ntiles) issue(it + kH16Stages - 1);
+    cp_async_commit();
+    const int pnext = ring.fetch(it + kH16Stages, ntiles, tid);
+    cp_async_wait<kH16Stages - 1>();
+    __syncthreads();
+    const std::uint8_t* sp = stages + (it % kH16Stages) * Lay::stage;
+    const std::uint8_t* s_kc = sp;
+    const std::uint8_t* s_vc = sp + kTile * Lay::rsK;
+    const std::uint32_t* s_kn = reinterpret_cast<const std::uint32_t*>(sp + kTile * (Lay::rsK + Lay::rsV));
+    const std::uint32_t* s_vn = s_kn + kTile;
+    const int t0 = t_begin + it * kTile, n = min(kTile, t_end - t0);
+    const int tb = warp * 16;
+    if (tb < n) {
+      // ---- scores: S[token tb + {gid, gid+8}][head 2tig + {0,1}]
+      float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      {
+        CodeSpan<KSPAN> k0, k1;
+        k0.load(s_kc + (tb + gid) * Lay::rsK + KSPAN * tig);
+        k1.load(s_kc + (tb + gid + 8) * Lay::rsK + KSPAN * tig);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          std::uint32_t af[4];
+          af[0] = ktab[32 * k0.template field<2 * KB>(2 * kk)];
+          af[1] = ktab[32 * k1.template field<2 * KB>(2 * kk)];
+          af[2] = ktab[32 * k0.template field<2 * KB>(2 * kk + 1)];
+          af[3] = ktab[32 * k1.template field<2 * KB>(2 * kk + 1)];
+          mma_f16(s, af, qb[kk][0], qb[kk][1]);
+        }
+      }
+      const int ta = tb + gid, tc = tb + gid + 8;
+      const bool va = ta < n, vc = tc < n;
+      const float nka = va ? norm_at(s_kn[ta], t0 + ta, a.page_shift) : 0.0f;
+      const float nkc = vc ? norm_at(s_kn[tc], t0 + tc, a.page_shift) : 0.0f;
+      s[0] = va ? s[0] * nka : -INFINITY;
+      s[1] = va ? s[1] * nka : -INFINITY;
+      s[2] = vc ? s[2] * nkc : -INFINITY;
+      s[3] = vc ? s[3] * nkc : -INFINITY;
+      // ---- online softmax per head over the warp's 16 tokens
+      float tmax[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
+#pragma unroll
+      for (int off = 4; off < 32; off <<= 1) {
+        tmax[0] = fmaxf(tmax[0], __shfl_xor_sync(0xffffffffu, tmax[0], off));
+        tmax[1] = fmaxf(tmax[1], __shfl_xor_sync(0xffffffffu, tmax[1], off));
+      }
+      float f[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float mn = fmaxf(m[h], tmax[h]);
+        f[h] = (m[h] == -INFINITY) ? 0.0f : exp2f(m[h] - mn);
+        m[h] = mn;
+      }
+      const float p0 = va ? exp2f(s[0] - m[0]) : 0.0f, p1 = va ? exp2f(s[1] - m[1]) : 0.0f;
+      const float p2 = vc ? exp2f(s[2] - m[0]) : 0.0f, p3 = vc ? exp2f(s[3] - m[1]) : 0.0f;
+      l[0] = l[0] * f[0] + (p0 + p2);
+      l[1] = l[1] * f[1] + (p1 + p3);
+      if (f[0] != 1.0f || f[1] != 1.0f) {
+#pragma unroll
+        for (int j = 0; j < D / 16; ++j) acc[j][0] *= f[0], acc[j][1] *= f[1], acc[j][2] *= f[0], acc[j][3] *= f[1];
+      }
+      const float nva = va ? norm_at(s_vn[ta], t0 + ta, a.page_shift) : 0.0f;
+      const float nvc = vc ? norm_at(s_vn[tc], t0 + tc, a.page_shift) : 0.0f;
+      __syncwarp();
+      s_p[gid * kMmaHeads + 2 * tig] = p0 * nva;
+      s_p[gid * kMmaHeads + 2 * tig + 1] = p1 * nva;
+      s_p[(gid + 8) * kMmaHeads + 2 * tig] = p2 * nvc;
+      s_p[(gid + 8) * kMmaHeads + 2 * tig + 1] = p3 * nvc;
+      __syncwarp();
+      // ---- values: B = P[tokens 2tig + {0,1}, 2tig + 8 + {0,1}][head gid] (rows past n are zero weights,
+      // and their staged codes, possibly stale, are finite look-ups)
+      const std::uint32_t pb0 = pack_h2(s_p[(2 * tig) * kMmaHeads + gid], s_p[(2 * tig + 1) * kMmaHeads + gid]);
+      const std::uint32_t pb1 =
+          pack_h2(s_p[(2 * tig + 8) * kMmaHeads + gid], s_p[(2 * tig + 9) * kMmaHeads + gid]);
+      CodeSpan<VSPAN> v0, v1, v2, v3;
+      const std::uint8_t* vr = s_vc + (tb + 2 * tig) * Lay::rsV + VSPAN * gid;
+      v0.load(vr);
+      v1.load(vr + Lay::rsV);
+      v2.load(vr + 8 * Lay::rsV);
+      v3.load(vr + 9 * Lay::rsV);
+#pragma unroll
+      for (int j = 0; j < D / 16; ++j) {
+        const std::uint32_t c0 = vtab[32 * v0.template field<2 * VB>(j)];
+        const std::uint32_t c1 = vtab[32 * v1.template field<2 * VB>(j)];
+        const std::uint32_t c2 = vtab[32 * v2.template field<2 * VB>(j)];
+        const std::uint32_t c3 = vtab[32 * v3.template field<2 * VB>(j)];
+        std::uint32_t af[4];
+        af[0] = __byte_perm(c0, c1, 0x5410);  // (tok 2tig, 2tig+1) at dim d0
+        af[1] = __byte_perm(c0, c1, 0x7632);  // same tokens at dim d1
+        af[2] = __byte_perm(c2, c3, 0x5410);  // (tok 2tig+8, 2tig+9) at d0
+        af[3] = __byte_perm(c2, c3, 0x7632);
+        mma_f16(acc[j], af, pb0, pb1);
+      }
+    }
+    ring.store(it + kH16Stages, tid, pnext);
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // Merge the 4 warps: per warp m, l (reduced over its rows) and acc into shared memory.
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) l[h] += __shfl_xor_sync(0xffffffffu, l[h], off);
+  float* s_acc = reinterpret_cast<float*>(stages);  // [4 warps][8 heads][D]
+  float* s_ml = s_acc + 4 * kMmaHeads * D;          // [4 warps][8 heads][2]
+#pragma unroll
+  for (int j = 0; j < D / 16; ++j) {
+    const int d0 = 2 * (gid * (D / 16) + j);
+    s_acc[(warp * kMmaHeads + 2 * tig) * D + d0] = acc[j][0];
+    s_acc[(warp * kMmaHeads + 2 * tig + 1) * D + d0] = acc[j][1];
+    s_acc[(warp * kMmaHeads + 2 * tig) * D + d0 + 1] = acc[j][2];
+    s_acc[(warp * kMmaHeads + 2 * tig + 1) * D + d0 + 1] = acc[j][3];
+  }
+  if (gid == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      s_ml[(warp * kMmaHeads + 2 * tig + h) * 2] = m[h];
+      s_ml[(warp * kMmaHeads + 2 * tig + h) * 2 + 1] = l[h];
+    }
+  }
+  __syncthreads();
+  for (int idx = tid; idx < kMmaHeads * D; idx += 128) {
+    const int h = idx / D, d = idx % D;
+    const int hg = blockIdx.z * kMmaHeads + h;
+    if (hg >= a.group) continue;
+    float mw[4], M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) M = fmaxf(M, mw[w] = s_ml[(w * kMmaHeads + h) * 2]);
+    float sum = 0.0f, lsum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const float fw = mw[w] == -INFINITY ? 0.0f : exp2f(mw[w] - M);
+      sum += fw * s_acc[(w * kMmaHeads + h) * D + d];
+      lsum += fw * s_ml[(w * kMmaHeads + h) * 2 + 1];
+    }
+    const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg;
+    a.ws_acc[(bh * a.num_splits + split) * D + d] = sum;
+    if (d == 0) {
+      a.ws_ml[(bh * a.num_splits + split) * 2] = M;
+      a.ws_ml[(bh * a.num_splits + split) * 2 + 1] = lsum;
+    }
+  }
+}
+
+/// Launch (or occupancy query) of decode_h16_kernel<D, KB, VB>; grid z = ceil(group / 8).
+template <int D, int KB, int VB>
+void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
+  auto kernel = decode_h16_kernel<D, KB, VB>;
+  const int smem = H16Layout<D, KB, VB>::bytes(a.vtab_shared != 0 && KB == VB);
+  TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      H16Layout<D, KB, VB>::bytes(false)));
+  if (shape.occupancy) {
+    TKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(shape.occupancy, kernel, 128, smem));
+    return;
+  }
+  kernel<<<shape.grid, dim3(128), smem, stream>>>(a);
+  TKV_CHECK_LAUNCH();
+}
+
+template <int KB>
+void launch_h16_kb(int d, int vb, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+  auto by_d = [&](auto vbc) {
+    constexpr int VB = decltype(vbc)::value;
+    switch (d) {
+      case 64: return launch_h16<64, KB, VB>(shape, s, a);
+      case 128: return launch_h16<128, KB, VB>(shape, s, a);
+      case 256: return launch_h16<256, KB, VB>(shape, s, a);
+    }
+    throw std::logic_error("launch_h16: head_dim out of range");
+  };
+  switch (vb) {
+    case 1: return by_d(std::integral_constant<int, 1>{});
+    case 2: return by_d(std::integral_constant<int, 2>{});
+    case 3: return by_d(std::integral_constant<int, 3>{});
+    case 4: return by_d(std::integral_constant<int, 4>{});
+  }
+  throw std::logic_error("launch_h16: value bits out of range");
+}
+
+void launch_h16_k1(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+void launch_h16_k2(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+void launch_h16_k3(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+void launch_h16_k4(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+
+}  // namespace turbokv::cuda::detail

@@ -1,0 +1,8 @@
+// fp16 tensor-core decode-attention instances for 4-bit TurboQuant-MSE keys (value widths 1..4, head_dim 64/128/256).
+#include "decode_h16.cuh"
+
+namespace turbokv::cuda::detail {
+void launch_h16_k4(int d, int vb, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+  launch_h16_kb<4>(d, vb, shape, s, a);
+}
+}  // namespace turbokv::cuda::detail
