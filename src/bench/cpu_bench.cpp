@@ -78,7 +78,7 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
       if (std::find(sb.begin(), sb.end(), b) != sb.end()) cases.push_back({m, b}), any = true;
     if (!any && (m == Method::kFp16 || m == Method::kFp8)) cases.push_back({m, sb.front()}), any = true;
     check_arg(any, where, "bits", opt.bits.empty() ? 0.0 : opt.bits.front(),
-              detail::concat("none of the requested widths is supported by ", name));
+              detail::concat("none of the requested widths is supported by ", name).c_str());
   }
   for (int t : opt.threads) check_arg(t >= 1, where, "threads", t, "must be >= 1");
   for (std::size_t c : opt.contexts) check_arg(c >= 1, where, "contexts", c, "must be >= 1");

@@ -1,0 +1,174 @@
+// turbokv — CUDA kernels (src/cuda/qjl.cu, src/cuda/tq_prod.cu) for the two
+// sketch-based key codecs:
+//   qjl      QJL 1-bit sketch, Zandieh, Daliri, Han, arXiv 2406.03482:
+//            signs = sign(S k) (m bits), ||k|| (fp16);
+//            <q, k> ~= kappa * ||k|| * <S q, signs>.
+//   tq-prod  TurboQuant-Prod, Zandieh et al., arXiv 2504.19874, Algorithm 2:
+//            u = x / ||x||, TurboQuant-MSE codes of Pi u at b-1 bits, residual
+//            r = Pi u - c[code], signs = sign(S r), ||x|| and gamma = ||r|| (fp16);
+//            <q, x> ~= ||x|| * (<Pi q, c[code]> + kappa * gamma * <S Pi q, signs>).
+//
+// Encoders write exactly the bytes of the reference codec (make_codec(cfg)->encode):
+// one formats.h block of n tokens, [codes: n * code_bytes][n * num_scalars fp16],
+// with the reference's float operation order (formats.h: sketch rows accumulate
+// S[i][j] * r[j] in ascending j, multiply then add, each rounded in fp32).
+// Scores are fp32 on the GPU (the reference accumulates in fp64); the prepared
+// query (S q, Pi q, S Pi q) is computed in fp64 and stored in fp32.
+//
+// Every function takes device pointers and a stream, validates its arguments on
+// the host (std::invalid_argument naming the argument and value), launches
+// asynchronously and checks the launch (std::runtime_error on a CUDA error).
+// Inputs must be finite with norms < 32768 (the reference throws; not checked here).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "turbokv/codec.h"
+#include "turbokv/cuda.h"
+
+namespace turbokv::cuda {
+
+/**
+ * Device copy of one QJL or TurboQuant-Prod codec's constants, built from the
+ * same reference objects as make_codec(cfg): the sketch S (m x head_dim,
+ * i.i.d. Gaussian or orthogonalised rows, seed cfg.seed ^ 0x51) and, for
+ * tq-prod, the Hadamard signs and the (b-1)-bit Lloyd-Max codebook.
+ * Supported: method qjl (bits 1, head_dim a multiple of 8 in 8..1024) or tq-prod
+ * (integer bits 1..4, head_dim 64, 128 or 256, Hadamard rotation); qjl_rows
+ * (0 = head_dim) a multiple of 8 in 8..8192; center off.
+ * Throws std::invalid_argument naming the field for other configurations.
+ */
+class QjlTables {
+ public:
+  explicit QjlTables(const CodecConfig& cfg);
+  ~QjlTables();
+  QjlTables(const QjlTables&) = delete;
+  QjlTables& operator=(const QjlTables&) = delete;
+
+  Method method() const { return method_; }
+  int head_dim() const { return head_dim_; }
+  int rows() const { return rows_; }          ///< sketch rows m
+  int bits() const { return bits_; }          ///< nominal bits (1 for qjl)
+  int mse_bits() const { return mse_bits_; }  ///< tq-prod: bits - 1; qjl: 0
+  std::size_t mse_bytes() const { return static_cast<std::size_t>(head_dim_) * mse_bits_ / 8; }
+  std::size_t sign_bytes() const { return static_cast<std::size_t>(rows_) / 8; }
+  /// Code bytes per token: mse_bytes() + sign_bytes().
+  std::size_t code_bytes() const { return mse_bytes() + sign_bytes(); }
+  /// fp16 scalars per token: 1 (qjl: ||x||) or 2 (tq-prod: ||x||, gamma).
+  std::size_t num_scalars() const { return method_ == Method::kQjl ? 1 : 2; }
+  /// Bytes of a block of n tokens (= the reference codec's encoded_bytes(n)).
+  std::size_t block_bytes(std::size_t n) const { return n * (code_bytes() + 2 * num_scalars()); }
+  /// Floats of one prepared query: m (qjl: S q) or head_dim + m (tq-prod: Pi q, then S Pi q).
+  std::size_t query_state_size() const {
+    return static_cast<std::size_t>(rows_) + (method_ == Method::kQjl ? 0 : static_cast<std::size_t>(head_dim_));
+  }
+  double kappa() const { return kappa_; }
+  float hadamard_scale() const { return scale_; }
+  const float* sketch() const { return sketch_; }        ///< device, [m][head_dim]
+  const float* sketch_t() const { return sketch_t_; }    ///< device, [head_dim][m]
+  const float* signs() const { return signs_; }          ///< tq-prod: device, size head_dim; else null
+  const float* centroids() const { return centroids_; }  ///< tq-prod, bits >= 2: device, size 2^(bits-1); else null
+  const float* boundaries() const { return boundaries_; }  ///< tq-prod, bits >= 2: device, size 2^(bits-1) - 1
+
+ private:
+  Method method_ = Method::kQjl;
+  int head_dim_ = 0, rows_ = 0, bits_ = 0, mse_bits_ = 0;
+  double kappa_ = 0;
+  float scale_ = 0;
+  float* sketch_ = nullptr;
+  float* sketch_t_ = nullptr;
+  float* signs_ = nullptr;
+  float* centroids_ = nullptr;
+  float* boundaries_ = nullptr;
+};
+
+/**
+ * QJL encode of n vectors into one block, byte-identical to the reference.
+ * tab: a qjl QjlTables; x: device fp32 [n, head_dim]; out: device, tab.block_bytes(n) bytes
+ * (every byte is written). Throws std::invalid_argument if tab is not qjl or a
+ * pointer is null while n > 0.
+ */
+void qjl_encode(const QjlTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream);
+
+/**
+ * QJL query preparation: state[q] = S q (fp64 accumulation, stored fp32).
+ * q: device fp32 [num_queries, head_dim]; state: device fp32 [num_queries, m].
+ */
+void qjl_prepare_query(const QjlTables& tab, const float* q, int num_queries, float* state, Stream stream);
+
+/**
+ * QJL scores: out[h][t - t0] = kappa * ||k_t|| * <state[h], signs_t> for tokens
+ * t in [t0, t1) of a block of n tokens (fp32; per-bit sign flips, no decode).
+ * state: device fp32 [num_queries, m] from qjl_prepare_query; block: device,
+ * tab.block_bytes(n) bytes; out: device fp32 [num_queries, t1 - t0].
+ * Throws std::invalid_argument unless t0 <= t1 <= n.
+ */
+void qjl_scores(const QjlTables& tab, const float* state, int num_queries, const std::uint8_t* block,
+                std::size_t n, std::size_t t0, std::size_t t1, float* out, Stream stream);
+
+/**
+ * TurboQuant-Prod encode (Algorithm 2) of n vectors into one block,
+ * byte-identical to the reference: MSE codes at bits-1 of the rotated unit
+ * vector, QJL signs of its residual, fp16 ||x|| and gamma.
+ * tab: a tq-prod QjlTables; x: device fp32 [n, head_dim]; out: device, tab.block_bytes(n) bytes.
+ */
+void tq_prod_encode(const QjlTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream);
+
+/**
+ * TurboQuant-Prod query preparation: state[q] = [Pi q (head_dim), S Pi q (m)]
+ * (fp64, stored fp32). q: device fp32 [num_queries, head_dim];
+ * state: device fp32 [num_queries, head_dim + m].
+ */
+void tq_prod_prepare_query(const QjlTables& tab, const float* q, int num_queries, float* state, Stream stream);
+
+/**
+ * TurboQuant-Prod scores (unbiased inner products, as the reference):
+ * out[h][t - t0] = ||x_t|| * (<Pi q, c[code_t]> + kappa * gamma_t * <S Pi q, signs_t>)
+ * for t in [t0, t1) of a block of n tokens. state: device fp32
+ * [num_queries, head_dim + m]; block: device, tab.block_bytes(n) bytes;
+ * out: device fp32 [num_queries, t1 - t0]. Throws unless t0 <= t1 <= n.
+ */
+void tq_prod_scores(const QjlTables& tab, const float* state, int num_queries, const std::uint8_t* block,
+                    std::size_t n, std::size_t t0, std::size_t t1, float* out, Stream stream);
+
+/// Shapes and options of one fused decode-attention call on TurboQuant-Prod keys
+/// and TurboQuant-MSE values in contiguous (non-paged) blocks, one query token per sequence.
+struct ProdDecodeArgs {
+  int batch = 0, num_heads = 0, num_kv_heads = 0;  ///< num_heads a multiple of num_kv_heads (any GQA ratio)
+  const float* q = nullptr;            ///< device fp32 [batch][num_heads][head_dim]
+  float* out = nullptr;                ///< device fp32 [batch][num_heads][head_dim]
+  /// device: [batch][num_kv_heads] key blocks, each a formats.h block of `capacity`
+  /// tokens (ktab.block_bytes(capacity) bytes, e.g. written by tq_prod_encode with n = capacity)
+  const std::uint8_t* keys = nullptr;
+  /// device: [batch][num_kv_heads] value blocks of `capacity` tokens
+  /// (capacity * (vtab.code_bytes() + 2) bytes each, the tq-mse formats.h block)
+  const std::uint8_t* values = nullptr;
+  int capacity = 0;                    ///< tokens per block, >= max_seq_len
+  const std::int32_t* seq_lens = nullptr;  ///< device int32 [batch], each in 1..max_seq_len (tokens [0, len) attended)
+  int max_seq_len = 0;                 ///< host-side bound on seq_lens (chooses the split count)
+  float softmax_scale = 0;             ///< > 0
+  int num_splits = 0;                  ///< split-K count 1..256; 0 = min(256, ceil(max_seq_len / 128))
+  void* workspace = nullptr;           ///< device, tq_prod_decode_workspace_bytes(args, head_dim) bytes
+};
+
+/// Workspace bytes of tq_prod_decode: splits * batch * num_heads * (head_dim + 2) floats.
+std::size_t tq_prod_decode_workspace_bytes(const ProdDecodeArgs& args, int head_dim);
+
+/**
+ * Split-K decode attention on TurboQuant-Prod keys (ktab: tq-prod, rows <= 2048)
+ * and TurboQuant-MSE values (vtab, same head_dim). Per (split, sequence, query
+ * head) block: Pi q and S Pi q once (fp32), logit_t = softmax_scale *
+ * ||k_t|| (<Pi q, c[code_t]> + kappa gamma_t <S Pi q, signs_t>), online softmax,
+ * values accumulated in the value rotation's domain; the splits merge by
+ * log-sum-exp and the result is rotated back once (Pi_v^T). fp32 throughout;
+ * tested against attention_compressed (fp64, context = seq_len): relative
+ * error <= 1e-4 per sequence (kProdDecodeRelTol in tests/cuda/test_cuda_qjl.cpp).
+ * A simple CUDA-core kernel (one query head per block, no tile sharing across
+ * the GQA group, no cp.async pipeline): correct first, not tuned.
+ * Throws std::invalid_argument naming the argument (shapes, scale, splits,
+ * capacity < max_seq_len, null pointers, head_dim mismatch, keys not tq-prod).
+ */
+void tq_prod_decode(const QjlTables& ktab, const TqMseTables& vtab, const ProdDecodeArgs& args, Stream stream);
+
+}  // namespace turbokv::cuda

@@ -1,0 +1,508 @@
+// TurboQuant-Prod keys on the GPU (arXiv 2504.19874, Algorithm 2): encode
+// (MSE at b-1 bits of the Hadamard-rotated unit vector, QJL signs of the
+// rotated residual, fp16 ||x|| and gamma = ||r||: the reference's bytes), query
+// preparation (Pi q and S Pi q in fp64) and unbiased scores (fp32).
+//
+// Encode: the block tile of qjl.cuh (32 vectors, 4 warps). Phase 1, per vector
+// by one warp, lane l holding the E = D/32 consecutive elements [lE, lE + E),
+// with the reference's float operations (formats.h, rotation.h), each an
+// explicitly rounded intrinsic:
+//   sum = sumsq_spec(x); y = x * sign; FWHT h = 1 .. E/2 in registers, h = E ..
+//   D/2 by shuffles (the lower partner y + o, the upper o - y, as
+//   __fmaf_rn(+-1, y, o): the product is exact, so it rounds like the add);
+//   norm = sqrt(sum); inv = norm > 0 ? 1 / norm : 0; u = (y * scale) * inv;
+//   code = #boundaries < u; r = u - c[code] (b = 1: r = u);
+// r overwrites the tile row, gamma = sqrt(sumsq_spec(r)), codes are packed
+// from a per-warp byte buffer. Phase 2: sketch_signs on the residual rows.
+#include <cmath>
+
+#include "qjl.cuh"
+#include "turbokv/cuda_qjl.h"
+#include "turbokv/error.h"
+#include "turbokv/pack.h"
+
+namespace turbokv::cuda {
+namespace {
+
+using namespace detail::qjl;
+
+struct ProdArgs {
+  const float* x;
+  std::size_t n;
+  int m;
+  const float* st;
+  const float* signs;
+  const float* centroids;
+  const float* boundaries;
+  float scale;
+  std::uint8_t* out;
+  std::size_t code_bytes, mse_bytes;
+};
+
+template <int D, int MB>
+__global__ void __launch_bounds__(kThreads) tq_prod_encode_kernel(const ProdArgs a) {
+  constexpr int E = D / 32;
+  constexpr int NB = MB > 0 ? (1 << MB) - 1 : 0;
+  constexpr int LD = tile_ld(D);
+  extern __shared__ __align__(16) float smem[];
+  float* xs = smem;
+  float* sst = smem + kVecs * LD;
+  std::uint8_t* cbuf = reinterpret_cast<std::uint8_t*>(sst + kJChunk * kRowTile);  // [kWarps][D] codes
+  const std::size_t v0 = static_cast<std::size_t>(blockIdx.x) * kVecs;
+  const int nv = a.n - v0 < static_cast<std::size_t>(kVecs) ? static_cast<int>(a.n - v0) : kVecs;
+  load_tile(a.x, v0, nv, D, xs);
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float sgn[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) sgn[e] = __ldg(a.signs + lane * E + e);
+  float bnd[NB > 0 ? NB : 1], cen[NB + 1];
+#pragma unroll
+  for (int k = 0; k < NB; ++k) bnd[k] = __ldg(a.boundaries + k);
+  if constexpr (MB > 0) {
+#pragma unroll
+    for (int k = 0; k <= NB; ++k) cen[k] = __ldg(a.centroids + k);
+  } else {
+    cen[0] = 0.0f;
+  }
+  __syncthreads();
+  std::uint8_t* cw = cbuf + w * D;
+  for (int v = 0; v < kVecsPerWarp; ++v) {
+    const int vv = w * kVecsPerWarp + v;
+    if (vv >= nv) break;  // warp-uniform
+    float* row = xs + vv * LD;
+    const float sum = sumsq_row(row, D);
+    float y[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) y[e] = __fmul_rn(row[lane * E + e], sgn[e]);
+#pragma unroll
+    for (int h = 1; h < E; h <<= 1)
+#pragma unroll
+      for (int e = 0; e < E; ++e)
+        if ((e & h) == 0) {
+          const float p = y[e], q = y[e + h];
+          y[e] = __fadd_rn(p, q);
+          y[e + h] = __fsub_rn(p, q);
+        }
+#pragma unroll
+    for (int lo = 1; lo < 32; lo <<= 1) {
+      const float s = (lane & lo) ? -1.0f : 1.0f;
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float o = __shfl_xor_sync(0xffffffffu, y[e], lo);
+        y[e] = __fmaf_rn(s, y[e], o);
+      }
+    }
+    const float norm = __fsqrt_rn(sum);
+    const float inv = norm > 0.0f ? __fdiv_rn(1.0f, norm) : 0.0f;
+    __syncwarp();  // every lane has read the row (sum of squares, own elements)
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const float u = __fmul_rn(__fmul_rn(y[e], a.scale), inv);
+      float r = u;
+      if constexpr (MB > 0) {
+        unsigned code = 0;
+#pragma unroll
+        for (int k = 0; k < NB; ++k) code += u > bnd[k] ? 1u : 0u;
+        float c = cen[0];
+#pragma unroll
+        for (int k = 1; k <= NB; ++k) c = code == static_cast<unsigned>(k) ? cen[k] : c;  // select, no local memory
+        r = __fsub_rn(u, c);
+        cw[lane * E + e] = static_cast<std::uint8_t>(code);
+      }
+      row[lane * E + e] = r;
+    }
+    __syncwarp();
+    const float gamma = __fsqrt_rn(sumsq_row(row, D));
+    std::uint8_t* tok = a.out + (v0 + vv) * a.code_bytes;
+    if constexpr (MB > 0) {
+      for (int k = lane; k < D * MB / 8; k += 32) {  // stream byte k: bits 8k .. 8k + 7
+        unsigned byte = 0;
+#pragma unroll
+        for (int bit = 0; bit < 8; ++bit) {
+          const int g = 8 * k + bit;
+          byte |= ((static_cast<unsigned>(cw[g / MB]) >> (g % MB)) & 1u) << bit;
+        }
+        tok[k] = static_cast<std::uint8_t>(byte);
+      }
+    }
+    if (lane == 0) {
+      std::uint8_t* sc = a.out + a.n * a.code_bytes + 4 * (v0 + vv);
+      store_half_le(sc, norm);
+      store_half_le(sc + 2, gamma);
+    }
+    __syncwarp();  // cw is rewritten for the next vector
+  }
+  sketch_signs(xs, nv, D, a.m, a.st, sst, a.out, v0, a.code_bytes, a.mse_bytes);
+}
+
+template <int D, int MB>
+void launch_encode(const ProdArgs& a, cudaStream_t s) {
+  const std::size_t smem = smem_bytes(D, static_cast<std::size_t>(kWarps) * D);
+  allow_smem(tq_prod_encode_kernel<D, MB>, smem);
+  const std::size_t grid = (a.n + kVecs - 1) / kVecs;
+  tq_prod_encode_kernel<D, MB><<<static_cast<unsigned>(grid), kThreads, smem, s>>>(a);
+  TKV_CHECK_LAUNCH();
+}
+
+template <int D>
+void launch_encode_d(int mse_bits, const ProdArgs& a, cudaStream_t s) {
+  switch (mse_bits) {
+    case 0: return launch_encode<D, 0>(a, s);
+    case 1: return launch_encode<D, 1>(a, s);
+    case 2: return launch_encode<D, 2>(a, s);
+    case 3: return launch_encode<D, 3>(a, s);
+  }
+}
+
+// state[q] = [Pi q, S Pi q] in fp64 (Rotation::forward(double) order), stored fp32.
+__global__ void tq_prod_prepare_kernel(const float* __restrict__ q, int d, int m, const float* __restrict__ signs,
+                                       double scale, const float* __restrict__ st, float* __restrict__ state) {
+  extern __shared__ double y[];
+  const float* qq = q + static_cast<std::size_t>(blockIdx.x) * d;
+  float* out = state + static_cast<std::size_t>(blockIdx.x) * (d + m);
+  for (int j = threadIdx.x; j < d; j += blockDim.x) y[j] = static_cast<double>(qq[j]) * signs[j];
+  for (int h = 1; h < d; h <<= 1) {
+    __syncthreads();
+    for (int p = threadIdx.x; p < d / 2; p += blockDim.x) {
+      const int j = (p / h) * 2 * h + p % h;
+      const double u = y[j], v = y[j + h];
+      y[j] = u + v;
+      y[j + h] = u - v;
+    }
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < d; j += blockDim.x) y[j] *= scale;
+  __syncthreads();
+  for (int j = threadIdx.x; j < d; j += blockDim.x) out[j] = static_cast<float>(y[j]);
+  for (int i = threadIdx.x; i < m; i += blockDim.x) {
+    double acc = 0;
+    for (int j = 0; j < d; ++j) acc = __fma_rn(static_cast<double>(__ldg(st + static_cast<std::size_t>(j) * m + i)), y[j], acc);
+    out[d + i] = static_cast<float>(acc);
+  }
+}
+
+constexpr int kScoreThreads = 128;
+
+// One thread per token; grid (token tiles, queries). Shared: Pi q [d], S Pi q [m].
+template <int MB>
+__global__ void __launch_bounds__(kScoreThreads) tq_prod_scores_kernel(
+    const float* __restrict__ state, int d, int m, const float* __restrict__ centroids,
+    const std::uint8_t* __restrict__ block, std::size_t n, std::size_t t0, std::size_t t1, std::size_t code_bytes,
+    std::size_t mse_bytes, float kappa, float* __restrict__ out) {
+  extern __shared__ float sh[];
+  float* rq = sh;
+  float* sq = sh + d;
+  const float* stq = state + static_cast<std::size_t>(blockIdx.y) * (d + m);
+  for (int i = threadIdx.x; i < d + m; i += blockDim.x) sh[i] = stq[i];
+  float cen[1 << MB];
+  if constexpr (MB > 0) {
+#pragma unroll
+    for (int k = 0; k < (1 << MB); ++k) cen[k] = __ldg(centroids + k);
+  }
+  __syncthreads();
+  const std::size_t t = t0 + static_cast<std::size_t>(blockIdx.x) * kScoreThreads + threadIdx.x;
+  if (t >= t1) return;
+  const std::uint8_t* tc = block + t * code_bytes;
+  float dot = 0.0f;
+  if constexpr (MB > 0) {
+    // Groups of 8 codes = MB bytes (MB <= 3: one 24-bit word); each group's 8
+    // products summed as a tree, groups alternate between 2 accumulators.
+    float d0 = 0.0f, d1 = 0.0f;
+    for (int g = 0; g < d / 8; ++g) {
+      unsigned word = 0;
+#pragma unroll
+      for (int b = 0; b < MB; ++b) word |= static_cast<unsigned>(__ldg(tc + MB * g + b)) << (8 * b);
+      float pr[8];
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        const unsigned k = (word >> (MB * c)) & ((1u << MB) - 1u);
+        float ck = cen[0];
+#pragma unroll
+        for (int j = 1; j < (1 << MB); ++j) ck = k == static_cast<unsigned>(j) ? cen[j] : ck;  // select, no local memory
+        pr[c] = __fmul_rn(rq[8 * g + c], ck);
+      }
+      if (g & 1)
+        d1 += tree8(pr);
+      else
+        d0 += tree8(pr);
+    }
+    dot = d0 + d1;
+  }
+  const float s = signed_sum(sq, tc + mse_bytes, m);
+  const float norm = load_half_le(block + n * code_bytes + 4 * t);
+  const float gamma = load_half_le(block + n * code_bytes + 4 * t + 2);
+  out[static_cast<std::size_t>(blockIdx.y) * (t1 - t0) + (t - t0)] =
+      __fmul_rn(norm, __fmaf_rn(__fmul_rn(kappa, gamma), s, dot));
+}
+
+
+// ---- Fused split-K decode: TurboQuant-Prod keys, TurboQuant-MSE values (contiguous blocks).
+
+constexpr int kDecThreads = 128;  // one token per thread per tile; head_dim <= 2 * kDecThreads
+constexpr int kDecTile = kDecThreads;
+constexpr int kMaxDecRows = 2048;
+
+struct DecArgs {
+  const float* q;
+  const std::uint8_t* keys;
+  const std::uint8_t* values;
+  const std::int32_t* lens;
+  int num_heads, group, num_kv_heads, d, m, kmb, vb, capacity, splits;
+  std::size_t kcb, kmse, kstride, vcb, vstride;
+  const float* ksigns;
+  const float* kcent;
+  const float* st;
+  float kscale, kappa, logit_scale;  // logit_scale = softmax_scale * log2(e)
+  const float* vsigns;
+  const float* vcent;
+  float vscale;
+  float* ws;  // [splits][batch * num_heads][d + 2]: m, l, acc[d]
+};
+
+__device__ __forceinline__ float block_reduce(float v, bool is_max, float* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float u = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, u) : v + u;
+  }
+  __syncthreads();  // red is reused
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = red[0];
+  for (int w = 1; w < kDecThreads / 32; ++w) v = is_max ? fmaxf(v, red[w]) : v + red[w];
+  return v;
+}
+
+// Forward Hadamard rotation of y[0..d) in shared memory (fp32): y *= sign, FWHT, *= scale.
+__device__ __forceinline__ void rotate_shared(float* y, int d, const float* __restrict__ signs, float scale,
+                                              bool inverse) {
+  if (!inverse)
+    for (int j = threadIdx.x; j < d; j += blockDim.x) y[j] *= __ldg(signs + j);
+  for (int h = 1; h < d; h <<= 1) {
+    __syncthreads();
+    for (int p = threadIdx.x; p < d / 2; p += blockDim.x) {
+      const int j = (p / h) * 2 * h + p % h;
+      const float u = y[j], v = y[j + h];
+      y[j] = u + v;
+      y[j + h] = u - v;
+    }
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < d; j += blockDim.x) y[j] *= inverse ? scale * __ldg(signs + j) : scale;
+  __syncthreads();
+}
+
+__global__ void __launch_bounds__(kDecThreads) prod_decode_split_kernel(const DecArgs a) {
+  extern __shared__ float sh[];
+  float* rq = sh;                // [d]
+  float* sq = rq + a.d;          // [m]
+  float* pw = sq + a.m;          // [kDecTile] softmax weight * value norm
+  float* vcent = pw + kDecTile;  // [16]
+  float* kcent = vcent + 16;     // [8]
+  float* red = kcent + 8;        // [32]
+  const int bh = blockIdx.y, b = bh / a.num_heads, h = bh % a.num_heads, g = h / a.group;
+  const int d = a.d, m = a.m;
+  const int len = __ldg(a.lens + b);
+  const int chunk = (len + a.splits - 1) / a.splits;
+  const int s0 = min(len, static_cast<int>(blockIdx.x) * chunk), s1 = min(len, s0 + chunk);
+  for (int j = threadIdx.x; j < d; j += blockDim.x) rq[j] = __ldg(a.q + static_cast<std::size_t>(bh) * d + j);
+  if (threadIdx.x < (1 << a.vb)) vcent[threadIdx.x] = __ldg(a.vcent + threadIdx.x);
+  if (a.kmb > 0 && threadIdx.x < (1 << a.kmb)) kcent[threadIdx.x] = __ldg(a.kcent + threadIdx.x);
+  __syncthreads();
+  rotate_shared(rq, d, a.ksigns, a.kscale, false);
+  for (int i = threadIdx.x; i < m; i += blockDim.x) {
+    float acc = 0.0f;
+    for (int j = 0; j < d; ++j) acc = __fmaf_rn(__ldg(a.st + static_cast<std::size_t>(j) * m + i), rq[j], acc);
+    sq[i] = acc;
+  }
+  __syncthreads();
+  const std::uint8_t* kb = a.keys + (static_cast<std::size_t>(b) * a.num_kv_heads + g) * a.kstride;
+  const std::uint8_t* vbk = a.values + (static_cast<std::size_t>(b) * a.num_kv_heads + g) * a.vstride;
+  float mrun = -INFINITY, lrun = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
+  const int i0 = threadIdx.x, i1 = threadIdx.x + kDecThreads;
+  for (int t0 = s0; t0 < s1; t0 += kDecTile) {
+    const int t = t0 + threadIdx.x;
+    float logit = -INFINITY, vnorm = 0.0f;
+    if (t < s1) {
+      const std::uint8_t* tc = kb + static_cast<std::size_t>(t) * a.kcb;
+      float dot = 0.0f;
+      for (int i = 0; i < (a.kmb > 0 ? d : 0); ++i)
+        dot = __fmaf_rn(rq[i], kcent[get_code(tc, static_cast<std::size_t>(i), a.kmb)], dot);
+      const float ssum = signed_sum(sq, tc + a.kmse, m);
+      const std::uint8_t* sc = kb + static_cast<std::size_t>(a.capacity) * a.kcb + 4 * static_cast<std::size_t>(t);
+      const float score = load_half_le(sc) * __fmaf_rn(a.kappa * load_half_le(sc + 2), ssum, dot);
+      logit = score * a.logit_scale;
+      vnorm = load_half_le(vbk + static_cast<std::size_t>(a.capacity) * a.vcb + 2 * static_cast<std::size_t>(t));
+    }
+    const float mnew = fmaxf(mrun, block_reduce(logit, true, red));
+    const float corr = exp2f(mrun - mnew);  // 0 on the first tile (mrun = -inf, mnew finite)
+    const float p = t < s1 ? exp2f(logit - mnew) : 0.0f;
+    pw[threadIdx.x] = p * vnorm;
+    const float psum = block_reduce(p, false, red);  // also orders the pw writes before the reads below
+    lrun = lrun * corr + psum;
+    acc0 *= corr;
+    acc1 *= corr;
+    mrun = mnew;
+    const int nt = min(kDecTile, s1 - t0);
+    for (int tt = 0; tt < nt; ++tt) {
+      const std::uint8_t* vc = vbk + static_cast<std::size_t>(t0 + tt) * a.vcb;
+      const float w = pw[tt];
+      if (i0 < d) acc0 = __fmaf_rn(w, vcent[get_code(vc, static_cast<std::size_t>(i0), a.vb)], acc0);
+      if (i1 < d) acc1 = __fmaf_rn(w, vcent[get_code(vc, static_cast<std::size_t>(i1), a.vb)], acc1);
+    }
+    __syncthreads();  // pw is rewritten by the next tile
+  }
+  float* slot = a.ws + (static_cast<std::size_t>(blockIdx.x) * gridDim.y + bh) * (d + 2);
+  if (threadIdx.x == 0) {
+    slot[0] = mrun;
+    slot[1] = lrun;
+  }
+  if (i0 < d) slot[2 + i0] = acc0;
+  if (i1 < d) slot[2 + i1] = acc1;
+}
+
+// Log-sum-exp merge of the splits, then Pi_v^T once. One block per (sequence, head).
+__global__ void __launch_bounds__(kDecThreads) prod_decode_merge_kernel(const float* __restrict__ ws, int splits,
+                                                                         int rows, int d,
+                                                                         const float* __restrict__ vsigns,
+                                                                         float vscale, float* __restrict__ out) {
+  extern __shared__ float sh[];
+  float* y = sh;  // [d]
+  const int bh = blockIdx.x;
+  float mx = -INFINITY;
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, ws[(static_cast<std::size_t>(s) * rows + bh) * (d + 2)]);
+  float l = 0.0f;
+  for (int s = 0; s < splits; ++s) {
+    const float* sl = ws + (static_cast<std::size_t>(s) * rows + bh) * (d + 2);
+    l += sl[1] * exp2f(sl[0] - mx);
+  }
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    float acc = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float* sl = ws + (static_cast<std::size_t>(s) * rows + bh) * (d + 2);
+      acc += sl[2 + i] * exp2f(sl[0] - mx);
+    }
+    y[i] = acc / l;
+  }
+  __syncthreads();
+  rotate_shared(y, d, vsigns, vscale, true);
+  for (int i = threadIdx.x; i < d; i += blockDim.x) out[static_cast<std::size_t>(bh) * d + i] = y[i];
+}
+
+int decode_splits(const ProdDecodeArgs& a) {
+  if (a.num_splits > 0) return a.num_splits;
+  const int s = (a.max_seq_len + kDecTile - 1) / kDecTile;
+  return s < 1 ? 1 : (s > 256 ? 256 : s);
+}
+
+}  // namespace
+
+void tq_prod_encode(const QjlTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream) {
+  const char* where = "cuda::tq_prod_encode";
+  check_arg(tab.method() == Method::kTurboProd, where, "tab.method", method_name(tab.method()), "must be tq-prod");
+  check_arg(n <= (static_cast<std::size_t>(1) << 36), where, "n", n, "must be <= 2^36");
+  if (n == 0) return;
+  check_arg(x != nullptr, where, "x", static_cast<const void*>(x), "must be a non-null device pointer");
+  check_arg(out != nullptr, where, "out", static_cast<const void*>(out), "must be a non-null device pointer");
+  const ProdArgs a{x, n, tab.rows(), tab.sketch_t(), tab.signs(), tab.centroids(), tab.boundaries(),
+                   tab.hadamard_scale(), out, tab.code_bytes(), tab.mse_bytes()};
+  const cudaStream_t s = detail::stream_of(stream);
+  switch (tab.head_dim()) {
+    case 64: return launch_encode_d<64>(tab.mse_bits(), a, s);
+    case 128: return launch_encode_d<128>(tab.mse_bits(), a, s);
+    case 256: return launch_encode_d<256>(tab.mse_bits(), a, s);
+  }
+}
+
+void tq_prod_prepare_query(const QjlTables& tab, const float* q, int num_queries, float* state, Stream stream) {
+  const char* where = "cuda::tq_prod_prepare_query";
+  check_arg(tab.method() == Method::kTurboProd, where, "tab.method", method_name(tab.method()), "must be tq-prod");
+  check_arg(num_queries >= 0 && num_queries <= (1 << 30), where, "num_queries", num_queries, "must be in 0..2^30");
+  if (num_queries == 0) return;
+  check_arg(q != nullptr, where, "q", static_cast<const void*>(q), "must be a non-null device pointer");
+  check_arg(state != nullptr, where, "state", static_cast<const void*>(state), "must be a non-null device pointer");
+  const int d = tab.head_dim();
+  tq_prod_prepare_kernel<<<num_queries, 256, sizeof(double) * d, detail::stream_of(stream)>>>(
+      q, d, tab.rows(), tab.signs(), static_cast<double>(tab.hadamard_scale()), tab.sketch_t(), state);
+  TKV_CHECK_LAUNCH();
+}
+
+void tq_prod_scores(const QjlTables& tab, const float* state, int num_queries, const std::uint8_t* block,
+                    std::size_t n, std::size_t t0, std::size_t t1, float* out, Stream stream) {
+  const char* where = "cuda::tq_prod_scores";
+  check_arg(tab.method() == Method::kTurboProd, where, "tab.method", method_name(tab.method()), "must be tq-prod");
+  check_arg(num_queries >= 0 && num_queries <= 65535, where, "num_queries", num_queries, "must be in 0..65535");
+  check_arg(t0 <= t1, where, "t0", t0, "must be <= t1");
+  check_arg(t1 <= n, where, "t1", t1, "must be <= n");
+  check_arg(t1 - t0 <= (static_cast<std::size_t>(1) << 36), where, "t1 - t0", t1 - t0, "must be <= 2^36");
+  if (num_queries == 0 || t1 == t0) return;
+  check_arg(state != nullptr, where, "state", static_cast<const void*>(state), "must be a non-null device pointer");
+  check_arg(block != nullptr, where, "block", static_cast<const void*>(block), "must be a non-null device pointer");
+  check_arg(out != nullptr, where, "out", static_cast<const void*>(out), "must be a non-null device pointer");
+  const int d = tab.head_dim(), m = tab.rows();
+  const dim3 grid(static_cast<unsigned>((t1 - t0 + kScoreThreads - 1) / kScoreThreads),
+                  static_cast<unsigned>(num_queries));
+  const std::size_t smem = sizeof(float) * (d + m);
+  const cudaStream_t s = detail::stream_of(stream);
+  const float kappa = static_cast<float>(tab.kappa());
+  switch (tab.mse_bits()) {
+#define TKV_PROD_SCORES(MB)                                                                                    \
+  case MB:                                                                                                     \
+    tq_prod_scores_kernel<MB><<<grid, kScoreThreads, smem, s>>>(state, d, m, tab.centroids(), block, n, t0, t1, \
+                                                                tab.code_bytes(), tab.mse_bytes(), kappa, out); \
+    break;
+    TKV_PROD_SCORES(0)
+    TKV_PROD_SCORES(1)
+    TKV_PROD_SCORES(2)
+    TKV_PROD_SCORES(3)
+#undef TKV_PROD_SCORES
+  }
+  TKV_CHECK_LAUNCH();
+}
+
+std::size_t tq_prod_decode_workspace_bytes(const ProdDecodeArgs& args, int head_dim) {
+  const char* where = "cuda::tq_prod_decode_workspace_bytes";
+  check_arg(args.batch >= 0 && args.num_heads >= 0, where, "batch/num_heads", args.batch, "must be >= 0");
+  check_arg(head_dim > 0, where, "head_dim", head_dim, "must be positive");
+  check_arg(args.num_splits >= 0 && args.num_splits <= 256, where, "num_splits", args.num_splits, "must be in 0..256");
+  check_arg(args.max_seq_len >= 0, where, "max_seq_len", args.max_seq_len, "must be >= 0");
+  return sizeof(float) * static_cast<std::size_t>(decode_splits(args)) * args.batch * args.num_heads * (head_dim + 2);
+}
+
+void tq_prod_decode(const QjlTables& ktab, const TqMseTables& vtab, const ProdDecodeArgs& a, Stream stream) {
+  const char* where = "cuda::tq_prod_decode";
+  check_arg(ktab.method() == Method::kTurboProd, where, "ktab.method", method_name(ktab.method()), "must be tq-prod");
+  check_arg(ktab.rows() <= kMaxDecRows, where, "ktab.rows", ktab.rows(), "must be <= 2048 for the decode kernel");
+  check_arg(vtab.head_dim() == ktab.head_dim(), where, "vtab.head_dim", vtab.head_dim(), "must equal ktab.head_dim");
+  check_arg(a.batch >= 0, where, "batch", a.batch, "must be >= 0");
+  check_arg(a.num_kv_heads > 0, where, "num_kv_heads", a.num_kv_heads, "must be positive");
+  check_arg(a.num_heads > 0 && a.num_heads % a.num_kv_heads == 0, where, "num_heads", a.num_heads,
+            "must be a positive multiple of num_kv_heads");
+  check_arg(a.max_seq_len >= 1, where, "max_seq_len", a.max_seq_len, "must be >= 1");
+  check_arg(a.capacity >= a.max_seq_len, where, "capacity", a.capacity, "must be >= max_seq_len");
+  check_arg(a.softmax_scale > 0 && std::isfinite(a.softmax_scale), where, "softmax_scale", a.softmax_scale,
+            "must be positive and finite");
+  check_arg(a.num_splits >= 0 && a.num_splits <= 256, where, "num_splits", a.num_splits, "must be in 0..256");
+  const long long rows = 1LL * a.batch * a.num_heads;
+  check_arg(rows <= 65535, where, "batch*num_heads", rows, "must be <= 65535");
+  if (a.batch == 0) return;
+  check_arg(a.q && a.out && a.keys && a.values && a.seq_lens && a.workspace, where, "pointers", 0,
+            "q, out, keys, values, seq_lens and workspace must be non-null device pointers");
+  const int d = ktab.head_dim(), m = ktab.rows(), splits = decode_splits(a);
+  DecArgs k{a.q, a.keys, a.values, a.seq_lens, a.num_heads, a.num_heads / a.num_kv_heads, a.num_kv_heads, d, m,
+            ktab.mse_bits(), vtab.bits(), a.capacity, splits, ktab.code_bytes(), ktab.mse_bytes(),
+            ktab.block_bytes(static_cast<std::size_t>(a.capacity)), vtab.code_bytes(),
+            static_cast<std::size_t>(a.capacity) * (vtab.code_bytes() + 2), ktab.signs(), ktab.centroids(),
+            ktab.sketch_t(), ktab.hadamard_scale(), static_cast<float>(ktab.kappa()),
+            a.softmax_scale * 1.4426950408889634f, vtab.signs(), vtab.centroids(), vtab.hadamard_scale(),
+            static_cast<float*>(a.workspace)};
+  const cudaStream_t s = detail::stream_of(stream);
+  const std::size_t smem = sizeof(float) * (d + m + kDecTile + 16 + 8 + 32);
+  prod_decode_split_kernel<<<dim3(splits, static_cast<unsigned>(rows)), kDecThreads, smem, s>>>(k);
+  TKV_CHECK_LAUNCH();
+  prod_decode_merge_kernel<<<static_cast<unsigned>(rows), kDecThreads, sizeof(float) * d, s>>>(
+      k.ws, splits, static_cast<int>(rows), d, vtab.signs(), vtab.hadamard_scale(), a.out);
+  TKV_CHECK_LAUNCH();
+}
+
+}  // namespace turbokv::cuda

@@ -1,0 +1,469 @@
+// GPU QJL and TurboQuant-Prod keys (src/cuda/qjl.cu, tq_prod.cu) vs the scalar
+// reference codecs: encoded blocks byte-identical to make_codec(cfg)->encode;
+// prepared queries and scores (fp32 on the GPU) within named tolerances of the
+// reference's fp64 prepare_query / scores; bad arguments throw. Fresh random
+// data each run (TURBOKV_TEST_SEED reproduces one; every failure prints it).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "cuda_test_util.h"
+#include "turbokv/codebook.h"
+#include "turbokv/codec.h"
+#include "turbokv/cuda_qjl.h"
+#include "turbokv/formats.h"
+#include "turbokv/attention.h"
+#include "test_util.h"
+
+namespace turbokv::test {
+namespace {
+
+/// Scores: |gpu - ref| <= kScoreRelTol * scale_t, where scale_t is the sum of the
+/// magnitudes of the score's terms (fp32 accumulation on the GPU vs fp64 in the
+/// reference; the tolerance is ~170 fp32 ulps of the term scale):
+///   qjl:     kappa * ||k_t|| * sum_i |(S q)_i|
+///   tq-prod: ||x_t|| * (sum_i |(Pi q)_i c[code_ti]| + kappa * gamma_t * sum_i |(S Pi q)_i|)
+/// One flipped sign bit moves a score by >= 2 / m of the sketch part of the
+/// scale, far above this tolerance (checked by the sensitivity control below).
+constexpr double kScoreRelTol = 1e-5;
+/// Fused decode (tq_prod_decode, fp32 throughout: query rotation/projection,
+/// scores, online softmax, value accumulation) vs attention_compressed (fp64):
+/// ||out - ref|| / ||ref|| per sequence.
+constexpr double kProdDecodeRelTol = 1e-4;
+/// Prepared query (fp64 on the GPU, stored fp32): |gpu - ref| <= kStateRelTol * max|ref| of that query.
+constexpr double kStateRelTol = 1e-6;
+
+const std::vector<std::size_t> kNs = {1, 2, 31, 64, 65, 1000, 4097};
+
+/// Vectors with awkward content: gaussian with outlier channels, a zero
+/// vector, a basis vector, tiny and large magnitudes.
+std::vector<float> awkward_rows(std::size_t n, int d, Rng& r) {
+  std::vector<float> x(n * d);
+  for (std::size_t t = 0; t < n; ++t) {
+    const int kind = static_cast<int>(t % 7);
+    for (int i = 0; i < d; ++i) {
+      float v = static_cast<float>(r.normal());
+      if (i == 3 || i == d - 2) v *= 20.0f;  // outlier channels
+      if (kind == 1) v = 0.0f;
+      if (kind == 2) v = (i == 5 % d) ? 1.0f : 0.0f;
+      if (kind == 3) v *= 1e-20f;
+      if (kind == 4) v *= 300.0f;
+      x[t * d + i] = v;
+    }
+  }
+  return x;
+}
+
+struct Case {
+  Method method;
+  int head_dim, bits, rows;
+  bool orthogonal;
+};
+
+std::string describe(const Case& c, std::uint64_t seed) {
+  std::ostringstream os;
+  os << method_name(c.method) << " head_dim=" << c.head_dim << " bits=" << c.bits << " qjl_rows=" << c.rows
+     << " orthogonal=" << c.orthogonal << " seed=" << seed << " (TURBOKV_TEST_SEED=" << fresh_seed() << ")";
+  return os.str();
+}
+
+CodecConfig config_of(const Case& c, std::uint64_t seed) {
+  CodecConfig cfg;
+  cfg.method = c.method;
+  cfg.head_dim = c.head_dim;
+  cfg.bits = c.bits;
+  cfg.qjl_rows = c.rows;
+  cfg.qjl_orthogonal = c.orthogonal;
+  cfg.seed = seed ^ 0x5151;
+  return cfg;
+}
+
+void gpu_encode(const cuda::QjlTables& tab, const float* x, std::size_t n, std::uint8_t* out) {
+  if (tab.method() == Method::kQjl)
+    cuda::qjl_encode(tab, x, n, out, nullptr);
+  else
+    cuda::tq_prod_encode(tab, x, n, out, nullptr);
+}
+
+/// Names the field of block byte `i` (token, section) for failure messages.
+std::string where_in_block(const cuda::QjlTables& tab, std::size_t n, std::size_t i) {
+  std::ostringstream os;
+  const std::size_t cb = tab.code_bytes();
+  if (i < n * cb) {
+    const std::size_t t = i / cb, k = i % cb;
+    os << "token " << t << " code byte " << k;
+    if (k < tab.mse_bytes())
+      os << " (MSE codes, coordinates " << k * 8 / std::max(1, tab.mse_bits()) << "..)";
+    else
+      os << " (sign bits of sketch rows " << (k - tab.mse_bytes()) * 8 << ".."
+         << (k - tab.mse_bytes()) * 8 + 7 << ")";
+  } else {
+    const std::size_t s = (i - n * cb) / 2;
+    const std::size_t t = s / tab.num_scalars();
+    os << "token " << t << " fp16 scalar " << s % tab.num_scalars() << (s % tab.num_scalars() ? " (gamma)" : " (norm)")
+       << " byte " << (i - n * cb) % 2;
+  }
+  return os.str();
+}
+
+void check_bytes(const Case& c, std::uint64_t seed, const std::vector<std::size_t>& ns) {
+  SCOPED_TRACE(describe(c, seed));
+  const CodecConfig cfg = config_of(c, seed);
+  const auto ref = make_codec(cfg);
+  cuda::QjlTables tab(cfg);
+  const std::size_t nmax = *std::max_element(ns.begin(), ns.end());
+  ASSERT_EQ(tab.block_bytes(nmax), ref->encoded_bytes(nmax));
+  Rng r(seed);
+  const auto x = awkward_rows(nmax, c.head_dim, r);
+  DevBuf<float> dx(x);
+  for (std::size_t n : ns) {
+    std::vector<std::uint8_t> want(ref->encoded_bytes(n));
+    ref->encode(x.data(), n, want.data());
+    DevBuf<std::uint8_t> dout(want.size());
+    dout.fill_byte(0xA5);  // every byte must be written
+    gpu_encode(tab, dx.p, n, dout.p);
+    const auto got = dout.download();
+    std::size_t bad = 0, first = 0;
+    for (std::size_t i = 0; i < want.size(); ++i)
+      if (got[i] != want[i] && bad++ == 0) first = i;
+    if (bad)
+      ADD_FAILURE() << "n=" << n << ": " << bad << " of " << want.size() << " bytes differ; first at byte " << first
+                    << " = " << where_in_block(tab, n, first) << ": expected 0x" << std::hex
+                    << int(want[first]) << " got 0x" << int(got[first]) << std::dec;
+  }
+}
+
+TEST(CudaQjl, EncodeBytesMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  for (int d : {64, 128, 256})
+    for (int rows : {d, 2 * d})
+      for (bool orth : {false, true}) check_bytes({Method::kQjl, d, 1, rows, orth}, seed + d * 7 + rows + orth, kNs);
+  // Other head_dims and sketch sizes: partial column chunks (72), partial ballot words (m % 32 != 0), d = 1024.
+  for (auto [d, rows] : {std::pair{8, 8}, {8, 16}, {72, 72}, {72, 40}, {96, 200}, {1024, 1024}, {1024, 520}})
+    for (bool orth : {false, true})
+      check_bytes({Method::kQjl, d, 1, rows, orth}, seed + d * 11 + rows + orth, {1, 33, 65, 300});
+}
+
+TEST(CudaTqProd, EncodeBytesMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  for (int d : {64, 128, 256})
+    for (int bits = 1; bits <= 4; ++bits)
+      for (int rows : {d, 2 * d})
+        for (bool orth : {false, true})
+          check_bytes({Method::kTurboProd, d, bits, rows, orth}, seed + d * 13 + bits * 5 + rows + orth, kNs);
+  for (int bits = 1; bits <= 4; ++bits)  // sketch rows not a multiple of 32 / 128
+    check_bytes({Method::kTurboProd, 128, bits, 72, false}, seed + bits, {1, 65, 300});
+}
+
+/// Scores of num_queries queries over [t0, t1) vs the reference, plus a
+/// sensitivity control: one flipped sign bit must move its token's score
+/// beyond the tolerance.
+void check_scores(const Case& c, std::uint64_t seed) {
+  SCOPED_TRACE(describe(c, seed));
+  const CodecConfig cfg = config_of(c, seed);
+  const auto ref = make_codec(cfg);
+  cuda::QjlTables tab(cfg);
+  const int d = c.head_dim, m = tab.rows(), nq = 3;
+  const std::size_t n = 1000, ssz = tab.query_state_size();
+  ASSERT_EQ(ssz, ref->query_state_size());
+  Rng r(seed);
+  const auto x = awkward_rows(n, d, r);
+  std::vector<float> q(static_cast<std::size_t>(nq) * d);
+  for (auto& v : q) v = static_cast<float>(r.normal()) * 2.0f;
+  q[5] = 40.0f;  // an outlier query channel
+  std::vector<std::uint8_t> blk(ref->encoded_bytes(n));
+  ref->encode(x.data(), n, blk.data());
+  DevBuf<float> dq(q), dstate(nq * ssz);
+  DevBuf<std::uint8_t> dblk(blk);
+  const bool is_qjl = c.method == Method::kQjl;
+  if (is_qjl)
+    cuda::qjl_prepare_query(tab, dq.p, nq, dstate.p, nullptr);
+  else
+    cuda::tq_prod_prepare_query(tab, dq.p, nq, dstate.p, nullptr);
+  const auto gstate = dstate.download();
+  std::vector<double> state(nq * ssz);
+  for (int h = 0; h < nq; ++h) {
+    ref->prepare_query(&q[static_cast<std::size_t>(h) * d], &state[h * ssz]);
+    double mx = 0;
+    for (std::size_t i = 0; i < ssz; ++i) mx = std::max(mx, std::abs(state[h * ssz + i]));
+    for (std::size_t i = 0; i < ssz; ++i) {
+      const double e = std::abs(gstate[h * ssz + i] - state[h * ssz + i]);
+      if (!(e <= kStateRelTol * mx)) {
+        ADD_FAILURE() << "query " << h << " state[" << i << "]: expected " << state[h * ssz + i] << " got "
+                      << gstate[h * ssz + i] << " (tolerance " << kStateRelTol * mx << ")";
+        return;
+      }
+    }
+  }
+  // Per-token scale of the score (sum of term magnitudes), from the reference bytes.
+  const std::size_t cb = tab.code_bytes(), mb = tab.mse_bytes();
+  const ScalarCodebook* book = tab.mse_bits() > 0 ? &lloyd_max_codebook(d, tab.mse_bits(), cfg.codebook) : nullptr;
+  auto scale_of = [&](int h, std::size_t t) {
+    const double* st = &state[h * ssz];
+    const double norm = load_half(blk.data() + n * cb + 2 * tab.num_scalars() * t);
+    const double* sq = is_qjl ? st : st + d;
+    double ssum = 0;
+    for (int i = 0; i < m; ++i) ssum += std::abs(sq[i]);
+    if (is_qjl) return tab.kappa() * norm * ssum;
+    const double gamma = load_half(blk.data() + n * cb + 4 * t + 2);
+    double msum = 0;
+    if (book)
+      for (int i = 0; i < d; ++i)
+        msum += std::abs(st[i] * book->centroids[get_code(blk.data() + t * cb, i, tab.mse_bits())]);
+    return norm * (msum + tab.kappa() * gamma * ssum);
+  };
+  auto gpu_scores = [&](const DevBuf<std::uint8_t>& b, std::size_t t0, std::size_t t1) {
+    DevBuf<float> dout(static_cast<std::size_t>(nq) * (t1 - t0));
+    dout.fill_byte(0xFF);  // NaN poison
+    if (is_qjl)
+      cuda::qjl_scores(tab, dstate.p, nq, b.p, n, t0, t1, dout.p, nullptr);
+    else
+      cuda::tq_prod_scores(tab, dstate.p, nq, b.p, n, t0, t1, dout.p, nullptr);
+    return dout.download();
+  };
+  for (auto [t0, t1] : {std::pair<std::size_t, std::size_t>{0, n}, {333, 334}, {129, 777}, {999, 1000}}) {
+    const auto got = gpu_scores(dblk, t0, t1);
+    std::vector<double> want(t1 - t0);
+    int bad = 0;
+    double worst = 0;
+    for (int h = 0; h < nq; ++h) {
+      ref->scores(&state[h * ssz], blk.data(), n, t0, t1, want.data());
+      for (std::size_t t = t0; t < t1; ++t) {
+        const double g = got[h * (t1 - t0) + (t - t0)], w = want[t - t0], sc = scale_of(h, t);
+        const double e = std::abs(g - w);
+        if (sc > 0) worst = std::max(worst, e / sc);
+        if (!(e <= kScoreRelTol * sc) && bad++ < 3)
+          ADD_FAILURE() << "range [" << t0 << ", " << t1 << ") query " << h << " token " << t << ": expected " << w
+                        << " got " << g << " |err| " << e << " > " << kScoreRelTol << " * scale " << sc;
+      }
+    }
+    EXPECT_EQ(bad, 0) << "worst |err| / scale = " << worst;
+  }
+  // Sensitivity control: flip the sign bit of the largest |(S q)_i| of query 0 in token 0
+  // (a non-zero gaussian row with gamma > 0); the score must leave the tolerance.
+  const double* sq0 = is_qjl ? &state[0] : &state[d];
+  int imax = 0;
+  for (int i = 1; i < m; ++i)
+    if (std::abs(sq0[i]) > std::abs(sq0[imax])) imax = i;
+  auto flipped = blk;
+  flipped[0 * cb + mb + imax / 8] ^= static_cast<std::uint8_t>(1u << (imax % 8));
+  DevBuf<std::uint8_t> dflip(flipped);
+  const auto gf = gpu_scores(dflip, 0, 1);
+  std::vector<double> w0(1);
+  ref->scores(&state[0], blk.data(), n, 0, 1, w0.data());
+  EXPECT_GT(std::abs(gf[0] - w0[0]), kScoreRelTol * scale_of(0, 0))
+      << "a flipped sign bit (row " << imax << ") stays within the tolerance: the check could not fail";
+}
+
+TEST(CudaQjl, ScoresMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  for (int d : {64, 128, 256})
+    for (int rows : {d, 2 * d})
+      for (bool orth : {false, true}) check_scores({Method::kQjl, d, 1, rows, orth}, seed + d * 3 + rows + orth);
+  check_scores({Method::kQjl, 72, 1, 40, false}, seed + 1);
+  check_scores({Method::kQjl, 1024, 1, 520, true}, seed + 2);
+}
+
+TEST(CudaTqProd, ScoresMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  for (int d : {64, 128, 256})
+    for (int bits = 1; bits <= 4; ++bits)
+      for (int rows : {d, 2 * d})
+        for (bool orth : {false, true})
+          check_scores({Method::kTurboProd, d, bits, rows, orth}, seed + d * 17 + bits * 3 + rows + orth);
+}
+
+
+struct DecodeCase {
+  int head_dim, key_bits, value_bits, rows, num_heads, num_kv_heads, num_splits;
+  bool orthogonal;
+  std::vector<int> lens;
+};
+
+void run_decode_case(const DecodeCase& c, std::uint64_t seed) {
+  std::ostringstream os;
+  os << "decode d=" << c.head_dim << " kb=" << c.key_bits << " vb=" << c.value_bits << " m=" << c.rows
+     << " heads=" << c.num_heads << "/" << c.num_kv_heads << " splits=" << c.num_splits << " orth=" << c.orthogonal
+     << " lens=";
+  for (int l : c.lens) os << l << ",";
+  os << " seed=" << seed << " (TURBOKV_TEST_SEED=" << fresh_seed() << ")";
+  SCOPED_TRACE(os.str());
+  const int d = c.head_dim, nh = c.num_heads, kvh = c.num_kv_heads, batch = static_cast<int>(c.lens.size());
+  const int cap = *std::max_element(c.lens.begin(), c.lens.end()) + 3;
+  CodecConfig kcfg, vcfg;
+  kcfg.method = Method::kTurboProd;
+  kcfg.head_dim = vcfg.head_dim = d;
+  kcfg.bits = c.key_bits;
+  kcfg.qjl_rows = c.rows;
+  kcfg.qjl_orthogonal = c.orthogonal;
+  kcfg.seed = seed ^ 0x1234;
+  vcfg.method = Method::kTurboMse;
+  vcfg.bits = c.value_bits;
+  vcfg.role = Role::kValue;
+  vcfg.seed = seed ^ 0x9876;
+  const auto kref = make_codec(kcfg), vref = make_codec(vcfg);
+  cuda::QjlTables ktab(kcfg);
+  cuda::TqMseTables vtab(vcfg);
+  const std::size_t kbytes = kref->encoded_bytes(cap), vbytes = vref->encoded_bytes(cap);
+  std::vector<std::uint8_t> kall(kbytes * batch * kvh), vall(vbytes * batch * kvh);
+  Rng r(seed);
+  std::vector<float> q(static_cast<std::size_t>(batch) * nh * d);
+  for (auto& v : q) v = static_cast<float>(r.normal()) * 2.0f;
+  std::vector<float> k(static_cast<std::size_t>(cap) * d), v(static_cast<std::size_t>(cap) * d);
+  for (int i = 0; i < batch * kvh; ++i) {
+    for (auto& x : k) x = static_cast<float>(r.normal()) * 1.5f;
+    for (auto& x : v) x = static_cast<float>(r.normal());
+    kref->encode(k.data(), cap, &kall[i * kbytes]);
+    vref->encode(v.data(), cap, &vall[i * vbytes]);
+  }
+  DevBuf<std::uint8_t> dk(kall), dv(vall);
+  DevBuf<float> dq(q), dout(q.size());
+  DevBuf<std::int32_t> dlens(std::vector<std::int32_t>(c.lens.begin(), c.lens.end()));
+  cuda::ProdDecodeArgs a;
+  a.batch = batch, a.num_heads = nh, a.num_kv_heads = kvh;
+  a.q = dq.p, a.out = dout.p, a.keys = dk.p, a.values = dv.p, a.capacity = cap, a.seq_lens = dlens.p;
+  a.max_seq_len = cap;
+  a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
+  a.num_splits = c.num_splits;
+  DevBuf<std::uint8_t> ws(cuda::tq_prod_decode_workspace_bytes(a, d));
+  a.workspace = ws.p;
+  dout.fill_byte(0xFF);  // NaN poison
+  cuda::tq_prod_decode(ktab, vtab, a, nullptr);
+  const auto out = dout.download();
+  AttentionParams p;
+  p.softmax_scale = a.softmax_scale;
+  for (int b = 0; b < batch; ++b) {
+    std::vector<EncodedHead> keys, values;
+    for (int g = 0; g < kvh; ++g) {
+      keys.push_back({kref.get(), &kall[(static_cast<std::size_t>(b) * kvh + g) * kbytes]});
+      values.push_back({vref.get(), &vall[(static_cast<std::size_t>(b) * kvh + g) * vbytes]});
+    }
+    std::vector<double> ref(static_cast<std::size_t>(nh) * d);
+    attention_compressed(keys, values, cap, &q[static_cast<std::size_t>(b) * nh * d], nh, p, ref.data(), nullptr,
+                         c.lens[b]);
+    const float* o = &out[static_cast<std::size_t>(b) * nh * d];
+    for (std::size_t i = 0; i < ref.size(); ++i)
+      ASSERT_TRUE(std::isfinite(o[i])) << "sequence " << b << " head " << i / d << " dim " << i % d << " = " << o[i];
+    const double err = rel_err(o, ref.data(), ref.size());
+    EXPECT_LE(err, kProdDecodeRelTol) << "sequence " << b << " (len " << c.lens[b] << "): first head out[0] = " << o[0]
+                                      << " ref " << ref[0];
+  }
+}
+
+TEST(CudaTqProd, DecodeMatchesReference) {
+  const std::uint64_t seed = fresh_seed();
+  int i = 0;
+  for (int d : {64, 128, 256})
+    for (int kb = 1; kb <= 4; ++kb) {
+      const int vb = 1 + (kb + d / 64) % 4;
+      run_decode_case({d, kb, vb, d, 8, 2, 0, false, {1, 130, 1000}}, seed + ++i);
+      run_decode_case({d, kb, vb, 2 * d, 6, 1, 7, true, {257, 5, 64}}, seed + ++i);
+    }
+  run_decode_case({128, 3, 4, 128, 4, 4, 1, false, {2000, 1, 129}}, seed + ++i);   // one split, MHA
+  run_decode_case({128, 2, 3, 136, 12, 3, 256, false, {300, 77}}, seed + ++i);     // many (mostly empty) splits
+}
+
+TEST(CudaTqProd, DecodeRejectsBadArguments) {
+  CodecConfig kcfg, vcfg;
+  kcfg.method = Method::kTurboProd;
+  kcfg.bits = 3;
+  vcfg.bits = 2;
+  cuda::QjlTables ktab(kcfg);
+  cuda::TqMseTables vtab(vcfg);
+  vcfg.head_dim = 64;
+  cuda::TqMseTables vtab64(vcfg);
+  DevBuf<float> buf(4096);
+  cuda::ProdDecodeArgs a;
+  a.batch = 1, a.num_heads = 6, a.num_kv_heads = 4;  // 6 % 4 != 0
+  a.q = buf.p, a.out = buf.p, a.keys = reinterpret_cast<const std::uint8_t*>(buf.p);
+  a.values = a.keys, a.capacity = 4, a.seq_lens = reinterpret_cast<const std::int32_t*>(buf.p), a.max_seq_len = 4;
+  a.softmax_scale = 0.1f, a.workspace = buf.p;
+  EXPECT_THROW(cuda::tq_prod_decode(ktab, vtab, a, nullptr), std::invalid_argument);
+  a.num_heads = 8;
+  EXPECT_THROW(cuda::tq_prod_decode(ktab, vtab64, a, nullptr), std::invalid_argument);  // head_dim mismatch
+  a.capacity = 3;
+  EXPECT_THROW(cuda::tq_prod_decode(ktab, vtab, a, nullptr), std::invalid_argument);
+  a.capacity = 4;
+  a.softmax_scale = 0;
+  EXPECT_THROW(cuda::tq_prod_decode(ktab, vtab, a, nullptr), std::invalid_argument);
+  a.softmax_scale = 0.1f;
+  a.num_splits = 300;
+  EXPECT_THROW(cuda::tq_prod_decode(ktab, vtab, a, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::tq_prod_decode_workspace_bytes(a, 128), std::invalid_argument);
+  a.num_splits = 0;
+  a.workspace = nullptr;
+  EXPECT_THROW(cuda::tq_prod_decode(ktab, vtab, a, nullptr), std::invalid_argument);
+  CodecConfig qcfg;
+  qcfg.method = Method::kQjl;
+  qcfg.bits = 1;
+  cuda::QjlTables qjl(qcfg);
+  a.workspace = buf.p;
+  EXPECT_THROW(cuda::tq_prod_decode(qjl, vtab, a, nullptr), std::invalid_argument);  // keys not tq-prod
+}
+
+TEST(CudaQjl, RejectsBadArguments) {
+  CodecConfig cfg;
+  cfg.method = Method::kTurboMse;
+  EXPECT_THROW(cuda::QjlTables t(cfg), std::invalid_argument);  // tq-mse
+  cfg.method = Method::kQjl;
+  cfg.bits = 1;
+  cfg.qjl_rows = 12;
+  EXPECT_THROW(cuda::QjlTables t(cfg), std::invalid_argument);  // rows not a multiple of 8
+  cfg.qjl_rows = 0;
+  cfg.head_dim = 2048;
+  EXPECT_THROW(cuda::QjlTables t(cfg), std::invalid_argument);
+  cfg.head_dim = 128;
+  cfg.center = true;
+  EXPECT_THROW(cuda::QjlTables t(cfg), std::invalid_argument);
+  cfg.center = false;
+  cfg.method = Method::kTurboProd;
+  cfg.bits = 2.5;
+  EXPECT_THROW(cuda::QjlTables t(cfg), std::invalid_argument);
+  cfg.bits = 3;
+  cfg.head_dim = 96;
+  EXPECT_THROW(cuda::QjlTables t(cfg), std::invalid_argument);
+  cfg.head_dim = 128;
+  cfg.rotation = RotationKind::kHaar;
+  EXPECT_THROW(cuda::QjlTables t(cfg), std::invalid_argument);
+  cfg.rotation = RotationKind::kHadamard;
+
+  cuda::QjlTables prod(cfg);
+  CodecConfig qcfg;
+  qcfg.method = Method::kQjl;
+  qcfg.bits = 1;
+  cuda::QjlTables qjl(qcfg);
+  DevBuf<float> x(128 * 4), st(prod.query_state_size() * 2), out(16);
+  DevBuf<std::uint8_t> blk(prod.block_bytes(4));
+  // Wrong method for the call.
+  EXPECT_THROW(cuda::qjl_encode(prod, x.p, 4, blk.p, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::tq_prod_encode(qjl, x.p, 4, blk.p, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::qjl_prepare_query(prod, x.p, 1, st.p, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::tq_prod_scores(qjl, st.p, 1, blk.p, 4, 0, 4, out.p, nullptr), std::invalid_argument);
+  // Null pointers with work to do.
+  EXPECT_THROW(cuda::tq_prod_encode(prod, nullptr, 4, blk.p, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::qjl_encode(qjl, x.p, 4, nullptr, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::tq_prod_prepare_query(prod, nullptr, 1, st.p, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::qjl_scores(qjl, st.p, 1, nullptr, 4, 0, 4, out.p, nullptr), std::invalid_argument);
+  // Bad ranges and counts.
+  EXPECT_THROW(cuda::tq_prod_scores(prod, st.p, 1, blk.p, 4, 0, 5, out.p, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::tq_prod_scores(prod, st.p, 1, blk.p, 4, 3, 2, out.p, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::qjl_prepare_query(qjl, x.p, -1, st.p, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::qjl_scores(qjl, st.p, -2, blk.p, 4, 0, 4, out.p, nullptr), std::invalid_argument);
+  // The message names the argument and value.
+  try {
+    cuda::qjl_scores(qjl, st.p, 1, blk.p, 4, 0, 9, out.p, nullptr);
+    ADD_FAILURE() << "no throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("t1 = 9"), std::string::npos) << e.what();
+  }
+  // Empty work is a no-op (no throw, even with null pointers).
+  EXPECT_NO_THROW(cuda::qjl_encode(qjl, nullptr, 0, nullptr, nullptr));
+  EXPECT_NO_THROW(cuda::tq_prod_scores(prod, nullptr, 1, nullptr, 4, 2, 2, nullptr, nullptr));
+  TKV_TEST_CUDA(cudaDeviceSynchronize());
+}
+
+}  // namespace
+}  // namespace turbokv::test
+
+int main(int argc, char** argv) { return turbokv::test::cuda_test_main(argc, argv, "test_cuda_qjl"); }
