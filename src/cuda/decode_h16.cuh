@@ -78,6 +78,7 @@ struct CodeSpan {
   template <int PB>
   __device__ __forceinline__ std::uint32_t field(int p) const {
     const int bit = p * PB, wi = bit / 32, sh = bit % 32;
+    if (PB == 8) return __byte_perm(w[wi], 0u, 0x4440u + sh / 8);  // one PRMT: byte sh/8, zero-extended
     if (sh + PB <= 32) return (w[wi] >> sh) & ((1u << PB) - 1u);
     return __funnelshift_r(w[wi], w[wi + 1], sh) & ((1u << PB) - 1u);
   }
@@ -87,16 +88,18 @@ struct CodeSpan {
 /// ~71 KB of shared memory, 3 blocks per SM (4 stages: 82 KB, 2 blocks).
 constexpr int kH16Stages = 3;
 
-template <int D, int KB, int VB>
+/// NW warps per block, 16 tokens each: tiles of 16 * NW tokens.
+template <int D, int KB, int VB, int NW>
 struct H16Layout {
+  static constexpr int kTileT = 16 * NW;
   static constexpr int cbK = D * KB / 8, cbV = D * VB / 8;
   static constexpr int rsK = mma_row_stride(cbK), rsV = mma_row_stride(cbV);
-  static constexpr int stage = kTile * (rsK + rsV) + 2 * kTile * 4;
+  static constexpr int stage = kTileT * (rsK + rsV) + 2 * kTileT * 4;
   static constexpr int ktab = (1 << (2 * KB)) * 32 * 4, vtab = (1 << (2 * VB)) * 32 * 4;
   static constexpr int qrot = kMmaHeads * D * 4;
-  static constexpr int pbuf = 4 * 16 * kMmaHeads * 4;        // per warp P[16][8]
-  static constexpr int merge = 4 * kMmaHeads * (D + 2) * 4;  // per warp acc[8][D] + m, l
-  static constexpr int pages = (kH16Stages * kMaxTilePages * 4 + 15) / 16 * 16;
+  static constexpr int pbuf = NW * 16 * kMmaHeads * 4;        // per warp P[16][8]
+  static constexpr int merge = NW * kMmaHeads * (D + 2) * 4;  // per warp acc[8][D] + m, l
+  static constexpr int pages = (kH16Stages * (kTileT + 1) * 4 + 15) / 16 * 16;
   static constexpr int stages_bytes = kH16Stages * stage;
   /// Layout after the tables (which take ktab + (shared ? 0 : vtab) bytes).
   static constexpr int off_qrot = 0, off_p = off_qrot + qrot, off_pg = off_p + pbuf, off_stage = off_pg + pages;
@@ -104,10 +107,36 @@ struct H16Layout {
   static constexpr int bytes(bool shared_tab) { return ktab + (shared_tab ? 0 : vtab) + rest; }
 };
 
+/// PageRing (decode.cuh) for tiles of TILE tokens.
+template <int TILE>
+struct PageRingT {
+  std::int32_t* s;         // [stages][TILE + 1], shared
+  const std::int32_t* pt;  // this sequence's page-table row
+  int shift, t_begin, t_end, stages;
+  __device__ int first(int it) const { return (t_begin + it * TILE) >> shift; }
+  __device__ int count(int it) const {
+    const int t0 = t_begin + it * TILE, t1 = min(t_end, t0 + TILE) - 1;
+    return (t1 >> shift) - (t0 >> shift) + 1;
+  }
+  __device__ int fetch(int it, int ntiles, int tid) const {
+    return (pt && it < ntiles && tid < count(it)) ? __ldg(pt + first(it) + tid) : 0;
+  }
+  __device__ void store(int slot, int tid, int v) const {
+    if (tid < TILE + 1) s[slot * (TILE + 1) + tid] = v;
+  }
+  __device__ const std::int32_t* slot(int sl) const { return s + sl * (TILE + 1); }
+};
+
+/// The half2 pair at entry e of this lane's copy of a pair table (tab = table + 4 * lane bytes).
+__device__ __forceinline__ std::uint32_t pair_at(const std::uint8_t* tab, std::uint32_t e) {
+  return *reinterpret_cast<const std::uint32_t*>(tab + (e << 7));
+}
+
 /// a.vtab_shared != 0: keys and values use the same codebook (one table).
-template <int D, int KB, int VB>
-__global__ void __launch_bounds__(128) decode_h16_kernel(const DecodeKernelArgs a) {
-  using Lay = H16Layout<D, KB, VB>;
+template <int D, int KB, int VB, int NW>
+__global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelArgs a) {
+  using Lay = H16Layout<D, KB, VB, NW>;
+  constexpr int TILE = Lay::kTileT, NT = 32 * NW;
   using KF = TqFmt<KB>;
   using VF = TqFmt<VB>;
   constexpr int KSPAN = Lay::cbK / 4;   // bytes of a key row per lane (D/4 dims)
@@ -131,46 +160,46 @@ __global__ void __launch_bounds__(128) decode_h16_kernel(const DecodeKernelArgs 
   const int start = (a.window > 0 && L > a.window) ? L - a.window : 0;
   const int len = L - start;
   int chunk = (len + a.num_splits - 1) / a.num_splits;
-  chunk = (chunk + kTile - 1) / kTile * kTile;
+  chunk = (chunk + TILE - 1) / TILE * TILE;
   const int t_begin = start + split * chunk;
   const int t_end = min(L, t_begin + chunk);
-  const int ntiles = t_begin < t_end ? (t_end - t_begin + kTile - 1) / kTile : 0;
+  const int ntiles = t_begin < t_end ? (t_end - t_begin + TILE - 1) / TILE : 0;
 
-  const PageRing ring{s_pg, a.pages + static_cast<std::size_t>(b) * a.max_pages, a.page_shift, t_begin, t_end,
-                      kH16Stages};
-  auto issue = [&](int it) {
-    std::uint8_t* sp = stages + (it % kH16Stages) * Lay::stage;
-    const int t0 = t_begin + it * kTile, n = min(kTile, t_end - t0);
-    std::uint32_t* s_kn = reinterpret_cast<std::uint32_t*>(sp + kTile * (Lay::rsK + Lay::rsV));
-    const std::int32_t* pg = ring.slot(it);
+  const PageRingT<TILE> ring{s_pg, a.pages + static_cast<std::size_t>(b) * a.max_pages, a.page_shift, t_begin, t_end,
+                             kH16Stages};
+  auto issue = [&](int it, int sl) {
+    std::uint8_t* sp = stages + sl * Lay::stage;
+    const int t0 = t_begin + it * TILE, n = min(TILE, t_end - t0);
+    std::uint32_t* s_kn = reinterpret_cast<std::uint32_t*>(sp + TILE * (Lay::rsK + Lay::rsV));
+    const std::int32_t* pg = ring.slot(sl);
     const int first = ring.first(it);
-    issue_rows_strided<KF>(sp, Lay::rsK, s_kn, a.kpool, a.kstride, Lay::cbK, a, b, g, t0, n, tid, 128, pg, first);
-    issue_rows_strided<VF>(sp + kTile * Lay::rsK, Lay::rsV, s_kn + kTile, a.vpool, a.vstride, Lay::cbV, a, b, g, t0,
-                           n, tid, 128, pg, first);
+    issue_rows_strided<KF>(sp, Lay::rsK, s_kn, a.kpool, a.kstride, Lay::cbK, a, b, g, t0, n, tid, NT, pg, first);
+    issue_rows_strided<VF>(sp + TILE * Lay::rsK, Lay::rsV, s_kn + TILE, a.vpool, a.vstride, Lay::cbV, a, b, g, t0,
+                           n, tid, NT, pg, first);
   };
   for (int it = 0; it < kH16Stages; ++it) ring.store(it, tid, ring.fetch(it, ntiles, tid));
   __syncthreads();
 #pragma unroll
   for (int it = 0; it < kH16Stages - 1; ++it) {
-    if (it < ntiles) issue(it);
+    if (it < ntiles) issue(it, it);
     cp_async_commit();
   }
 
   // Pair tables, one copy per lane: entry e = (code lo) | (code hi) << B -> half2(c[lo], c[hi]).
   {
     constexpr int KE = 1 << (2 * KB), VE = 1 << (2 * VB);
-    for (int i = tid; i < KE * 32; i += 128) {
+    for (int i = tid; i < KE * 32; i += NT) {
       const int e = i / 32;
       s_ktab[i] = pack_h2(a.kcent[e & ((1 << KB) - 1)], a.kcent[e >> KB]);
     }
     if (!share)
-      for (int i = tid; i < VE * 32; i += 128) {
+      for (int i = tid; i < VE * 32; i += NT) {
         const int e = i / 32;
         s_vtab[i] = pack_h2(a.vcent[e & ((1 << VB) - 1)], a.vcent[e >> VB]);
       }
   }
   // Rotated, pre-scaled queries of the block's (up to) 8 heads.
-  for (int idx = tid; idx < kMmaHeads * D; idx += 128) {
+  for (int idx = tid; idx < kMmaHeads * D; idx += NT) {
     const int n = idx / D, d = idx % D;
     const int hg = blockIdx.z * kMmaHeads + n;
     float qv = 0.0f;
@@ -179,7 +208,7 @@ __global__ void __launch_bounds__(128) decode_h16_kernel(const DecodeKernelArgs 
   }
   __syncthreads();
   for (int h = 1; h < D; h <<= 1) {
-    for (int p = tid; p < kMmaHeads * D / 2; p += 128) {
+    for (int p = tid; p < kMmaHeads * D / 2; p += NT) {
       const int vec = p / (D / 2), pp = p % (D / 2);
       const int j = (pp / h) * 2 * h + pp % h;
       float* x = s_qrot + vec * D;
@@ -200,8 +229,8 @@ __global__ void __launch_bounds__(128) decode_h16_kernel(const DecodeKernelArgs 
       qb[kk][1] = pack_h2(qr[4 * kk + 2] * a.qscale, qr[4 * kk + 3] * a.qscale);
     }
   }
-  const std::uint32_t* ktab = s_ktab + lane;
-  const std::uint32_t* vtab = s_vtab + lane;
+  const std::uint8_t* ktab = reinterpret_cast<const std::uint8_t*>(s_ktab + lane);
+  const std::uint8_t* vtab = reinterpret_cast<const std::uint8_t*>(s_vtab + lane);
 
   // Per-thread state: heads 2*tig, 2*tig+1; acc[j] = O^T[rows gid, gid+8 of block j][heads 2tig + {0,1}],
   // row gid <-> dim 2 * (gid * D/16 + j), row gid + 8 <-> that + 1.
@@ -210,18 +239,20 @@ __global__ void __launch_bounds__(128) decode_h16_kernel(const DecodeKernelArgs 
 #pragma unroll
   for (int j = 0; j < D / 16; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
+  int cur = 0;  // stage slot of tile it (= it % kH16Stages)
   for (int it = 0; it < ntiles; ++it) {
-    if (it + kH16Stages - 1 < ntiles) issue(it + kH16Stages - 1);
+    const int ahead = cur == 0 ? kH16Stages - 1 : cur - 1;  // slot of tile it + kH16Stages - 1
+    if (it + kH16Stages - 1 < ntiles) issue(it + kH16Stages - 1, ahead);
     cp_async_commit();
     const int pnext = ring.fetch(it + kH16Stages, ntiles, tid);
     cp_async_wait<kH16Stages - 1>();
     __syncthreads();
-    const std::uint8_t* sp = stages + (it % kH16Stages) * Lay::stage;
+    const std::uint8_t* sp = stages + cur * Lay::stage;
     const std::uint8_t* s_kc = sp;
-    const std::uint8_t* s_vc = sp + kTile * Lay::rsK;
-    const std::uint32_t* s_kn = reinterpret_cast<const std::uint32_t*>(sp + kTile * (Lay::rsK + Lay::rsV));
-    const std::uint32_t* s_vn = s_kn + kTile;
-    const int t0 = t_begin + it * kTile, n = min(kTile, t_end - t0);
+    const std::uint8_t* s_vc = sp + TILE * Lay::rsK;
+    const std::uint32_t* s_kn = reinterpret_cast<const std::uint32_t*>(sp + TILE * (Lay::rsK + Lay::rsV));
+    const std::uint32_t* s_vn = s_kn + TILE;
+    const int t0 = t_begin + it * TILE, n = min(TILE, t_end - t0);
     const int tb = warp * 16;
     if (tb < n) {
       // ---- scores: S[token tb + {gid, gid+8}][head 2tig + {0,1}]
@@ -233,10 +264,10 @@ __global__ void __launch_bounds__(128) decode_h16_kernel(const DecodeKernelArgs 
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
           std::uint32_t af[4];
-          af[0] = ktab[32 * k0.template field<2 * KB>(2 * kk)];
-          af[1] = ktab[32 * k1.template field<2 * KB>(2 * kk)];
-          af[2] = ktab[32 * k0.template field<2 * KB>(2 * kk + 1)];
-          af[3] = ktab[32 * k1.template field<2 * KB>(2 * kk + 1)];
+          af[0] = pair_at(ktab, k0.template field<2 * KB>(2 * kk));
+          af[1] = pair_at(ktab, k1.template field<2 * KB>(2 * kk));
+          af[2] = pair_at(ktab, k0.template field<2 * KB>(2 * kk + 1));
+          af[3] = pair_at(ktab, k1.template field<2 * KB>(2 * kk + 1));
           mma_f16(s, af, qb[kk][0], qb[kk][1]);
         }
       }
@@ -291,10 +322,10 @@ __global__ void __launch_bounds__(128) decode_h16_kernel(const DecodeKernelArgs 
       v3.load(vr + 9 * Lay::rsV);
 #pragma unroll
       for (int j = 0; j < D / 16; ++j) {
-        const std::uint32_t c0 = vtab[32 * v0.template field<2 * VB>(j)];
-        const std::uint32_t c1 = vtab[32 * v1.template field<2 * VB>(j)];
-        const std::uint32_t c2 = vtab[32 * v2.template field<2 * VB>(j)];
-        const std::uint32_t c3 = vtab[32 * v3.template field<2 * VB>(j)];
+        const std::uint32_t c0 = pair_at(vtab, v0.template field<2 * VB>(j));
+        const std::uint32_t c1 = pair_at(vtab, v1.template field<2 * VB>(j));
+        const std::uint32_t c2 = pair_at(vtab, v2.template field<2 * VB>(j));
+        const std::uint32_t c3 = pair_at(vtab, v3.template field<2 * VB>(j));
         std::uint32_t af[4];
         af[0] = __byte_perm(c0, c1, 0x5410);  // (tok 2tig, 2tig+1) at dim d0
         af[1] = __byte_perm(c0, c1, 0x7632);  // same tokens at dim d1
@@ -303,19 +334,20 @@ __global__ void __launch_bounds__(128) decode_h16_kernel(const DecodeKernelArgs 
         mma_f16(acc[j], af, pb0, pb1);
       }
     }
-    ring.store(it + kH16Stages, tid, pnext);
+    ring.store(cur, tid, pnext);  // tile it + kH16Stages reuses this slot
+    cur = cur + 1 == kH16Stages ? 0 : cur + 1;
     __syncthreads();
   }
   cp_async_wait<0>();
   __syncthreads();
 
-  // Merge the 4 warps: per warp m, l (reduced over its rows) and acc into shared memory.
+  // Merge the NW warps: per warp m, l (reduced over its rows) and acc into shared memory.
 #pragma unroll
   for (int h = 0; h < 2; ++h)
 #pragma unroll
     for (int off = 4; off < 32; off <<= 1) l[h] += __shfl_xor_sync(0xffffffffu, l[h], off);
-  float* s_acc = reinterpret_cast<float*>(stages);  // [4 warps][8 heads][D]
-  float* s_ml = s_acc + 4 * kMmaHeads * D;          // [4 warps][8 heads][2]
+  float* s_acc = reinterpret_cast<float*>(stages);  // [NW warps][8 heads][D]
+  float* s_ml = s_acc + NW * kMmaHeads * D;         // [NW warps][8 heads][2]
 #pragma unroll
   for (int j = 0; j < D / 16; ++j) {
     const int d0 = 2 * (gid * (D / 16) + j);
@@ -332,16 +364,16 @@ __global__ void __launch_bounds__(128) decode_h16_kernel(const DecodeKernelArgs 
     }
   }
   __syncthreads();
-  for (int idx = tid; idx < kMmaHeads * D; idx += 128) {
+  for (int idx = tid; idx < kMmaHeads * D; idx += NT) {
     const int h = idx / D, d = idx % D;
     const int hg = blockIdx.z * kMmaHeads + h;
     if (hg >= a.group) continue;
-    float mw[4], M = -INFINITY;
+    float mw[NW], M = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < 4; ++w) M = fmaxf(M, mw[w] = s_ml[(w * kMmaHeads + h) * 2]);
+    for (int w = 0; w < NW; ++w) M = fmaxf(M, mw[w] = s_ml[(w * kMmaHeads + h) * 2]);
     float sum = 0.0f, lsum = 0.0f;
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
+    for (int w = 0; w < NW; ++w) {
       const float fw = mw[w] == -INFINITY ? 0.0f : exp2f(mw[w] - M);
       sum += fw * s_acc[(w * kMmaHeads + h) * D + d];
       lsum += fw * s_ml[(w * kMmaHeads + h) * 2 + 1];
@@ -356,18 +388,33 @@ __global__ void __launch_bounds__(128) decode_h16_kernel(const DecodeKernelArgs 
 }
 
 /// Launch (or occupancy query) of decode_h16_kernel<D, KB, VB>; grid z = ceil(group / 8).
-template <int D, int KB, int VB>
-void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
-  auto kernel = decode_h16_kernel<D, KB, VB>;
-  const int smem = H16Layout<D, KB, VB>::bytes(a.vtab_shared != 0 && KB == VB);
-  TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      H16Layout<D, KB, VB>::bytes(false)));
+template <int D, int KB, int VB, int NW>
+void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
+  auto kernel = decode_h16_kernel<D, KB, VB, NW>;
+  using Lay = H16Layout<D, KB, VB, NW>;
+  const int smem = Lay::bytes(a.vtab_shared != 0 && KB == VB);
+  TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Lay::bytes(false)));
   if (shape.occupancy) {
-    TKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(shape.occupancy, kernel, 128, smem));
+    TKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(shape.occupancy, kernel, 32 * NW, smem));
     return;
   }
-  kernel<<<shape.grid, dim3(128), smem, stream>>>(a);
+  kernel<<<shape.grid, dim3(32 * NW), smem, stream>>>(a);
   TKV_CHECK_LAUNCH();
+}
+
+/// Warps per block of the fp16 kernel: TURBOKV_H16_WARPS=4 or 8 (A/B switch while tuning; default 8).
+inline int h16_warps() {
+  static const int w = [] {
+    const char* e = std::getenv("TURBOKV_H16_WARPS");
+    return (e && std::atoi(e) == 4) ? 4 : 8;
+  }();
+  return w;
+}
+
+template <int D, int KB, int VB>
+void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
+  if (h16_warps() == 4) return launch_h16_nw<D, KB, VB, 4>(shape, stream, a);
+  launch_h16_nw<D, KB, VB, 8>(shape, stream, a);
 }
 
 template <int KB>
