@@ -28,8 +28,7 @@ namespace turbokv::cuda::detail {
 
 /// d[0..3] += a . b for m16n8k16, A row-major (a0..a3), B col-major (b0, b1), fp16 in, fp32 accumulate.
 __device__ __forceinline__ void mma_f16(float d[4], const std::uint32_t a[4], std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -127,9 +126,14 @@ struct PageRingT {
   __device__ const std::int32_t* slot(int sl) const { return s + sl * (TILE + 1); }
 };
 
-/// The half2 pair at entry e of this lane's copy of a pair table (tab = table + 4 * lane bytes).
-__device__ __forceinline__ std::uint32_t pair_at(const std::uint8_t* tab, std::uint32_t e) {
-  return *reinterpret_cast<const std::uint32_t*>(tab + (e << 7));
+/// The half2 pair at entry e of this lane's copy of a pair table; tab: shared-window address of
+/// the table + 4 * lane. One LEA + one LDS (written in PTX so the compiler keeps the address a
+/// single shift-add instead of re-deriving e * 32 + lane; not volatile: a pure load of a table
+/// written before the main loop's barriers, ordered after them by its data dependence on the codes).
+__device__ __forceinline__ std::uint32_t pair_at(std::uint32_t tab, std::uint32_t e) {
+  std::uint32_t v;
+  asm("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(tab + (e << 7)));
+  return v;
 }
 
 /// a.vtab_shared != 0: keys and values use the same codebook (one table).
@@ -229,8 +233,8 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
       qb[kk][1] = pack_h2(qr[4 * kk + 2] * a.qscale, qr[4 * kk + 3] * a.qscale);
     }
   }
-  const std::uint8_t* ktab = reinterpret_cast<const std::uint8_t*>(s_ktab + lane);
-  const std::uint8_t* vtab = reinterpret_cast<const std::uint8_t*>(s_vtab + lane);
+  const std::uint32_t ktab = static_cast<std::uint32_t>(__cvta_generic_to_shared(s_ktab + lane));
+  const std::uint32_t vtab = static_cast<std::uint32_t>(__cvta_generic_to_shared(s_vtab + lane));
 
   // Per-thread state: heads 2*tig, 2*tig+1; acc[j] = O^T[rows gid, gid+8 of block j][heads 2tig + {0,1}],
   // row gid <-> dim 2 * (gid * D/16 + j), row gid + 8 <-> that + 1.
