@@ -136,13 +136,44 @@ __device__ __forceinline__ std::uint32_t pair_at(std::uint32_t tab, std::uint32_
   return v;
 }
 
+/// cp.async of the code rows of tokens [t0, t0 + n) of one pool into a stage (rows RS bytes apart)
+/// and of the 4-byte words holding their fp16 norms (see norm_at). pool_g: the pool + g * stride
+/// (this KV head's block of page 0); pstride = num_kv_heads * stride (bytes between pages).
+/// Chunks of 16 bytes (8 where CB is not a multiple of 16); the full-tile case has a constant trip count.
+template <int CB, int RS, int TILE, int NT>
+__device__ __forceinline__ void issue_tile_h16(std::uint8_t* s_codes, std::uint32_t* s_norm, const std::uint8_t* pool_g,
+                                               std::size_t pstride, int shift, const std::int32_t* pg, int first,
+                                               int t0, int n, int tid) {
+  constexpr int CH = CB % 16 == 0 ? 16 : 8, CPT = CB / CH;
+  const int pmask = (1 << shift) - 1;
+  auto chunk = [&](int c) {
+    const int tok = c / CPT, piece = c - tok * CPT, pos = t0 + tok;
+    const int page = pg[(pos >> shift) - first];
+    const std::uint8_t* src = pool_g + static_cast<std::size_t>(page) * pstride +
+                              static_cast<unsigned>((pos & pmask) * CB + CH * piece);
+    cp_async_n<CH>(s_codes + tok * RS + CH * piece, src);
+  };
+  if (n == TILE) {
+#pragma unroll
+    for (int k = 0; k < (TILE * CPT + NT - 1) / NT; ++k)
+      if ((TILE * CPT) % NT == 0 || tid + k * NT < TILE * CPT) chunk(tid + k * NT);
+  } else {
+    for (int c = tid; c < n * CPT; c += NT) chunk(c);
+  }
+  const unsigned norms_at = static_cast<unsigned>((pmask + 1) * CB);
+  for (int i = tid; i < n; i += NT) {
+    const int pos = t0 + i;
+    const int page = pg[(pos >> shift) - first];
+    const std::uint8_t* src = pool_g + static_cast<std::size_t>(page) * pstride + ((norms_at + 2u * (pos & pmask)) & ~3u);
+    cp_async_n<4>(s_norm + i, src);
+  }
+}
+
 /// a.vtab_shared != 0: keys and values use the same codebook (one table).
 template <int D, int KB, int VB, int NW>
 __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelArgs a) {
   using Lay = H16Layout<D, KB, VB, NW>;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;
-  using KF = TqFmt<KB>;
-  using VF = TqFmt<VB>;
   constexpr int KSPAN = Lay::cbK / 4;   // bytes of a key row per lane (D/4 dims)
   constexpr int VSPAN = Lay::cbV / 8;   // bytes of a value row per lane (D/8 dims)
   extern __shared__ __align__(16) std::uint8_t smem[];
@@ -171,15 +202,19 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
 
   const PageRingT<TILE> ring{s_pg, a.pages + static_cast<std::size_t>(b) * a.max_pages, a.page_shift, t_begin, t_end,
                              kH16Stages};
+  const std::uint8_t* kpool_g = a.kpool + static_cast<std::size_t>(g) * a.kstride;
+  const std::uint8_t* vpool_g = a.vpool + static_cast<std::size_t>(g) * a.vstride;
+  const std::size_t kpstride = static_cast<std::size_t>(a.num_kv_heads) * a.kstride;
+  const std::size_t vpstride = static_cast<std::size_t>(a.num_kv_heads) * a.vstride;
   auto issue = [&](int it, int sl) {
     std::uint8_t* sp = stages + sl * Lay::stage;
     const int t0 = t_begin + it * TILE, n = min(TILE, t_end - t0);
     std::uint32_t* s_kn = reinterpret_cast<std::uint32_t*>(sp + TILE * (Lay::rsK + Lay::rsV));
     const std::int32_t* pg = ring.slot(sl);
     const int first = ring.first(it);
-    issue_rows_strided<KF>(sp, Lay::rsK, s_kn, a.kpool, a.kstride, Lay::cbK, a, b, g, t0, n, tid, NT, pg, first);
-    issue_rows_strided<VF>(sp + TILE * Lay::rsK, Lay::rsV, s_kn + TILE, a.vpool, a.vstride, Lay::cbV, a, b, g, t0,
-                           n, tid, NT, pg, first);
+    issue_tile_h16<Lay::cbK, Lay::rsK, TILE, NT>(sp, s_kn, kpool_g, kpstride, a.page_shift, pg, first, t0, n, tid);
+    issue_tile_h16<Lay::cbV, Lay::rsV, TILE, NT>(sp + TILE * Lay::rsK, s_kn + TILE, vpool_g, vpstride, a.page_shift,
+                                                 pg, first, t0, n, tid);
   };
   for (int it = 0; it < kH16Stages; ++it) ring.store(it, tid, ring.fetch(it, ntiles, tid));
   __syncthreads();
