@@ -295,8 +295,10 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
     const int tb = warp * 16;
     if (tb < n) {
       // ---- scores: S[token tb + {gid, gid+8}][head 2tig + {0,1}]
-      float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      float s[4];
       {
+        // Two accumulator chains (even / odd kk) halve the dependent-mma latency.
+        float s2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
         CodeSpan<KSPAN> k0, k1;
         k0.load(s_kc + (tb + gid) * Lay::rsK + KSPAN * tig);
         k1.load(s_kc + (tb + gid + 8) * Lay::rsK + KSPAN * tig);
@@ -307,8 +309,10 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
           af[1] = pair_at(ktab, k1.template field<2 * KB>(2 * kk));
           af[2] = pair_at(ktab, k0.template field<2 * KB>(2 * kk + 1));
           af[3] = pair_at(ktab, k1.template field<2 * KB>(2 * kk + 1));
-          mma_f16(s, af, qb[kk][0], qb[kk][1]);
+          mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
         }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) s[i] = s2[0][i] + s2[1][i];
       }
       const int ta = tb + gid, tc = tb + gid + 8;
       const bool va = ta < n, vc = tc < n;
