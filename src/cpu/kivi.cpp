@@ -1,8 +1,117 @@
-// CPU fast path for kivi: not written yet; make_cpu_codec wraps the reference.
+// CPU fast path for KIVI (Liu et al., arXiv 2402.02750; reference src/ref/kivi.cpp):
+// keys quantized per channel over groups of G tokens, values per token over
+// groups of G channels, b in {1, 2, 3, 4, 8} bits, fp16 (min, scale) pairs.
+// Baseline x86-64: the CpuCodec adapter shared with fp8/fp16 (LowbitCodec),
+// the fast input validation, and dispatch to the per-ISA kernels
+// (kivi_avx2.cpp / kivi_avx512.cpp, written once in kivi_fp_simd.h).
+//   encode/decode: the reference's bytes / floats exactly (formats.h);
+//   scores (keys): <q, mn> + <q * sc, codes> per group, folded once per group;
+//   accumulate:    acc += w_t * (mn + sc * codes), original domain.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cpu_internal.h"
+#include "kivi_fp.h"
 #include "methods.h"
+#include "turbokv/error.h"
+#include "turbokv/pack.h"
+#include "turbokv/simd.h"
 
 namespace turbokv::cpu::detail {
 
-std::unique_ptr<CpuCodec> make_cpu_kivi(const Codec&) { return nullptr; }
+void validate_fast(const Codec& ref, const float* x, std::size_t n) {
+  const std::size_t count = n * static_cast<std::size_t>(ref.head_dim());
+  if (count == 0 || x == nullptr) return ref.validate(x, n);
+  // Largest |x| by its bits (finite floats order like their magnitudes; Inf/NaN sort above).
+  // (Signed 32-bit compares: the masked bits are non-negative and SSE2 vectorises them.)
+  std::int32_t top = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::int32_t u;
+    std::memcpy(&u, x + i, 4);
+    u &= 0x7fffffff;
+    top = u > top ? u : top;
+  }
+  float m;
+  std::memcpy(&m, &top, 4);
+  // Every row norm is <= m * sqrt(d) and every KIVI group scale <= 2m; below
+  // the limits with margin the reference cannot throw.
+  if (top < 0x7f800000 && double(m) * std::sqrt(double(ref.head_dim())) < 32768.0 * 0.999) return;
+  ref.validate(x, n);  // throws the reference's error (or accepts a borderline input)
+}
+
+namespace {
+
+class LowbitCodec final : public CpuCodec {
+ public:
+  LowbitCodec(const Codec& ref, const LowbitParams& p, const LowbitKernels& k, std::size_t granule, const char* isa)
+      : CpuCodec(ref), p_(p), k_(k), granule_(granule), isa_(isa) {}
+  const char* isa() const override { return isa_; }
+  std::size_t query_state_size() const override { return static_cast<std::size_t>(p_.d); }
+  std::size_t accumulator_size() const override { return static_cast<std::size_t>(p_.d); }
+
+  void scores(const float* state, const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+              float* out) const override {
+    check_arg(t0 <= t1 && t1 <= n, "CpuCodec::scores", "t1", t1, "must satisfy t0 <= t1 <= n");
+    if (t1 > t0) k_.scores(p_, state, codes, n, t0, t1, out);
+  }
+  void accumulate(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1, const float* w,
+                  float* acc) const override {
+    check_arg(t0 <= t1 && t1 <= n, "CpuCodec::accumulate", "t1", t1, "must satisfy t0 <= t1 <= n");
+    if (t1 > t0) k_.accumulate(p_, codes, n, t0, t1, w, acc);
+  }
+  void finalize(const float* acc, double scale, float* out) const override {
+    for (int i = 0; i < p_.d; ++i) out[i] = static_cast<float>(acc[i] * scale);
+  }
+
+ protected:
+  void validate(const float* x, std::size_t n) const override { validate_fast(reference(), x, n); }
+  void do_encode(const float* x, std::size_t n, std::size_t t0, std::size_t t1, std::uint8_t* out) const override {
+    k_.encode(p_, x, n, t0, t1, out);
+  }
+  void do_decode(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+                 float* out) const override {
+    k_.decode(p_, codes, n, t0, t1, out);
+  }
+  void do_prepare_query(const float* q, float* state) const override {
+    std::memcpy(state, q, sizeof(float) * static_cast<std::size_t>(p_.d));
+  }
+  std::size_t row_granule() const override { return granule_; }
+
+ private:
+  LowbitParams p_;
+  const LowbitKernels& k_;
+  std::size_t granule_;
+  const char* isa_;
+};
+
+}  // namespace
+
+std::unique_ptr<CpuCodec> make_lowbit_codec(const Codec& ref, const LowbitParams& p, const LowbitKernels& k,
+                                            std::size_t row_granule, const char* isa) {
+  return std::make_unique<LowbitCodec>(ref, p, k, row_granule, isa);
+}
+
+std::unique_ptr<CpuCodec> make_cpu_kivi(const Codec& ref) {
+  const CodecConfig& c = ref.config();
+  const int bits = static_cast<int>(c.bits);
+  const bool ok = c.method == Method::kKivi && static_cast<double>(bits) == c.bits &&
+                  (bits == 1 || bits == 2 || bits == 3 || bits == 4 || bits == 8) && c.head_dim % 8 == 0 &&
+                  c.head_dim >= 8 && c.head_dim <= kLowbitMaxDim && c.group_size >= 1 &&
+                  (c.role == Role::kKey || c.head_dim % c.group_size == 0);
+  if (!ok) return nullptr;
+  LowbitParams p;
+  p.d = c.head_dim;
+  p.bits = bits;
+  p.group = c.group_size;
+  p.key = c.role == Role::kKey;
+  p.row_bytes = packed_bytes(static_cast<std::size_t>(c.head_dim), bits);
+  const std::size_t granule = p.key ? static_cast<std::size_t>(p.group) : 1;
+  switch (simd_level()) {
+    case SimdLevel::kAvx512: return make_lowbit_codec(ref, p, kivi_avx512_kernels(bits), granule, "avx512");
+    case SimdLevel::kAvx2: return make_lowbit_codec(ref, p, kivi_avx2_kernels(bits), granule, "avx2");
+    default: return nullptr;
+  }
+}
 
 }  // namespace turbokv::cpu::detail

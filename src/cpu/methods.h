@@ -12,6 +12,8 @@
 namespace turbokv::cpu::detail {
 
 std::unique_ptr<CpuCodec> make_cpu_tq_mse(const Codec& ref);
+/// Fractional TurboQuant-MSE widths (b + 0.5, outlier split); nullptr where not covered (src/cpu/tq_mse_split.cpp).
+std::unique_ptr<CpuCodec> make_cpu_tq_mse_split(const Codec& ref);
 std::unique_ptr<CpuCodec> make_cpu_tq_prod(const Codec& ref);
 std::unique_ptr<CpuCodec> make_cpu_qjl(const Codec& ref);
 std::unique_ptr<CpuCodec> make_cpu_rvq(const Codec& ref);

@@ -264,6 +264,7 @@ class TqMseCodec final : public CpuCodec {
 }  // namespace
 
 std::unique_ptr<CpuCodec> make_cpu_tq_mse(const Codec& ref) {
+  if (ref.config().bits != static_cast<int>(ref.config().bits)) return make_cpu_tq_mse_split(ref);
   const CodecConfig& c = ref.config();
   const bool ok = (c.bits == 1 || c.bits == 2 || c.bits == 3 || c.bits == 4) && c.head_dim >= 16 &&
                   c.head_dim <= 512 && c.head_dim % 16 == 0;

@@ -445,18 +445,11 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
   TKV_CHECK_LAUNCH();
 }
 
-/// Warps per block of the fp16 kernel: TURBOKV_H16_WARPS=4 or 8 (A/B switch while tuning; default 8).
-inline int h16_warps() {
-  static const int w = [] {
-    const char* e = std::getenv("TURBOKV_H16_WARPS");
-    return (e && std::atoi(e) == 4) ? 4 : 8;
-  }();
-  return w;
-}
-
+/// 8 warps per block (128-token tiles): measured against 4 warps on the H200 (docs/CUDA_NOTES.md,
+/// v8 runs): 704 vs 781 us at batch 16 x 65,536 tokens, 4-bit, 32/8 heads (two blocks of 8 warps
+/// per SM instead of three of 4: more warps share each pair table).
 template <int D, int KB, int VB>
 void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
-  if (h16_warps() == 4) return launch_h16_nw<D, KB, VB, 4>(shape, stream, a);
   launch_h16_nw<D, KB, VB, 8>(shape, stream, a);
 }
 

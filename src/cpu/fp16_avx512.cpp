@@ -1,0 +1,12 @@
+// fp16 passthrough kernels for avx512: kivi_fp_simd.h stamped out with this file's ISA flags.
+#define TURBOKV_LB_AVX512 1
+#include "kivi_fp_simd.h"
+
+namespace turbokv::cpu::detail {
+
+const LowbitKernels& fp16_avx512_kernels() {
+  static const LowbitKernels k{&Fp16::encode, &Fp16::decode, &Fp16::scores, &Fp16::accumulate};
+  return k;
+}
+
+}  // namespace turbokv::cpu::detail

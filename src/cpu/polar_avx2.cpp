@@ -1,0 +1,12 @@
+// polar kernels for AVX2 (AVX2, FMA, F16C, BMI2): the templates of polar_simd.h stamped out with
+// this file's ISA flags (CMakeLists.txt); called only when simd_level() allows it.
+#include "polar_simd.h"
+
+namespace turbokv::cpu::detail::vq {
+
+const PolarKernels& polar_avx2_kernels(int b1) {
+  static const PolarKernels k[3] = {polar_table<VAvx2>(2), polar_table<VAvx2>(3), polar_table<VAvx2>(4)};
+  return k[b1 - 2];
+}
+
+}  // namespace turbokv::cpu::detail::vq

@@ -1,0 +1,152 @@
+// PolarQuant kernels (src/ref/polar.cpp; Han et al., arXiv 2502.02617) over
+// the traits of rvq_simd.h; stamped out by polar_avx2.cpp and polar_avx512.cpp.
+// Never include from baseline files.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+
+#include "polar_internal.h"
+#include "rvq_simd.h"
+#include "turbokv/pack.h"
+
+namespace turbokv::cpu::detail::vq {
+namespace {
+
+template <class V, int B1, int B2>
+void polar_encode(const PolarState& st, const float* x, std::size_t count, std::uint8_t* codes,
+                  std::uint8_t* radii16) {
+  const int d = st.dim, k1 = 1 << B1;
+  alignas(64) float y[kMaxDim];
+  double r[kMaxDim / 2], next[kMaxDim / 2];
+  for (std::size_t t = 0; t < count; ++t) {
+    std::uint8_t* tc = codes + t * st.code_bytes;
+    rotate_forward<V>(st.rot, x + t * static_cast<std::size_t>(d), y);
+    // The polar transform: the reference's fp64 hypot / atan2 calls, in its order,
+    // so the angle cells and radii are the reference's.
+    for (int i = 0; i < d / 2; ++i) {
+      const double a0 = y[2 * i], a1 = y[2 * i + 1];
+      r[i] = std::hypot(a0, a1);
+      double psi = std::atan2(a1, a0);
+      if (psi < 0) psi += 2 * M_PI;
+      int code = static_cast<int>(psi / (2 * M_PI) * k1);
+      if (code >= k1) code = k1 - 1;
+      put_code(tc, static_cast<std::size_t>(i), B1, static_cast<std::uint32_t>(code));
+    }
+    int off = 0;
+    for (int l = 2; l <= 4; ++l) {
+      const int cnt = d >> l;
+      const ScalarCodebook& cb = *st.cb[l - 1];
+      for (int i = 0; i < cnt; ++i) {
+        const double a0 = r[2 * i], a1 = r[2 * i + 1];
+        next[i] = std::hypot(a0, a1);
+        const float psi = static_cast<float>(std::atan2(a1, a0));
+        put_code(tc + st.l1_bytes, static_cast<std::size_t>(off + i), B2, cb.quantize(psi));
+      }
+      off += cnt;
+      std::copy(next, next + cnt, r);
+    }
+    std::uint8_t* rad = radii16 + t * static_cast<std::size_t>(d / 16) * 2;
+    for (int i = 0; i < d / 16; ++i) store_half(rad + 2 * i, static_cast<float>(r[i]));
+  }
+}
+
+/// Per-call scratch of the reconstruction (padding lanes stay zero).
+struct PolarScratch {
+  alignas(64) std::uint8_t tc[kMaxDim + 64] = {};
+  alignas(64) std::uint8_t a1[kMaxDim / 2 + 64] = {};
+  alignas(64) std::uint8_t ah[kMaxDim / 2 + 64] = {};
+  alignas(64) float r[kMaxDim / 2 + 32] = {};
+  alignas(64) float nx[kMaxDim / 2 + 32] = {};
+  alignas(64) float y[kMaxDim + 64] = {};
+};
+
+/// y_hat[d] of one token in the rotated domain, with the reference's fp32
+/// products r * cos / r * sin level by level (levels 4..2 scalar, level 1 in
+/// vectors of W angles: two 16-entry look-ups, two products, an interleave).
+template <class V, int B1, int B2>
+inline void polar_reconstruct(const PolarState& st, const std::uint8_t* tcodes, const std::uint8_t* rad,
+                              PolarScratch& s) {
+  constexpr int W = V::W;
+  const int d = st.dim;
+  std::memcpy(s.tc, tcodes, st.code_bytes);
+  unpack_groups<B1>(s.tc, d / 2, s.a1);
+  unpack_groups<B2>(s.tc + st.l1_bytes, st.n_hi, s.ah);
+  float* r = s.r;
+  float* nx = s.nx;
+  for (int i = 0; i < d / 16; ++i) r[i] = norm16(rad + 2 * i);
+  for (int l = 4; l >= 2; --l) {
+    const int cnt = d >> l;
+    int off = 0;
+    for (int k = 2; k < l; ++k) off += d >> k;
+    const float* cs = st.cosh[l - 1];
+    const float* sn = st.sinh[l - 1];
+    for (int i = 0; i < cnt; ++i) {
+      const int a = s.ah[off + i];
+      nx[2 * i] = r[i] * cs[a];
+      nx[2 * i + 1] = r[i] * sn[a];
+    }
+    std::swap(r, nx);
+  }
+  // r: the d/2 level-1 radii (zero beyond d/2: the level-1 vectors may run past it).
+  for (int i = 0; i < d / 2; i += W) {
+    const auto a = V::load_u8(s.a1 + i);
+    const auto rv = V::load(r + i);
+    typename V::F lo, hi;
+    V::interleave(V::mul(rv, V::lut16(a, st.cos1)), V::mul(rv, V::lut16(a, st.sin1)), lo, hi);
+    V::store(s.y + 2 * i, lo);
+    V::store(s.y + 2 * i + W, hi);
+  }
+}
+
+template <class V, int B1, int B2>
+void polar_decode(const PolarState& st, const std::uint8_t* codes, const std::uint8_t* radii16, std::size_t count,
+                  float* out) {
+  const int d = st.dim;
+  PolarScratch s;
+  for (std::size_t t = 0; t < count; ++t) {
+    polar_reconstruct<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s);
+    rotate_inverse<V>(st.rot, s.y, out + t * static_cast<std::size_t>(d));
+  }
+}
+
+template <class V, int B1, int B2>
+void polar_scores(const PolarState& st, const float* qr, const std::uint8_t* codes, const std::uint8_t* radii16,
+                  std::size_t count, float* out) {
+  constexpr int W = V::W;
+  const int d = st.dim;
+  PolarScratch s;
+  for (std::size_t t = 0; t < count; ++t) {
+    polar_reconstruct<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s);
+    auto acc = V::zero();
+    for (int k = 0; k < d; k += W) acc = V::fma(V::load(qr + k), V::load(s.y + k), acc);
+    out[t] = V::hsum(acc);
+  }
+}
+
+template <class V, int B1, int B2>
+void polar_accumulate(const PolarState& st, const std::uint8_t* codes, const std::uint8_t* radii16, std::size_t count,
+                      const float* w, float* acc) {
+  constexpr int W = V::W;
+  const int d = st.dim;
+  PolarScratch s;
+  for (std::size_t t = 0; t < count; ++t) {
+    if (w[t] == 0.0f) continue;
+    polar_reconstruct<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s);
+    const auto wv = V::set1(w[t]);
+    for (int k = 0; k < d; k += W) V::store(acc + k, V::fma(wv, V::load(s.y + k), V::load(acc + k)));
+  }
+}
+
+/// b1 -> b2 = max(1, b1 - 2): 2 -> 1, 3 -> 1, 4 -> 2.
+template <class V>
+PolarKernels polar_table(int b1) {
+  switch (b1) {
+    case 2: return {polar_encode<V, 2, 1>, polar_decode<V, 2, 1>, polar_scores<V, 2, 1>, polar_accumulate<V, 2, 1>};
+    case 3: return {polar_encode<V, 3, 1>, polar_decode<V, 3, 1>, polar_scores<V, 3, 1>, polar_accumulate<V, 3, 1>};
+    default: return {polar_encode<V, 4, 2>, polar_decode<V, 4, 2>, polar_scores<V, 4, 2>, polar_accumulate<V, 4, 2>};
+  }
+}
+
+}  // namespace
+}  // namespace turbokv::cpu::detail::vq
