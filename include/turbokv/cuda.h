@@ -29,6 +29,13 @@ namespace turbokv::cuda {
 
 using Stream = CUstream_st*;  ///< = cudaStream_t
 
+/// Element type of device tensors at the API boundary (append input, decode query and output).
+enum class IoType {
+  kF32,   ///< float
+  kF16,   ///< IEEE binary16 (uint16_t bits / __half)
+  kBf16,  ///< bfloat16 (uint16_t bits / __nv_bfloat16)
+};
+
 /// Number of CUDA devices usable by this process; 0 if none or if the runtime
 /// fails (then `why`, if given, receives the runtime's message).
 int device_count(std::string* why = nullptr);
@@ -95,20 +102,27 @@ struct PageTable {
  * Append: encodes num_new new tokens of every sequence straight into pages
  * (prefill chunk: num_new > 1; decode step: num_new = 1), byte-identical to
  * the reference codec's encode of the same vectors.
- * x: device fp32 [batch][num_new][num_kv_heads][head_dim];
+ * x: device [batch][num_new][num_kv_heads][head_dim] of type x_type (fp32, or fp16 / bf16 widened
+ * exactly on load: the bytes equal the reference's encode of the widened values);
  * start: device int32 [batch], position of each sequence's first new token
  * (the pages covering [start, start + num_new) must be in the table).
  * Inputs must be finite with norms <= 65504 (the reference throws; here the
  * stored norm would be Inf).
  */
-void tq_mse_append(const TqMseTables& codec, const float* x, int batch, int num_new, int num_kv_heads,
-                   const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream);
+void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_new, int num_kv_heads,
+                   const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream,
+                   IoType x_type = IoType::kF32);
 
 /// Shapes and options of one decode-attention call (one query token per sequence).
 struct DecodeArgs {
   int batch = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;  ///< head_dim 64, 128 or 256
-  const float* q = nullptr;             ///< device fp32 [batch][num_heads][head_dim]
-  float* out = nullptr;                 ///< device fp32 [batch][num_heads][head_dim]
+  const void* q = nullptr;              ///< device [batch][num_heads][head_dim] of type `io`
+  void* out = nullptr;                  ///< device [batch][num_heads][head_dim] of type `io`
+  /// Type of q and out. Accumulation is fp32 either way; 16-bit queries are widened once
+  /// (exactly) into the workspace, outputs rounded to nearest even once at the end.
+  IoType io = IoType::kF32;
+  /// Logit soft-capping c > 0: logit = c * tanh(logit / c) (Gemma 2); 0 = off. Must be finite, >= 0.
+  float softcap = 0;
   const std::int32_t* seq_lens = nullptr;  ///< device int32 [batch], each in 1..max_seq_len
   int max_seq_len = 0;                  ///< host-side bound on seq_lens (chooses the split count)
   float softmax_scale = 0;              ///< > 0
@@ -122,7 +136,7 @@ struct DecodeArgs {
 };
 
 /// Workspace bytes needed by tq_mse_decode / fp16_decode for args (an upper bound
-/// over the automatic split choices: splits * batch * num_heads * (head_dim + 2) floats).
+/// over the automatic split choices: (splits * (head_dim + 2) + head_dim) * batch * num_heads floats).
 std::size_t decode_workspace_bytes(const DecodeArgs& args);
 
 /**

@@ -5,6 +5,11 @@
 //   y = x * sign; FWHT stages h = 1, 2, 4, ... ((a, b) -> (a + b, a - b));
 //   y *= float(1/sqrt(D)); sumsq in 8 interleaved lanes + the fixed tree;
 //   norm = sqrt(sum) (IEEE); t = y * (1 / norm) (IEEE); code = #boundaries < t.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
 #include "common.cuh"
 #include "turbokv/error.h"
 #include "turbokv/formats.h"
@@ -15,7 +20,7 @@ namespace {
 constexpr int kThreads = 256;
 
 struct AppendArgs {
-  const float* x;
+  const void* x;  // [total][D] of the kernel's XT
   int total;  // batch * num_new * num_kv_heads vectors
   int num_new, num_kv_heads;
   const std::int32_t* start;
@@ -57,7 +62,7 @@ __device__ __forceinline__ int cell_of(float u, float invw, float k) {
   return __float_as_int(f) - __float_as_int(kMagic);
 }
 
-template <int D, int B, bool kTable>
+template <int D, int B, bool kTable, class XT>
 __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a) {
   constexpr int T = D / 16;
   constexpr int VPB = kThreads / T;  // vectors per block step
@@ -103,11 +108,29 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   for (int e = 0; e < 16; ++e) sgn[e] = __ldg(a.signs + 16 * t + e);
   float* row = s_x + grp * RS;
   auto load_x = [&](int v, float* x) {
-    const float4* xr = reinterpret_cast<const float4*>(a.x + static_cast<std::size_t>(v) * D + 16 * t);
+    if constexpr (std::is_same_v<XT, float>) {
+      const float4* xr =
+          reinterpret_cast<const float4*>(static_cast<const float*>(a.x) + static_cast<std::size_t>(v) * D + 16 * t);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float4 f = __ldcs(xr + j);
-      x[4 * j] = f.x, x[4 * j + 1] = f.y, x[4 * j + 2] = f.z, x[4 * j + 3] = f.w;
+      for (int j = 0; j < 4; ++j) {
+        const float4 f = __ldcs(xr + j);
+        x[4 * j] = f.x, x[4 * j + 1] = f.y, x[4 * j + 2] = f.z, x[4 * j + 3] = f.w;
+      }
+    } else {  // 16-bit: two 16-byte loads, widened exactly
+      const uint4* xr =
+          reinterpret_cast<const uint4*>(static_cast<const XT*>(a.x) + static_cast<std::size_t>(v) * D + 16 * t);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const uint4 u = __ldcs(xr + j);
+        const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          XT h[2];
+          memcpy(h, &w[k], 4);
+          x[8 * j + 2 * k] = static_cast<float>(h[0]);
+          x[8 * j + 2 * k + 1] = static_cast<float>(h[1]);
+        }
+      }
     }
   };
   const int step = gridDim.x * VPB;
@@ -229,31 +252,40 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   }
 }
 
-template <int D, int B>
+template <int D, int B, class XT>
 void launch_append(const AppendArgs& a, cudaStream_t s) {
   constexpr int VPB = kThreads / (D / 16);
   const int blocks_needed = (a.total + VPB - 1) / VPB;
   const int cap = detail::num_sms() * 4;  // 4 resident blocks per SM (64 registers)
   const int grid = blocks_needed < cap ? blocks_needed : cap;
   // Widths 3 and 4 (7 and 15 boundaries) use the cell table; 1 and 2 compare directly.
-  append_kernel<D, B, (B >= 3)><<<grid, kThreads, 0, s>>>(a);
+  append_kernel<D, B, (B >= 3), XT><<<grid, kThreads, 0, s>>>(a);
   TKV_CHECK_LAUNCH();
 }
 
-template <int D>
+template <int D, class XT>
 void launch_append_d(int bits, const AppendArgs& a, cudaStream_t s) {
   switch (bits) {
-    case 1: return launch_append<D, 1>(a, s);
-    case 2: return launch_append<D, 2>(a, s);
-    case 3: return launch_append<D, 3>(a, s);
-    case 4: return launch_append<D, 4>(a, s);
+    case 1: return launch_append<D, 1, XT>(a, s);
+    case 2: return launch_append<D, 2, XT>(a, s);
+    case 3: return launch_append<D, 3, XT>(a, s);
+    case 4: return launch_append<D, 4, XT>(a, s);
+  }
+}
+
+template <class XT>
+void launch_append_any(int d, int bits, const AppendArgs& a, cudaStream_t s) {
+  switch (d) {
+    case 64: return launch_append_d<64, XT>(bits, a, s);
+    case 128: return launch_append_d<128, XT>(bits, a, s);
+    case 256: return launch_append_d<256, XT>(bits, a, s);
   }
 }
 
 }  // namespace
 
-void tq_mse_append(const TqMseTables& codec, const float* x, int batch, int num_new, int num_kv_heads,
-                   const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream) {
+void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_new, int num_kv_heads,
+                   const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
   const char* where = "cuda::tq_mse_append";
   check_arg(batch >= 0 && num_new >= 0, where, "batch/num_new", batch, "must be >= 0");
   check_arg(num_kv_heads > 0, where, "num_kv_heads", num_kv_heads, "must be positive");
@@ -269,11 +301,13 @@ void tq_mse_append(const TqMseTables& codec, const float* x, int batch, int num_
                __builtin_ctz(static_cast<unsigned>(table.page_size)), pool.data, pool.page_stride,
                codec.signs(), codec.boundaries(), codec.hadamard_scale()};
   const cudaStream_t s = detail::stream_of(stream);
-  switch (codec.head_dim()) {
-    case 64: return launch_append_d<64>(codec.bits(), a, s);
-    case 128: return launch_append_d<128>(codec.bits(), a, s);
-    case 256: return launch_append_d<256>(codec.bits(), a, s);
+  switch (x_type) {
+    case IoType::kF32: return launch_append_any<float>(codec.head_dim(), codec.bits(), a, s);
+    case IoType::kF16: return launch_append_any<__half>(codec.head_dim(), codec.bits(), a, s);
+    case IoType::kBf16: return launch_append_any<__nv_bfloat16>(codec.head_dim(), codec.bits(), a, s);
   }
+  throw std::invalid_argument(turbokv::detail::concat(where, ": x_type = ", static_cast<int>(x_type),
+                                                      ": must be kF32, kF16 or kBf16"));
 }
 
 }  // namespace turbokv::cuda

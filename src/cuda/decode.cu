@@ -2,6 +2,10 @@
 // the split kernel (decode.cuh) and of the log-sum-exp merge + inverse rotation.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "decode_h16.cuh"
 #include "turbokv/error.h"
@@ -12,8 +16,23 @@ namespace {
 
 /// One block per (sequence, query head): merges the splits by log-sum-exp and,
 /// for rotated values, applies Pi^T = D H / sqrt(d) once.
+template <class T>
+__device__ __forceinline__ void store_out(void* out, std::size_t i, float v) {
+  if constexpr (std::is_same_v<T, float>) static_cast<float*>(out)[i] = v;
+  else if constexpr (std::is_same_v<T, __half>) static_cast<__half*>(out)[i] = __float2half_rn(v);
+  else static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(v);
+}
+
+/// 16-bit queries -> fp32 (exact) for the decode kernels.
+template <class T>
+__global__ void widen_kernel(const T* __restrict__ x, std::size_t n, float* __restrict__ y) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    y[i] = static_cast<float>(x[i]);
+}
+
+template <class T>
 __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __restrict__ ws_ml, int splits,
-                               int d, const float* __restrict__ vsigns, float vscale, float* __restrict__ out) {
+                               int d, const float* __restrict__ vsigns, float vscale, void* __restrict__ out) {
   extern __shared__ float y[];
   const std::size_t bh = blockIdx.x;
   const float* ml = ws_ml + bh * splits * 2;
@@ -30,7 +49,7 @@ __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __
     y[i] = acc * invL;
   }
   if (vsigns == nullptr) {
-    for (int i = threadIdx.x; i < d; i += blockDim.x) out[bh * d + i] = y[i];
+    for (int i = threadIdx.x; i < d; i += blockDim.x) store_out<T>(out, bh * d + i, y[i]);
     return;
   }
   __syncthreads();
@@ -43,7 +62,46 @@ __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __
     }
     __syncthreads();
   }
-  for (int i = threadIdx.x; i < d; i += blockDim.x) out[bh * d + i] = y[i] * (vscale * vsigns[i]);
+  for (int i = threadIdx.x; i < d; i += blockDim.x) store_out<T>(out, bh * d + i, y[i] * (vscale * vsigns[i]));
+}
+
+/// The fp32 query the kernels read: args.q itself, or its widened copy at the workspace's end.
+const float* query_f32(const DecodeArgs& args, float* ws_q, cudaStream_t s) {
+  const std::size_t n = std::size_t(args.batch) * args.num_heads * args.head_dim;
+  if (args.io == IoType::kF32) return static_cast<const float*>(args.q);
+  const unsigned grid = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 1024));
+  if (args.io == IoType::kF16)
+    widen_kernel<<<grid, 256, 0, s>>>(static_cast<const __half*>(args.q), n, ws_q);
+  else
+    widen_kernel<<<grid, 256, 0, s>>>(static_cast<const __nv_bfloat16*>(args.q), n, ws_q);
+  TKV_CHECK_LAUNCH();
+  return ws_q;
+}
+
+void launch_combine(const DecodeArgs& args, const DecodeKernelArgs& ka, int splits, const float* vsigns, float vscale,
+                    cudaStream_t s) {
+  const unsigned bh = static_cast<unsigned>(std::size_t(args.batch) * args.num_heads);
+  const int threads = std::min(args.head_dim, 256);
+  const std::size_t smem = args.head_dim * sizeof(float);
+  switch (args.io) {
+    case IoType::kF32:
+      combine_kernel<float><<<bh, threads, smem, s>>>(ka.ws_acc, ka.ws_ml, splits, args.head_dim, vsigns, vscale, args.out);
+      break;
+    case IoType::kF16:
+      combine_kernel<__half><<<bh, threads, smem, s>>>(ka.ws_acc, ka.ws_ml, splits, args.head_dim, vsigns, vscale, args.out);
+      break;
+    case IoType::kBf16:
+      combine_kernel<__nv_bfloat16><<<bh, threads, smem, s>>>(ka.ws_acc, ka.ws_ml, splits, args.head_dim, vsigns, vscale,
+                                                              args.out);
+      break;
+  }
+  TKV_CHECK_LAUNCH();
+}
+
+/// Soft-capping and scale fields shared by every decode family.
+void set_softcap(const DecodeArgs& args, DecodeKernelArgs& ka) {
+  ka.softcap_l2 = args.softcap > 0 ? static_cast<float>(M_LOG2E * args.softcap) : 0.0f;
+  ka.softcap_inv = args.softcap > 0 ? 1.0f / ka.softcap_l2 : 0.0f;
 }
 
 struct Plan {
@@ -84,6 +142,9 @@ void validate(const char* where, const DecodeArgs& a, bool pointers = true) {
             "must be positive and finite");
   check_arg(a.window >= 0, where, "window", a.window, "must be >= 0");
   check_arg(a.num_splits >= 0 && a.num_splits <= 1024, where, "num_splits", a.num_splits, "must be in 0..1024");
+  check_arg(a.softcap >= 0 && std::isfinite(a.softcap), where, "softcap", a.softcap, "must be >= 0 and finite");
+  check_arg(a.io == IoType::kF32 || a.io == IoType::kF16 || a.io == IoType::kBf16, where, "io", static_cast<int>(a.io),
+            "must be kF32, kF16 or kBf16");
   check_arg(!pointers || (a.q && a.out && a.seq_lens && a.workspace), where, "q/out/seq_lens/workspace", 0,
             "must be non-null device pointers");
 }
@@ -107,7 +168,7 @@ void run(const char* where, const DecodeArgs& args, int cbK, int cbV, int stages
     launch(p.hpw, query, smem, ka);
     p = make_plan(args, occ);
   }
-  ka.q = args.q;
+  set_softcap(args, ka);
   ka.seq_lens = args.seq_lens;
   ka.head_dim = args.head_dim;
   ka.tpt_shift = __builtin_ctz(static_cast<unsigned>(args.head_dim / 16));
@@ -121,12 +182,11 @@ void run(const char* where, const DecodeArgs& args, int cbK, int cbV, int stages
   const std::size_t bh = std::size_t(args.batch) * args.num_heads;
   ka.ws_acc = ws;
   ka.ws_ml = ws + bh * p.splits * args.head_dim;
+  ka.q = query_f32(args, ka.ws_ml + bh * p.splits * 2, s);
   LaunchShape shape{dim3(p.splits, args.batch * args.num_kv_heads, p.zdim), dim3(kSubThreads * p.nsub_block),
                     p.nsub_block};
   launch(p.hpw, shape, smem, ka);
-  combine_kernel<<<static_cast<unsigned>(bh), std::min(args.head_dim, 256), args.head_dim * sizeof(float), s>>>(
-      ka.ws_acc, ka.ws_ml, p.splits, args.head_dim, vsigns, vscale, args.out);
-  TKV_CHECK_LAUNCH();
+  launch_combine(args, ka, p.splits, vsigns, vscale, s);
 }
 
 void launch_mma_any(int kb, int d, int vb, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
@@ -159,7 +219,7 @@ void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKe
     launch_any(kb, args.head_dim, vb, query, s, ka);
     p = make_plan(args, occ);
   }
-  ka.q = args.q;
+  set_softcap(args, ka);
   ka.seq_lens = args.seq_lens;
   ka.head_dim = args.head_dim;
   ka.num_heads = args.num_heads;
@@ -172,11 +232,10 @@ void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKe
   const std::size_t bh = std::size_t(args.batch) * args.num_heads;
   ka.ws_acc = ws;
   ka.ws_ml = ws + bh * p.splits * args.head_dim;
+  ka.q = query_f32(args, ka.ws_ml + bh * p.splits * 2, s);
   const LaunchShape shape{dim3(p.splits, args.batch * args.num_kv_heads, p.zdim), dim3(128), 1};
   launch_any(kb, args.head_dim, vb, shape, s, ka);
-  combine_kernel<<<static_cast<unsigned>(bh), std::min(args.head_dim, 256), args.head_dim * sizeof(float), s>>>(
-      ka.ws_acc, ka.ws_ml, p.splits, args.head_dim, vsigns, vscale, args.out);
-  TKV_CHECK_LAUNCH();
+  launch_combine(args, ka, p.splits, vsigns, vscale, s);
 }
 
 }  // namespace
@@ -185,7 +244,7 @@ void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKe
 std::size_t decode_workspace_bytes(const DecodeArgs& args) {
   detail::validate("cuda::decode_workspace_bytes", args, false);
   const detail::Plan p = detail::make_plan(args, 64);  // upper bound over every instance's occupancy
-  return std::size_t(args.batch) * args.num_heads * p.splits * (args.head_dim + 2) * sizeof(float);
+  return std::size_t(args.batch) * args.num_heads * (p.splits * (args.head_dim + 2) + args.head_dim) * sizeof(float);
 }
 
 void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool, PagedPool vpool,

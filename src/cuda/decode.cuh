@@ -40,7 +40,14 @@ struct DecodeKernelArgs {
   const float* kcent;
   const float* vcent;
   int vtab_shared;  // fp16 kernel: keys and values share one codebook (one pair table)
+  float softcap_l2;   // soft-capping in log2 units: log2(e) * softcap (0 = off)
+  float softcap_inv;  // 1 / softcap_l2
 };
+
+/// Logit soft-capping on a log2-scaled logit x = log2(e) * l: log2(e) * c * tanh(l / c).
+__device__ __forceinline__ float soft_cap(const DecodeKernelArgs& a, float x) {
+  return a.softcap_l2 > 0.0f ? a.softcap_l2 * tanhf(x * a.softcap_inv) : x;
+}
 
 /// TurboQuant-MSE codes of width B: 16 dims = 2B bytes per thread.
 template <int B>
@@ -296,7 +303,7 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
           VF::load16(s_vc + tt * cbV, r, s_vtab, vv);
 #pragma unroll
           for (int h = 0; h < HPW; ++h) {
-            const float s = dot[h] * kn;
+            const float s = soft_cap(a, dot[h] * kn);
             if (s > m[h]) {
               const float f = exp2f(m[h] - s);
               l[h] *= f;

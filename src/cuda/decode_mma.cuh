@@ -239,10 +239,10 @@ __global__ void __launch_bounds__(128) decode_mma_kernel(const DecodeKernelArgs 
       const bool va = ta < n, vc = tc < n;
       const float nka = va ? norm_at(s_kn[ta], t0 + ta, a.page_shift) : 0.0f;
       const float nkc = vc ? norm_at(s_kn[tc], t0 + tc, a.page_shift) : 0.0f;
-      s[0] = va ? s[0] * nka : -INFINITY;
-      s[1] = va ? s[1] * nka : -INFINITY;
-      s[2] = vc ? s[2] * nkc : -INFINITY;
-      s[3] = vc ? s[3] * nkc : -INFINITY;
+      s[0] = va ? soft_cap(a, s[0] * nka) : -INFINITY;
+      s[1] = va ? soft_cap(a, s[1] * nka) : -INFINITY;
+      s[2] = vc ? soft_cap(a, s[2] * nkc) : -INFINITY;
+      s[3] = vc ? soft_cap(a, s[3] * nkc) : -INFINITY;
       // ---- online softmax per head over the warp's 16 tokens
       float tmax[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
 #pragma unroll

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "cuda_test_util.h"
+#include "turbokv/half.h"
 #include "turbokv/codec.h"
 
 namespace turbokv::test {
@@ -12,7 +13,19 @@ namespace {
 struct AppendCase {
   int head_dim, bits, page_size;
   int prefill = 21;
+  cuda::IoType io = cuda::IoType::kF32;  ///< type of the appended vectors
 };
+
+/// Rounds x to the 16-bit type in place (the reference then encodes exactly what the GPU widens)
+/// and returns the 16-bit bits.
+std::vector<std::uint16_t> to16(std::vector<float>& x, cuda::IoType io) {
+  std::vector<std::uint16_t> h(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    h[i] = io == cuda::IoType::kF16 ? float_to_half(x[i]) : float_to_bf16(x[i]);
+    x[i] = io == cuda::IoType::kF16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
+  }
+  return h;
+}
 
 /// Vectors with awkward content: gaussian with outlier channels, a zero
 /// vector, a basis vector, tiny and large magnitudes.
@@ -57,15 +70,24 @@ void run_case(const AppendCase& c, std::uint64_t seed) {
   const cuda::PagedPool pp{pool.p, stride};
 
   // Prefill chunk of `prefill` tokens, then one decode token.
-  const auto x1 = awkward_rows(static_cast<std::size_t>(batch) * prefill * kvh, d, r);
-  const auto x2 = awkward_rows(static_cast<std::size_t>(batch) * 1 * kvh, d, r);
+  auto x1 = awkward_rows(static_cast<std::size_t>(batch) * prefill * kvh, d, r);
+  auto x2 = awkward_rows(static_cast<std::size_t>(batch) * 1 * kvh, d, r);
+  const bool io16 = c.io != cuda::IoType::kF32;
+  std::vector<std::uint16_t> h1, h2;
+  if (io16) h1 = to16(x1, c.io), h2 = to16(x2, c.io);
   DevBuf<float> dx1(x1), dx2(x2);
+  DevBuf<std::uint16_t> dh1(h1), dh2(h2);
   DevBuf<std::int32_t> dstart1(std::vector<std::int32_t>(start.begin(), start.end()));
   std::vector<std::int32_t> s2(start.begin(), start.end());
   for (auto& s : s2) s += prefill;
   DevBuf<std::int32_t> dstart2(s2);
-  cuda::tq_mse_append(tab, dx1.p, batch, prefill, kvh, dstart1.p, pt, pp, nullptr);
-  cuda::tq_mse_append(tab, dx2.p, batch, 1, kvh, dstart2.p, pt, pp, nullptr);
+  if (io16) {
+    cuda::tq_mse_append(tab, dh1.p, batch, prefill, kvh, dstart1.p, pt, pp, nullptr, c.io);
+    cuda::tq_mse_append(tab, dh2.p, batch, 1, kvh, dstart2.p, pt, pp, nullptr, c.io);
+  } else {
+    cuda::tq_mse_append(tab, dx1.p, batch, prefill, kvh, dstart1.p, pt, pp, nullptr);
+    cuda::tq_mse_append(tab, dx2.p, batch, 1, kvh, dstart2.p, pt, pp, nullptr);
+  }
   const auto got = pool.download();
 
   std::vector<float> row(d);
@@ -110,6 +132,18 @@ TEST(CudaAppend, ManyTokensMatchReference) {
       SCOPED_TRACE("head_dim=" + std::to_string(d) + " bits=" + std::to_string(bits) + " seed=" + std::to_string(seed));
       run_case({d, bits, 16, 1500}, seed + d * 131 + bits * 17);
     }
+}
+
+// fp16 / bf16 input: the bytes of the reference encoding the widened values.
+TEST(CudaAppend, SixteenBitInputMatchesReference) {
+  const std::uint64_t seed = fresh_seed();
+  for (cuda::IoType io : {cuda::IoType::kF16, cuda::IoType::kBf16})
+    for (int d : {64, 128, 256})
+      for (int bits : {1, 3, 4}) {
+        SCOPED_TRACE("io=" + std::to_string(static_cast<int>(io)) + " head_dim=" + std::to_string(d) +
+                     " bits=" + std::to_string(bits) + " seed=" + std::to_string(seed));
+        run_case({d, bits, 16, 300, io}, seed + d * 7 + bits);
+      }
 }
 
 TEST(CudaAppend, RejectsUnsupportedConfig) {

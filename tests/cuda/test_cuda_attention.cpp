@@ -30,13 +30,21 @@ constexpr double kF16DecodeRelTol = 2e-5;
 struct DecodeCase {
   int head_dim, key_bits, value_bits, num_heads, num_kv_heads, page_size, window, num_splits;
   std::vector<int> lens;
+  float softcap = 0;                  ///< logit soft-capping (0 = off)
+  cuda::IoType io = cuda::IoType::kF32;  ///< query / output type
 };
+
+/// Output rounding of a 16-bit io type, relative (added to the kernel's tolerance).
+double io_rounding(cuda::IoType io) {
+  return io == cuda::IoType::kF16 ? 1e-3 : io == cuda::IoType::kBf16 ? 8e-3 : 0.0;
+}
 
 std::string describe(const DecodeCase& c, std::uint64_t seed) {
   std::string s = "d=" + std::to_string(c.head_dim) + " kb=" + std::to_string(c.key_bits) +
                   " vb=" + std::to_string(c.value_bits) + " heads=" + std::to_string(c.num_heads) + "/" +
                   std::to_string(c.num_kv_heads) + " page=" + std::to_string(c.page_size) +
-                  " window=" + std::to_string(c.window) + " splits=" + std::to_string(c.num_splits) + " lens=";
+                  " window=" + std::to_string(c.window) + " splits=" + std::to_string(c.num_splits) +
+                  " softcap=" + std::to_string(c.softcap) + " io=" + std::to_string(static_cast<int>(c.io)) + " lens=";
   for (int l : c.lens) s += std::to_string(l) + ",";
   return s + " seed=" + std::to_string(seed);
 }
@@ -66,6 +74,13 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   Rng r(seed);
   std::vector<float> q(static_cast<std::size_t>(batch) * nh * d);
   for (auto& v : q) v = static_cast<float>(r.normal()) * 2.0f;
+  // 16-bit io: the kernel sees the rounded query; the reference gets the same values.
+  std::vector<std::uint16_t> q16(q.size());
+  if (c.io != cuda::IoType::kF32)
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      q16[i] = c.io == cuda::IoType::kF16 ? float_to_half(q[i]) : float_to_bf16(q[i]);
+      q[i] = c.io == cuda::IoType::kF16 ? half_to_float(q16[i]) : bf16_to_float(q16[i]);
+    }
   // Encode each (sequence, head) with the reference codec, scatter into pages.
   std::vector<std::vector<std::uint8_t>> kblk(batch * kvh), vblk(batch * kvh);
   for (int b = 0; b < batch; ++b)
@@ -94,25 +109,40 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   DevBuf<std::uint8_t> dk(kpool), dv(vpool);
   DevBuf<std::int32_t> dtable(table), dlens(std::vector<std::int32_t>(c.lens.begin(), c.lens.end()));
   DevBuf<float> dq(q), dout(q.size());
+  DevBuf<std::uint16_t> dq16(q16), dout16(q.size());
   dout.fill_byte(0xFF);  // NaN poison: every output must be written
+  const bool io16 = c.io != cuda::IoType::kF32;
   cuda::DecodeArgs a;
   a.batch = batch, a.num_heads = nh, a.num_kv_heads = kvh, a.head_dim = d;
-  a.q = dq.p, a.out = dout.p, a.seq_lens = dlens.p, a.max_seq_len = max_len;
+  a.q = io16 ? static_cast<const void*>(dq16.p) : dq.p;
+  a.out = io16 ? static_cast<void*>(dout16.p) : dout.p;
+  a.io = c.io;
+  a.seq_lens = dlens.p, a.max_seq_len = max_len;
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
-  a.window = c.window, a.num_splits = c.num_splits;
+  a.window = c.window, a.num_splits = c.num_splits, a.softcap = c.softcap;
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   std::vector<std::vector<float>> outs;
   for (int kernel : {0, 1, 2}) {  // fp16 tensor-core, CUDA-core, 3xTF32 tensor-core kernels
     dout.fill_byte(0xFF);
+    dout16.fill_byte(0xFF);  // NaN in fp16 and bf16
     a.kernel = kernel;
     cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, c.page_size}, a, nullptr);
-    outs.push_back(dout.download());
+    if (io16) {
+      const auto o16 = dout16.download();
+      std::vector<float> o(o16.size());
+      for (std::size_t i = 0; i < o.size(); ++i)
+        o[i] = c.io == cuda::IoType::kF16 ? half_to_float(o16[i]) : bf16_to_float(o16[i]);
+      outs.push_back(o);
+    } else {
+      outs.push_back(dout.download());
+    }
   }
 
   AttentionParams p;
   p.softmax_scale = a.softmax_scale;
   p.window = c.window;
+  p.softcap = c.softcap;
   for (int kernel : {0, 1, 2})
   for (int b = 0; b < batch; ++b) {
     SCOPED_TRACE(kernel == 0 ? "fp16 tensor-core kernel" : kernel == 1 ? "CUDA-core kernel" : "3xTF32 tensor-core kernel");
@@ -127,7 +157,7 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     const float* o = &out[static_cast<std::size_t>(b) * nh * d];
     for (std::size_t i = 0; i < ref.size(); ++i) ASSERT_TRUE(std::isfinite(o[i])) << "b=" << b << " i=" << i;
     const double err = rel_err(o, ref.data(), ref.size());
-    EXPECT_LE(err, kernel == 0 ? kTqDecodeH16RelTol : kTqDecodeRelTol)
+    EXPECT_LE(err, (kernel == 0 ? kTqDecodeH16RelTol : kTqDecodeRelTol) + io_rounding(c.io))
         << "sequence " << b << " (len " << c.lens[b] << ")";
     worst_err[kernel] = std::max(worst_err[kernel], err);
   }
@@ -146,6 +176,11 @@ TEST(CudaDecode, TqMseMatchesReference) {
       {128, 1, 1, 32, 8, 16, 0, 0, {4097, 64, 65}},
       {256, 4, 4, 4, 1, 64, 0, 0, {4097, 2}},
       {64, 4, 2, 40, 8, 1, 1000, 3, {1000, 999}},
+      // soft-capping (cap 5 bites: logits here have standard deviation ~3), 16-bit query / output
+      {128, 4, 4, 32, 8, 16, 0, 0, {1000, 77}, 5.0f},
+      {256, 3, 2, 8, 2, 64, 0, 0, {300}, 2.0f, cuda::IoType::kF16},
+      {128, 4, 3, 12, 4, 16, 0, 5, {1, 4097}, 0.0f, cuda::IoType::kBf16},
+      {64, 2, 2, 9, 3, 16, 37, 0, {1000}, 30.0f, cuda::IoType::kF16},
   };
   // TURBOKV_CUDA_TEST_SMALL=1 (for compute-sanitizer runs) caps every length at 130 tokens.
   const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
@@ -217,6 +252,20 @@ TEST(CudaDecode, RejectsBadArguments) {
   a.num_heads = 8;
   a.head_dim = 96;
   EXPECT_THROW(cuda::decode_workspace_bytes(a), std::invalid_argument);
+  a.head_dim = 128;
+  EXPECT_NO_THROW(cuda::decode_workspace_bytes(a));
+  a.softcap = -1.0f;
+  EXPECT_THROW(cuda::decode_workspace_bytes(a), std::invalid_argument);
+  a.softcap = INFINITY;
+  EXPECT_THROW(cuda::decode_workspace_bytes(a), std::invalid_argument);
+  a.softcap = 0;
+  a.io = static_cast<cuda::IoType>(7);
+  try {
+    cuda::decode_workspace_bytes(a);
+    ADD_FAILURE() << "io = 7 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("io"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
