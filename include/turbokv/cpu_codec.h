@@ -73,6 +73,23 @@ class CpuCodec {
   /// out[head_dim] = scale * (the original-domain vector acc represents).
   virtual void finalize(const float* acc, double scale, float* out) const = 0;
 
+  /// Size of the codec domain (0 = the method has none; the default). When it is
+  /// positive, tokens have a codec-domain form y_t[domain_size()] (e.g. norm *
+  /// centroids in the rotated domain, or the signed sketch scaled by kappa * norm)
+  /// with, for every prepared query state and weights w:
+  ///   scores(state)[t] = <state[0, domain_size()), y_t>, accumulator_size() ==
+  ///   domain_size() and accumulate(w) adds sum_t w_t y_t.
+  /// attention_codec then decodes each block once for all query heads of a GQA
+  /// group (one pass over the codes) instead of scoring / accumulating per head.
+  virtual std::size_t domain_size() const { return 0; }
+  /// y[(t - t0) * domain_size() + i] = y_t[i] for t in [t0, t1) of a block of n
+  /// tokens (fp32; the same values scores/accumulate use, within 1e-5 relative).
+  /// Only called when domain_size() > 0.
+  virtual void decode_domain(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+                             float* y) const {
+    (void)codes, (void)n, (void)t0, (void)t1, (void)y;
+  }
+
  protected:
   explicit CpuCodec(const Codec& ref) : ref_(&ref) {}
   /// The checks of Codec::validate (default: reference().validate(x, n)); a

@@ -310,8 +310,10 @@ void attention_codec(const std::vector<CodecHead>& keys, const std::vector<Codec
     }
   }
 
-  // Any codecs: per block of tokens, each head's scores from the key codes, online
-  // softmax, then the value codec accumulates the block with the softmax weights.
+  // Any codecs: per block of tokens, online softmax per query head. Where both
+  // codecs have a codec-domain form, the block is decoded once into it and all
+  // heads of the group share it (dots + a small GEMM); otherwise each head's scores
+  // come from the key codes and the value codec accumulates per head.
   const int G = num_heads / kvh;
   std::size_t P = 0, S = 0;
   for (std::size_t g = 0; g < keys.size(); ++g) {
@@ -325,20 +327,31 @@ void attention_codec(const std::vector<CodecHead>& keys, const std::vector<Codec
   const std::size_t ctx = context ? context : num_tokens;
   const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
   constexpr std::size_t kBlock = 64;
+  const auto& kern = kernels();
   run_split(
       {{window_begin(ctx, p), ctx}}, kvh, G, static_cast<int>(P), threads,
       [&](std::size_t, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
         const CodecHead& kh = keys[static_cast<std::size_t>(g)];
         const CodecHead& vh = values[static_cast<std::size_t>(g)];
         const std::size_t accn = vh.codec->accumulator_size();
+        const std::size_t kdom = kh.codec->domain_size(), vdom = vh.codec->domain_size();
+        const bool domain = kdom > 0 && vdom > 0 && vdom == accn;
         std::fill(acc, acc + static_cast<std::size_t>(hc) * P, 0.0f);
-        float s[kBlock];
+        std::vector<float> sc(static_cast<std::size_t>(hc) * kBlock), ky, vy;
+        if (domain) ky.resize(kBlock * kdom), vy.resize(kBlock * vdom);
         for (int h = 0; h < hc; ++h) m[h] = -INFINITY, l[h] = 0.0f;
+        const float* st0 = states.data() + static_cast<std::size_t>(g * G + h0) * S;
         for (std::size_t t = t0; t < t1; t += kBlock) {
           const std::size_t te = std::min(t1, t + kBlock), cnt = te - t;
+          if (domain) {
+            kh.codec->decode_domain(kh.codes, num_tokens, t, te, ky.data());
+            kern.dots(st0, S, hc, ky.data(), static_cast<int>(cnt), static_cast<int>(kdom), sc.data());
+          } else {
+            for (int h = 0; h < hc; ++h)
+              kh.codec->scores(st0 + static_cast<std::size_t>(h) * S, kh.codes, num_tokens, t, te, sc.data() + h * cnt);
+          }
           for (int h = 0; h < hc; ++h) {
-            const std::size_t hg = static_cast<std::size_t>(g * G + h0 + h);
-            kh.codec->scores(states.data() + hg * S, kh.codes, num_tokens, t, te, s);
+            float* s = sc.data() + h * cnt;
             float mx = m[h];
             for (std::size_t i = 0; i < cnt; ++i) {
               float x = s[i] * scale;
@@ -354,7 +367,11 @@ void attention_codec(const std::vector<CodecHead>& keys, const std::vector<Codec
               m[h] = mx;
             }
             for (std::size_t i = 0; i < cnt; ++i) l[h] += (s[i] = std::exp(s[i] - mx));
-            vh.codec->accumulate(vh.codes, num_tokens, t, te, s, a);
+            if (!domain) vh.codec->accumulate(vh.codes, num_tokens, t, te, s, a);
+          }
+          if (domain) {
+            vh.codec->decode_domain(vh.codes, num_tokens, t, te, vy.data());
+            kern.gemm_acc(sc.data(), hc, vy.data(), static_cast<int>(cnt), static_cast<int>(vdom), acc, P);
           }
         }
       },

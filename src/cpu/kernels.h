@@ -98,6 +98,10 @@ struct Kernels {
   void (*attend)(const AttnJob& job);
   void (*attend_dense)(const DenseJob& job);
   std::uint64_t (*stream)(const std::uint8_t* data, std::size_t bytes);
+  /// out[h * cnt + t] = <q + h * qstride, y + t * dim> for h < G, t < cnt (fp32, any alignment).
+  void (*dots)(const float* q, std::size_t qstride, int G, const float* y, int cnt, int dim, float* out);
+  /// acc[h * astride + i] += sum_t w[h * cnt + t] * y[t * dim + i] for h < G, i < dim.
+  void (*gemm_acc)(const float* w, int G, const float* y, int cnt, int dim, float* acc, std::size_t astride);
 };
 
 const Kernels& scalar_kernels();

@@ -149,8 +149,25 @@ std::uint64_t stream(const std::uint8_t* p, std::size_t bytes) {
 
 }  // namespace
 
+void dots(const float* q, std::size_t qstride, int G, const float* y, int cnt, int dim, float* out) {
+  for (int h = 0; h < G; ++h)
+    for (int t = 0; t < cnt; ++t) {
+      float s = 0;
+      for (int i = 0; i < dim; ++i) s += q[h * qstride + i] * y[static_cast<std::size_t>(t) * dim + i];
+      out[static_cast<std::size_t>(h) * cnt + t] = s;
+    }
+}
+
+void gemm_acc(const float* w, int G, const float* y, int cnt, int dim, float* acc, std::size_t astride) {
+  for (int h = 0; h < G; ++h)
+    for (int t = 0; t < cnt; ++t) {
+      const float wt = w[static_cast<std::size_t>(h) * cnt + t];
+      for (int i = 0; i < dim; ++i) acc[h * astride + i] += wt * y[static_cast<std::size_t>(t) * dim + i];
+    }
+}
+
 const Kernels& scalar_kernels() {
-  static const Kernels k = {1, encode, convert, decode, scores, attend, attend_dense, stream};
+  static const Kernels k = {1, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc};
   return k;
 }
 

@@ -599,5 +599,49 @@ void scores(const TqState& st, const std::uint8_t* block, std::size_t n, std::si
 
 std::uint64_t stream(const std::uint8_t* data, std::size_t bytes) { return T::stream(data, bytes); }
 
+// ---------------------------------------------------------------- generic codec-domain attention
+
+void dots(const float* q, std::size_t qstride, int G, const float* y, int cnt, int dim, float* out) {
+  const int dv = dim / W * W;
+  for (int t = 0; t < cnt; ++t) {
+    const float* yt = y + static_cast<std::size_t>(t) * dim;
+    for (int h0 = 0; h0 < G; h0 += 4) {
+      const int hc = std::min(4, G - h0);
+      F a[4] = {T::zero(), T::zero(), T::zero(), T::zero()};
+      for (int i = 0; i < dv; i += W) {
+        const F yv = T::load(yt + i);
+        for (int h = 0; h < hc; ++h) a[h] = T::fma(T::load(q + (h0 + h) * qstride + i), yv, a[h]);
+      }
+      for (int h = 0; h < hc; ++h) {
+        float s = T::hsum(a[h]);
+        for (int i = dv; i < dim; ++i) s += q[(h0 + h) * qstride + i] * yt[i];
+        out[static_cast<std::size_t>(h0 + h) * cnt + t] = s;
+      }
+    }
+  }
+}
+
+void gemm_acc(const float* w, int G, const float* y, int cnt, int dim, float* acc, std::size_t astride) {
+  const int dv = dim / W * W;
+  for (int h0 = 0; h0 < G; h0 += 4) {
+    const int hc = std::min(4, G - h0);
+    for (int i = 0; i < dv; i += W) {
+      F a[4];
+      for (int h = 0; h < hc; ++h) a[h] = T::load(acc + (h0 + h) * astride + i);
+      for (int t = 0; t < cnt; ++t) {
+        const F yv = T::load(y + static_cast<std::size_t>(t) * dim + i);
+        for (int h = 0; h < hc; ++h) a[h] = T::fma(T::set1(w[(h0 + h) * static_cast<std::size_t>(cnt) + t]), yv, a[h]);
+      }
+      for (int h = 0; h < hc; ++h) T::store(acc + (h0 + h) * astride + i, a[h]);
+    }
+    for (int i = dv; i < dim; ++i)
+      for (int h = 0; h < hc; ++h) {
+        float s = acc[(h0 + h) * astride + i];
+        for (int t = 0; t < cnt; ++t) s += w[(h0 + h) * static_cast<std::size_t>(cnt) + t] * y[static_cast<std::size_t>(t) * dim + i];
+        acc[(h0 + h) * astride + i] = s;
+      }
+  }
+}
+
 }  // namespace KNS
 }  // namespace turbokv::cpu::detail
