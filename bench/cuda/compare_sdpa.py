@@ -144,6 +144,8 @@ def main():
             us = float(r["time_us"])
             if r["method"].startswith("fp16"):
                 name = "turbokv fp16 (ours)"
+            elif r["method"].startswith("tq-prod"):
+                name = f"turbokv tq-prod K{r['bits']} V{r['bits']} cc"
             else:
                 name = f"turbokv tq-mse K{r['bits']}V{r['bits']}" + (" cc" if "cuda cores" in r["method"] else " 3xtf32" if "3xtf32" in r["method"] else "")
             rows.append((name, float(r["bits"]), us, float(r["gbps"]) * us * 1e3))

@@ -17,6 +17,7 @@
 #include "common.cuh"
 #include "turbokv/bench.h"
 #include "turbokv/cuda.h"
+#include "turbokv/cuda_qjl.h"
 #include "turbokv/error.h"
 
 namespace turbokv {
@@ -226,6 +227,46 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           e.op = "encode", e.method = "tq-mse", e.bits = bits;
           e.time_us = enc_us, e.baseline = "d2d-copy (same bytes)", e.baseline_time_us = copy_us;
           e.speedup = copy_us / enc_us, e.gbps = moved / (enc_us * 1e3);
+          rows.push_back(e);
+        }
+
+        // TurboQuant-Prod keys (bits - 1 MSE + 1-bit QJL, m = head_dim) with MSE values at `bits`, on
+        // contiguous blocks (tq_prod_decode; the untuned CUDA-core kernel of cuda_qjl.h), and its encode.
+        if (bits >= 2) {
+          CodecConfig pc;
+          pc.method = Method::kTurboProd, pc.bits = bits, pc.head_dim = d;
+          cuda::QjlTables ptab(pc);
+          const std::size_t kblk = ptab.block_bytes(ctx), vblk = std::size_t(ctx) * (tab.code_bytes() + 2);
+          const std::size_t kb_bytes = std::size_t(batch) * kvh * kblk, vb_bytes = std::size_t(batch) * kvh * vblk;
+          if (kb_bytes + vb_bytes < free_b / 3) {
+            DevMem pk(kb_bytes), pv(vb_bytes);
+            fill_pages<<<fill_grid(), 256, 0, s>>>(pk.as<std::uint8_t>(), kb_bytes, kblk, std::size_t(ctx) * ptab.code_bytes(),
+                                                    kblk, 31 + bits);
+            fill_pages<<<fill_grid(), 256, 0, s>>>(pv.as<std::uint8_t>(), vb_bytes, vblk, std::size_t(ctx) * tab.code_bytes(),
+                                                    vblk, 37 + bits);
+            TKV_CHECK_LAUNCH();
+            cuda::ProdDecodeArgs pa;
+            pa.batch = batch, pa.num_heads = nh, pa.num_kv_heads = kvh;
+            pa.q = q.as<float>(), pa.out = out.as<float>(), pa.keys = pk.as<std::uint8_t>(), pa.values = pv.as<std::uint8_t>();
+            pa.capacity = ctx, pa.seq_lens = dlens.as<std::int32_t>(), pa.max_seq_len = ctx;
+            pa.softmax_scale = a.softmax_scale;
+            DevMem pws(cuda::tq_prod_decode_workspace_bytes(pa, d));
+            pa.workspace = pws.p;
+            const double pus = median_us(s, std::max(10, reps / 5), [&](int) { cuda::tq_prod_decode(ptab, tab, pa, st); });
+            BenchRow r = proto;
+            r.op = "decode_attention", r.method = "tq-prod keys (cuda cores)", r.bits = bits;
+            r.time_us = pus, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / pus;
+            r.gbps = (kb_bytes + vb_bytes + q_bytes) / (pus * 1e3);
+            rows.push_back(r);
+          }
+          const std::size_t n_enc = std::min<std::size_t>(std::size_t(batch) * ctx * kvh, 1u << 20);
+          DevMem x(n_enc * d * 4), enc(ptab.block_bytes(n_enc));
+          fill_float<<<fill_grid(), 256, 0, s>>>(x.as<float>(), n_enc * d, 55 + bits, 8.0f);
+          TKV_CHECK_LAUNCH();
+          const double eus = median_us(s, 20, [&](int) { cuda::tq_prod_encode(ptab, x.as<float>(), n_enc, enc.as<std::uint8_t>(), st); });
+          BenchRow e = proto;
+          e.op = "encode", e.method = "tq-prod", e.bits = bits, e.context = n_enc, e.batch = 1;
+          e.time_us = eus, e.gbps = (n_enc * d * 4 + ptab.block_bytes(n_enc)) / (eus * 1e3);
           rows.push_back(e);
         }
       }
