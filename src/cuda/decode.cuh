@@ -13,6 +13,10 @@
 
 #include <cuda_fp16.h>
 
+#include <map>
+#include <mutex>
+#include <utility>
+
 #include "common.cuh"
 
 namespace turbokv::cuda::detail {
@@ -398,12 +402,23 @@ template <class KF, class VF>
 void launch_decode(int hpw, const LaunchShape& shape, std::size_t smem, cudaStream_t stream,
                    const DecodeKernelArgs& a) {
   auto go = [&](auto kernel) {
-    if (smem > 48 * 1024)
-      TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(smem)));
+    // Driver calls cached per (instance, shared memory, block size): at batch 1 a decode takes tens of
+    // microseconds, so per-launch attribute / occupancy calls would dominate it.
+    static std::mutex mu;
+    static std::map<std::pair<std::size_t, unsigned>, int> occ;  // also records the raised smem limits
+    std::lock_guard<std::mutex> lock(mu);
+    const auto key = std::make_pair(smem, shape.block.x);
+    auto it = occ.find(key);
+    if (it == occ.end()) {
+      if (smem > 48 * 1024)
+        TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(smem)));
+      int o = 0;
+      TKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, kernel, static_cast<int>(shape.block.x), smem));
+      it = occ.emplace(key, o).first;
+    }
     if (shape.occupancy) {  // query only: resident blocks per SM
-      TKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(shape.occupancy, kernel,
-                                                                   static_cast<int>(shape.block.x), smem));
+      *shape.occupancy = it->second;
       return;
     }
     kernel<<<shape.grid, shape.block, smem, stream>>>(a);

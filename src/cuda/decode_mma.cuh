@@ -358,10 +358,16 @@ template <int D, int KB, int VB, bool kOneTab = true>
 void launch_mma(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
   auto kernel = decode_mma_kernel<D, KB, VB, kOneTab>;
   constexpr int smem = MmaLayout<D, KB, VB>::bytes;
-  if (smem > 48 * 1024)
-    TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  static const bool attr_set = [&] {  // once per instance, not per launch
+    if (smem > 48 * 1024)
+      TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    return true;
+  }();
+  (void)attr_set;
   if (shape.occupancy) {
-    TKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(shape.occupancy, kernel, 128, smem));
+    static int occ = -1;
+    if (occ < 0) TKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, 128, smem));
+    *shape.occupancy = occ;
     return;
   }
   kernel<<<shape.grid, dim3(128), smem, stream>>>(a);
