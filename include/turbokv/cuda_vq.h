@@ -1,0 +1,193 @@
+// turbokv — CUDA kernels (src/cuda/rvq.cu, src/cuda/pvq.cu) for the two
+// vector-quantization codecs:
+//   rvq  two-stage residual scalar quantization after a randomized Hadamard
+//        rotation (src/ref/rvq.cpp): u = Pi x / ||x||, c1 = Q1(u_i), c2 = Q2(u_i - c1)
+//        with Lloyd-Max codebooks of the coordinate density and of its stage-1
+//        residual; x_hat = ||x|| Pi^T (c1 + c2).
+//   pvq  product VQ with smoothing + Hadamard (VecInfer; src/ref/pvq.cpp):
+//        z = Pi (x / lambda), code_s = argmin_k ||z_s - C_s[k]||^2 per sub-vector
+//        of g coordinates; x_hat = lambda * Pi^T concat_s C_s[code_s].
+//
+// Encoders write exactly the bytes of the reference codec's encode (formats.h
+// layouts, the reference's float operation order, each operation an explicitly
+// rounded intrinsic). pvq_dequantize writes exactly the reference decode's floats.
+// The fused decode-attention kernels are fp32 (the reference accumulates in
+// fp64); tests/cuda/test_cuda_vq.cpp checks them against attention_compressed.
+//
+// Every function takes device pointers and a stream, validates its arguments on
+// the host (std::invalid_argument naming the argument and value), launches
+// asynchronously and checks the launch (std::runtime_error on a CUDA error).
+// Inputs must be finite with norms < 32768 (the reference throws; not checked here).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "turbokv/codec.h"
+#include "turbokv/cuda.h"
+
+namespace turbokv::cuda {
+
+/**
+ * Device copy of one RVQ codec's constants, built from the same reference
+ * object as make_codec(cfg) (ref::Rvq): the Hadamard signs, the stage-1
+ * Lloyd-Max codebook (lloyd_max_codebook(head_dim, bits)) and the stage-2
+ * residual codebook (centroids and fp32 midpoints each).
+ * Supported: method rvq, integer bits 1..4, head_dim 64, 128 or 256, Hadamard
+ * rotation, center off. Throws std::invalid_argument naming the field otherwise.
+ */
+class RvqTables {
+ public:
+  explicit RvqTables(const CodecConfig& cfg);
+  ~RvqTables();
+  RvqTables(const RvqTables&) = delete;
+  RvqTables& operator=(const RvqTables&) = delete;
+
+  int head_dim() const { return head_dim_; }
+  int bits() const { return bits_; }  ///< bits per stage b (2b bits per coordinate)
+  /// Bytes of one stage's packed codes: head_dim * bits / 8.
+  std::size_t stage_bytes() const { return static_cast<std::size_t>(head_dim_) * bits_ / 8; }
+  /// Code bytes per token: [stage 1][stage 2] = 2 * stage_bytes().
+  std::size_t code_bytes() const { return 2 * stage_bytes(); }
+  /// Bytes of a block of n tokens (= the reference's encoded_bytes(n)): codes, then n fp16 norms.
+  std::size_t block_bytes(std::size_t n) const { return n * (code_bytes() + 2); }
+  float hadamard_scale() const { return scale_; }
+  const float* signs() const { return signs_; }          ///< device, size head_dim
+  const float* centroids1() const { return c1_; }        ///< device, size 2^bits
+  const float* boundaries1() const { return b1_; }       ///< device, size 2^bits - 1
+  const float* centroids2() const { return c2_; }        ///< device, size 2^bits
+  const float* boundaries2() const { return b2_; }       ///< device, size 2^bits - 1
+
+ private:
+  int head_dim_ = 0, bits_ = 0;
+  float scale_ = 0;
+  float* signs_ = nullptr;
+  float* c1_ = nullptr;
+  float* b1_ = nullptr;
+  float* c2_ = nullptr;
+  float* b2_ = nullptr;
+};
+
+/**
+ * Device copy of one calibrated product-VQ codec's parameters: the fp16-rounded
+ * smoothing factors lambda [head_dim], the Hadamard signs and the k-means
+ * codebooks C [num_sub][K][g] (and the same values as [num_sub][g][K]),
+ * copied from the reference object.
+ * codec: the object make_codec(cfg) returned for method pvq (center off),
+ * after calibrate(); head_dim 64, 128 or 256. The tables do not refer to codec
+ * after construction. Throws std::invalid_argument (naming "codec") if codec
+ * is not a reference pvq codec, is not calibrated, or has another head_dim.
+ */
+class PvqTables {
+ public:
+  explicit PvqTables(const Codec& codec);
+  ~PvqTables();
+  PvqTables(const PvqTables&) = delete;
+  PvqTables& operator=(const PvqTables&) = delete;
+
+  int head_dim() const { return head_dim_; }
+  int bits() const { return bits_; }             ///< nominal bits 1..4
+  int sub_dim() const { return g_; }             ///< g: coordinates per sub-vector (8, 4, 2, 2)
+  int code_bits() const { return c_; }           ///< c: bits per sub-vector code (8, 8, 6, 8)
+  int num_centroids() const { return 1 << c_; }  ///< K = 2^c
+  int num_sub() const { return head_dim_ / g_; } ///< head_dim / g
+  /// Code bytes per token: packed_bytes(num_sub, c) (no per-token scalars).
+  std::size_t code_bytes() const { return (static_cast<std::size_t>(num_sub()) * c_ + 7) / 8; }
+  /// Bytes of a block of n tokens (= the reference's encoded_bytes(n)).
+  std::size_t block_bytes(std::size_t n) const { return n * code_bytes(); }
+  /// Floats of one query's look-up table: num_sub * K.
+  std::size_t lut_size() const { return static_cast<std::size_t>(num_sub()) * num_centroids(); }
+  float hadamard_scale() const { return scale_; }
+  const float* lambda() const { return lambda_; }        ///< device, size head_dim
+  const float* signs() const { return signs_; }          ///< device, size head_dim
+  const float* centroids() const { return cent_; }       ///< device, [num_sub][K][g]
+  const float* centroids_soa() const { return cent_t_; } ///< device, [num_sub][g][K]
+
+ private:
+  int head_dim_ = 0, bits_ = 0, g_ = 0, c_ = 0;
+  float scale_ = 0;
+  float* lambda_ = nullptr;
+  float* signs_ = nullptr;
+  float* cent_ = nullptr;
+  float* cent_t_ = nullptr;
+};
+
+/**
+ * RVQ encode of n vectors into one block, byte-identical to the reference:
+ * stage-1 and stage-2 codes of the rotated unit vector, fp16 ||x||.
+ * x: device fp32 [n, head_dim]; out: device, tab.block_bytes(n) bytes (every
+ * byte is written). Throws std::invalid_argument if a pointer is null while n > 0
+ * or n > 2^36.
+ */
+void rvq_encode(const RvqTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream);
+
+/**
+ * Product-VQ encode of n vectors into one block, byte-identical to the
+ * reference (nearest centroid per sub-vector, distances summed in ascending
+ * coordinate order, ties to the lowest index).
+ * x: device fp32 [n, head_dim]; out: device, tab.block_bytes(n) bytes.
+ */
+void pvq_encode(const PvqTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream);
+
+/**
+ * Product-VQ dequantize: out = lambda * Pi^T concat_s C_s[code_s], floats
+ * identical to the reference decode (the same fp32 operations: FWHT, scale *
+ * sign, lambda). block: device, tab.block_bytes(n) bytes; out: device fp32 [n, head_dim].
+ */
+void pvq_dequantize(const PvqTables& tab, const std::uint8_t* block, std::size_t n, float* out, Stream stream);
+
+/// Shapes and options of one fused decode-attention call on VQ keys and values
+/// in contiguous (non-paged) blocks, one query token per sequence.
+struct VqDecodeArgs {
+  int batch = 0, num_heads = 0, num_kv_heads = 0;  ///< num_heads a multiple of num_kv_heads (any GQA ratio)
+  const float* q = nullptr;            ///< device fp32 [batch][num_heads][head_dim]
+  float* out = nullptr;                ///< device fp32 [batch][num_heads][head_dim]
+  /// device: [batch][num_kv_heads] key blocks, each a formats.h block of `capacity`
+  /// tokens (ktab.block_bytes(capacity) bytes, e.g. written by *_encode with n = capacity)
+  const std::uint8_t* keys = nullptr;
+  /// device: [batch][num_kv_heads] value blocks of `capacity` tokens (vtab.block_bytes(capacity) bytes each)
+  const std::uint8_t* values = nullptr;
+  int capacity = 0;                    ///< tokens per block, >= max_seq_len
+  const std::int32_t* seq_lens = nullptr;  ///< device int32 [batch], each in 1..max_seq_len (tokens [0, len) attended)
+  int max_seq_len = 0;                 ///< host-side bound on seq_lens (chooses the split count)
+  float softmax_scale = 0;             ///< > 0
+  int num_splits = 0;                  ///< split-K count 1..256; 0 = min(256, ceil(max_seq_len / 128))
+  void* workspace = nullptr;           ///< device, 16-byte aligned, *_decode_workspace_bytes bytes
+};
+
+/// Workspace bytes of rvq_decode: splits * batch * num_heads * (head_dim + 2) floats.
+std::size_t rvq_decode_workspace_bytes(const VqDecodeArgs& args, int head_dim);
+
+/**
+ * Split-K decode attention on RVQ keys (ktab) and RVQ values (vtab, same
+ * head_dim; bit widths may differ). Per (split, sequence, query head) block:
+ * Pi_k q once (fp32), logit_t = softmax_scale * ||k_t|| <Pi_k q, c1[code1_t] + c2[code2_t]>,
+ * online softmax, values accumulated in the value rotation's domain
+ * (weight * ||v_t|| * (c1 + c2)); the splits merge by log-sum-exp and the
+ * result is rotated back once (Pi_v^T). fp32 throughout; tested against
+ * attention_compressed (fp64, context = seq_len): relative L2 error <= 1e-4 per
+ * sequence (kVqDecodeRelTol in tests/cuda/test_cuda_vq.cpp). A simple CUDA-core
+ * kernel (one query head per block, one token per thread): correct first, not tuned.
+ * Throws std::invalid_argument naming the argument (shapes, scale, splits,
+ * capacity < max_seq_len, null or misaligned pointers, head_dim mismatch).
+ */
+void rvq_decode(const RvqTables& ktab, const RvqTables& vtab, const VqDecodeArgs& args, Stream stream);
+
+/// Workspace bytes of pvq_decode: the split partials (as rvq_decode, rounded up
+/// to 16 bytes) plus one look-up table per query head (batch * num_heads * ktab.lut_size() floats).
+std::size_t pvq_decode_workspace_bytes(const VqDecodeArgs& args, const PvqTables& ktab);
+
+/**
+ * Look-up-table decode attention on product-VQ keys (ktab) and values (vtab,
+ * same head_dim). Once per query head: q' = Pi_k (lambda_k * q) and the table
+ * LUT[s][k] = <q'_s, C_s[k]> (fp64, stored fp32, in the workspace). Split-K:
+ * logit_t = softmax_scale * sum_s LUT[s][code_ts] (table look-ups from the
+ * codes, no decoded keys), online softmax, values accumulated as per-sub-vector
+ * centroid sums in the value codec's rotated, smoothed domain; log-sum-exp
+ * merge, then Pi_v^T and lambda_v once. fp32 accumulation; tested against
+ * attention_compressed: relative L2 error <= 1e-4 per sequence.
+ * Throws std::invalid_argument like rvq_decode.
+ */
+void pvq_decode(const PvqTables& ktab, const PvqTables& vtab, const VqDecodeArgs& args, Stream stream);
+
+}  // namespace turbokv::cuda
