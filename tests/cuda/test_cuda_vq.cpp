@@ -356,9 +356,17 @@ void run_control(Method method, int d, int kb, int vb, std::uint64_t seed) {
     const int cbits = vb == 3 ? 6 : 8, kk = 1 << cbits;
     std::uint8_t* tc = &vbroken[static_cast<std::size_t>(tstar) * (s.vbytes / s.cap)];
     const std::uint32_t code = get_code(tc, 0, cbits);
-    const std::uint32_t other = (code + kk / 2) % kk;
-    tc[0] = static_cast<std::uint8_t>(tc[0] & ~((1u << cbits) - 1u));
-    put_code(tc, 0, cbits, other);  // sub-vector 0 -> another centroid
+    // Sub-vector 0 -> another centroid that the reference decodes differently (k-means on few
+    // distinct rows can leave duplicate centroids, which no check could tell apart).
+    const std::size_t dd = static_cast<std::size_t>(d);
+    std::vector<float> before(static_cast<std::size_t>(s.cap) * dd), after(before.size());
+    s.vref->decode(s.vall.data(), s.cap, before.data());
+    for (int step = 1; step < kk; ++step) {
+      tc[0] = static_cast<std::uint8_t>(tc[0] & ~((1u << cbits) - 1u));
+      put_code(tc, 0, cbits, (code + static_cast<std::uint32_t>(step) * 37u) % kk);
+      s.vref->decode(vbroken.data(), s.cap, after.data());
+      if (rel_err(after.data() + tstar * dd, before.data() + tstar * dd, dd) > 0.05) break;
+    }
   }
   const auto out_ok = gpu_decode(c, s, s.kall, s.vall);
   const auto out_bad = gpu_decode(c, s, s.kall, vbroken);
