@@ -17,12 +17,15 @@
 #include <cmath>
 
 #include "qjl.cuh"
+#include "splitk.cuh"
 #include "turbokv/cuda_qjl.h"
 #include "turbokv/error.h"
 #include "turbokv/pack.h"
 
 namespace turbokv::cuda {
 namespace {
+
+using namespace detail::splitk;
 
 using namespace detail::qjl;
 
@@ -259,38 +262,7 @@ struct DecArgs {
   float* ws;  // [splits][batch * num_heads][d + 2]: m, l, acc[d]
 };
 
-__device__ __forceinline__ float block_reduce(float v, bool is_max, float* red) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float u = __shfl_xor_sync(0xffffffffu, v, o);
-    v = is_max ? fmaxf(v, u) : v + u;
-  }
-  __syncthreads();  // red is reused
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  v = red[0];
-  for (int w = 1; w < kDecThreads / 32; ++w) v = is_max ? fmaxf(v, red[w]) : v + red[w];
-  return v;
-}
 
-// Forward Hadamard rotation of y[0..d) in shared memory (fp32): y *= sign, FWHT, *= scale.
-__device__ __forceinline__ void rotate_shared(float* y, int d, const float* __restrict__ signs, float scale,
-                                              bool inverse) {
-  if (!inverse)
-    for (int j = threadIdx.x; j < d; j += blockDim.x) y[j] *= __ldg(signs + j);
-  for (int h = 1; h < d; h <<= 1) {
-    __syncthreads();
-    for (int p = threadIdx.x; p < d / 2; p += blockDim.x) {
-      const int j = (p / h) * 2 * h + p % h;
-      const float u = y[j], v = y[j + h];
-      y[j] = u + v;
-      y[j + h] = u - v;
-    }
-  }
-  __syncthreads();
-  for (int j = threadIdx.x; j < d; j += blockDim.x) y[j] *= inverse ? scale * __ldg(signs + j) : scale;
-  __syncthreads();
-}
 
 __global__ void __launch_bounds__(kDecThreads) prod_decode_split_kernel(const DecArgs a) {
   extern __shared__ float sh[];
@@ -369,21 +341,7 @@ __global__ void __launch_bounds__(kDecThreads) prod_decode_merge_kernel(const fl
   extern __shared__ float sh[];
   float* y = sh;  // [d]
   const int bh = blockIdx.x;
-  float mx = -INFINITY;
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, ws[(static_cast<std::size_t>(s) * rows + bh) * (d + 2)]);
-  float l = 0.0f;
-  for (int s = 0; s < splits; ++s) {
-    const float* sl = ws + (static_cast<std::size_t>(s) * rows + bh) * (d + 2);
-    l += sl[1] * exp2f(sl[0] - mx);
-  }
-  for (int i = threadIdx.x; i < d; i += blockDim.x) {
-    float acc = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      const float* sl = ws + (static_cast<std::size_t>(s) * rows + bh) * (d + 2);
-      acc += sl[2 + i] * exp2f(sl[0] - mx);
-    }
-    y[i] = acc / l;
-  }
+  merge_partials(ws, splits, rows, d, bh, y);
   __syncthreads();
   rotate_shared(y, d, vsigns, vscale, true);
   for (int i = threadIdx.x; i < d; i += blockDim.x) out[static_cast<std::size_t>(bh) * d + i] = y[i];
