@@ -314,44 +314,7 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
 #pragma unroll
         for (int i = 0; i < 4; ++i) s[i] = s2[0][i] + s2[1][i];
       }
-      const int ta = tb + gid, tc = tb + gid + 8;
-      const bool va = ta < n, vc = tc < n;
-      const float nka = va ? norm_at(s_kn[ta], t0 + ta, a.page_shift) : 0.0f;
-      const float nkc = vc ? norm_at(s_kn[tc], t0 + tc, a.page_shift) : 0.0f;
-      s[0] = va ? soft_cap(a, s[0] * nka) : -INFINITY;
-      s[1] = va ? soft_cap(a, s[1] * nka) : -INFINITY;
-      s[2] = vc ? soft_cap(a, s[2] * nkc) : -INFINITY;
-      s[3] = vc ? soft_cap(a, s[3] * nkc) : -INFINITY;
-      // ---- online softmax per head over the warp's 16 tokens
-      float tmax[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
-#pragma unroll
-      for (int off = 4; off < 32; off <<= 1) {
-        tmax[0] = fmaxf(tmax[0], __shfl_xor_sync(0xffffffffu, tmax[0], off));
-        tmax[1] = fmaxf(tmax[1], __shfl_xor_sync(0xffffffffu, tmax[1], off));
-      }
-      float f[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float mn = fmaxf(m[h], tmax[h]);
-        f[h] = (m[h] == -INFINITY) ? 0.0f : exp2f(m[h] - mn);
-        m[h] = mn;
-      }
-      const float p0 = va ? exp2f(s[0] - m[0]) : 0.0f, p1 = va ? exp2f(s[1] - m[1]) : 0.0f;
-      const float p2 = vc ? exp2f(s[2] - m[0]) : 0.0f, p3 = vc ? exp2f(s[3] - m[1]) : 0.0f;
-      l[0] = l[0] * f[0] + (p0 + p2);
-      l[1] = l[1] * f[1] + (p1 + p3);
-      if (f[0] != 1.0f || f[1] != 1.0f) {
-#pragma unroll
-        for (int j = 0; j < D / 16; ++j) acc[j][0] *= f[0], acc[j][1] *= f[1], acc[j][2] *= f[0], acc[j][3] *= f[1];
-      }
-      const float nva = va ? norm_at(s_vn[ta], t0 + ta, a.page_shift) : 0.0f;
-      const float nvc = vc ? norm_at(s_vn[tc], t0 + tc, a.page_shift) : 0.0f;
-      __syncwarp();
-      s_p[gid * kMmaHeads + 2 * tig] = p0 * nva;
-      s_p[gid * kMmaHeads + 2 * tig + 1] = p1 * nva;
-      s_p[(gid + 8) * kMmaHeads + 2 * tig] = p2 * nvc;
-      s_p[(gid + 8) * kMmaHeads + 2 * tig + 1] = p3 * nvc;
-      __syncwarp();
+      mma_softmax_step(a, s, m, l, acc, s_kn, s_vn, tb, n, t0, gid, tig, s_p);
       // ---- values: B = P[tokens 2tig + {0,1}, 2tig + 8 + {0,1}][head gid] (rows past n are zero weights,
       // and their staged codes, possibly stale, are finite look-ups)
       const std::uint32_t pb0 = pack_h2(s_p[(2 * tig) * kMmaHeads + gid], s_p[(2 * tig + 1) * kMmaHeads + gid]);
