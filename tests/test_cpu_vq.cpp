@@ -6,7 +6,10 @@
 //   - decoded floats identical;
 //   - scores and value accumulation within kTol relative (fp32 vs fp64),
 //     including blocks whose code bytes are all 0x00 or all 0xff;
-//   - attention_codec within kTol of attention_compressed for GQA ratios 1..16;
+//   - attention_codec within kTol of attention_compressed for GQA ratios 1..16
+//     (the codec-domain path: domain_size() > 0 at SIMD levels);
+//   - the codec-domain contract (domain_size / decode_domain) of rvq, pvq, polar
+//     and fractional TurboQuant-MSE, and the latter's fused attention;
 //   - the fast codec really is the SIMD one at AVX2 / AVX-512 (isa()).
 #include <gtest/gtest.h>
 
@@ -260,11 +263,227 @@ TEST(CpuVq, FusedAttentionMatchesReferenceForEveryGqaRatio) {
           fk.push_back(cpu::make_cpu_codec(*rk[g]));
           fv.push_back(cpu::make_cpu_codec(*rv[g]));
           expect_simd(*fk.back(), lvl);
+          if (lvl != SimdLevel::kScalar) {  // attention_codec takes the codec-domain path
+            EXPECT_GT(fk.back()->domain_size(), 0u);
+            EXPECT_GT(fv.back()->domain_size(), 0u);
+          }
           fkeys.push_back({fk[g].get(), kb[g].data()});
           fvalues.push_back({fv[g].get(), vb[g].data()});
         }
         for (int ratio = 1; ratio <= 16; ++ratio) {
           SCOPED_TRACE(name(c, d) + " n " + std::to_string(n) + " gqa " + std::to_string(ratio) + " " +
+                       simd_level_name(lvl));
+          const int heads = kvh * ratio;
+          const auto q = test::gaussian(static_cast<std::size_t>(heads) * d, 9 + ratio);
+          const AttentionParams p = ratio % 2 ? AttentionParams{1.0 / std::sqrt(d), 0, 0}
+                                              : AttentionParams{0.3, 37, 20.0};
+          std::vector<double> want(static_cast<std::size_t>(heads) * d);
+          std::vector<float> got(want.size());
+          attention_compressed(keys, values, n, q.data(), heads, p, want.data());
+          cpu::attention_codec(fkeys, fvalues, n, q.data(), heads, p, got.data(), 0, 2);
+          for (int h = 0; h < heads; ++h)
+            ASSERT_LE(test::rel_err(got.data() + h * d, want.data() + h * d, d), kTol) << "head " << h;
+        }
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------ codec domain
+// CpuCodec::domain_size() / decode_domain() (turbokv/cpu_codec.h) of rvq, pvq,
+// polar and fractional TurboQuant-MSE: the fast codecs claim a domain at every
+// SIMD level, and its vectors y_t satisfy the contract directly.
+
+namespace {
+
+struct DomCase {
+  Method method;
+  double bits;
+};
+
+const std::vector<DomCase>& dom_cases() {
+  static const std::vector<DomCase> c = [] {
+    std::vector<DomCase> v;
+    for (const Case& k : cases()) v.push_back({k.method, static_cast<double>(k.bits)});
+    for (double b : {1.5, 2.5, 3.5}) v.push_back({Method::kTurboMse, b});
+    return v;
+  }();
+  return c;
+}
+
+std::string dom_name(const DomCase& c, int d) {
+  return std::string(method_name(c.method)) + " bits " + std::to_string(c.bits) + " d " + std::to_string(d);
+}
+
+std::unique_ptr<Codec> make_dom_ref(const DomCase& c, int d, std::uint64_t seed) {
+  CodecConfig cfg;
+  cfg.method = c.method;
+  cfg.bits = c.bits;
+  cfg.head_dim = d;
+  cfg.seed = seed;
+  auto codec = make_codec(cfg);
+  if (codec->needs_calibration()) {
+    const auto cal = data_with_outlier(512, d, seed ^ 0xca11);
+    codec->calibrate(cal.data(), 512);
+  }
+  return codec;
+}
+
+/// The contract over tokens [t0, t1) of an n-token block: scores == <state[0, D), y_t>,
+/// accumulate == sum w_t y_t (1e-5 relative), y beyond the range untouched, and y the
+/// reconstruction: finalize(sum w_t y_t) == sum w_t decode_t.
+void check_domain(const Codec& ref, const cpu::CpuCodec& fast, const std::uint8_t* codes, std::size_t n,
+                  std::size_t t0, std::size_t t1, std::uint64_t seed) {
+  const int d = ref.head_dim();
+  const std::size_t D = fast.domain_size(), m = t1 - t0;
+  ASSERT_GT(D, 0u) << "no codec domain";
+  ASSERT_EQ(fast.accumulator_size(), D);
+  ASSERT_GE(fast.query_state_size(), D);
+  std::vector<float> y(m * D + 8, -7.0f);
+  fast.decode_domain(codes, n, t0, t1, y.data());
+  for (std::size_t i = m * D; i < y.size(); ++i) ASSERT_EQ(y[i], -7.0f) << "decode_domain wrote past the range";
+  for (std::size_t i = 0; i < m * D; ++i) ASSERT_TRUE(std::isfinite(y[i])) << "y entry " << i;
+  std::vector<float> xh(n * static_cast<std::size_t>(d));
+  ref.decode(codes, n, xh.data());
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto q = test::gaussian(static_cast<std::size_t>(d), seed + 10 * rep, rep == 2 ? 30.0f : 1.0f);
+    std::vector<float> st(fast.query_state_size());
+    fast.prepare_query(q.data(), st.data());
+    std::vector<float> sc(m + 1, -7.0f);
+    fast.scores(st.data(), codes, n, t0, t1, sc.data());
+    double sn = 0;
+    for (std::size_t i = 0; i < D; ++i) sn += double(st[i]) * st[i];
+    for (std::size_t t = 0; t < m; ++t) {
+      double dot = 0, yn = 0;
+      for (std::size_t i = 0; i < D; ++i) {
+        dot += double(st[i]) * y[t * D + i];
+        yn += double(y[t * D + i]) * y[t * D + i];
+      }
+      ASSERT_NEAR(sc[t], dot, kTol * std::sqrt(sn * yn) + 1e-30) << "score vs <state, y_t>, token " << t0 + t;
+    }
+  }
+  std::vector<float> w(m);
+  Rng rng(seed + 3);
+  for (auto& v : w) v = static_cast<float>(rng.uniform());
+  if (m > 1) w[1] = 0;
+  std::vector<float> acc(D, 0.0f), acc_y(D, 0.0f);
+  std::vector<double> want(D, 0.0), xw(d, 0.0);
+  fast.accumulate(codes, n, t0, t1, w.data(), acc.data());
+  for (std::size_t t = 0; t < m; ++t) {
+    for (std::size_t i = 0; i < D; ++i) {
+      want[i] += double(w[t]) * y[t * D + i];
+      acc_y[i] += w[t] * y[t * D + i];
+    }
+    for (int j = 0; j < d; ++j) xw[j] += double(w[t]) * xh[(t0 + t) * d + j];
+  }
+  double wn = 0;
+  for (double v : want) wn += v * v;
+  if (wn > 0)
+    ASSERT_LE(test::rel_err(acc.data(), want.data(), D), kTol) << "accumulate vs sum w y";
+  else
+    for (std::size_t i = 0; i < D; ++i) ASSERT_EQ(acc[i], 0.0f);
+  std::vector<float> out(d);
+  fast.finalize(acc_y.data(), 1.0, out.data());
+  double xn = 0;
+  for (double v : xw) xn += v * v;
+  if (xn > 0) {
+    ASSERT_LE(test::rel_err(out.data(), xw.data(), d), kTol) << "finalize(sum w y) vs sum w decode";
+  }
+}
+
+}  // namespace
+
+TEST(CpuVq, CodecDomainContract) {
+  int checked = 0;
+  for (const DomCase& c : dom_cases()) {
+    for (int d : {64, 96, 128, 256}) {
+      if (c.method == Method::kTurboMse && d % 32 != 0) continue;
+      auto ref = make_dom_ref(c, d, 51 + d);
+      const std::size_t n = 130;
+      const auto x = data_with_outlier(n, d, 900 + d);
+      std::vector<std::uint8_t> codes(ref->encoded_bytes(n));
+      ref->encode(x.data(), n, codes.data());
+      for (SimdLevel lvl : available_simd_levels()) {
+        if (lvl == SimdLevel::kScalar) continue;
+        ScopedSimdLevel guard(lvl);
+        SCOPED_TRACE(dom_name(c, d) + " " + simd_level_name(lvl));
+        auto fast = cpu::make_cpu_codec(*ref);
+        expect_simd(*fast, lvl);
+        ASSERT_EQ(fast->domain_size(), static_cast<std::size_t>(d)) << "domain is the rotated [d] (no padding)";
+        check_domain(*ref, *fast, codes.data(), n, 0, n, 5);
+        check_domain(*ref, *fast, codes.data(), n, 5, 70, 6);
+        check_domain(*ref, *fast, codes.data(), n, 64, n, 7);
+        check_domain(*ref, *fast, codes.data(), n, 129, n, 8);
+        ++checked;
+      }
+    }
+  }
+  if (available_simd_levels().size() > 1) {
+    EXPECT_GT(checked, 0);
+  }
+}
+
+TEST(CpuVq, CodecDomainAllZeroAndAllOnesCodeBytes) {
+  for (const DomCase& c : dom_cases()) {
+    const int d = 128;
+    auto ref = make_dom_ref(c, d, 7);
+    const std::size_t n = 65, bytes = ref->encoded_bytes(n);
+    // fp16 scalars after the codes: rvq 1, polar d/16, split tq-mse 2 per token; pvq none.
+    const std::size_t scal = c.method == Method::kRvq ? 1 : c.method == Method::kPolar ? d / 16
+                             : c.method == Method::kTurboMse ? 2 : 0;
+    const std::size_t code_bytes = (bytes - 2 * scal * n) / n;
+    for (std::uint8_t fill : {std::uint8_t{0x00}, std::uint8_t{0xff}}) {
+      std::vector<std::uint8_t> block(bytes, fill);
+      for (std::size_t i = 0; i < n * scal; ++i)
+        store_half(block.data() + n * code_bytes + 2 * i, 0.5f + static_cast<float>(i % 7) * 0.25f);
+      for (SimdLevel lvl : available_simd_levels()) {
+        if (lvl == SimdLevel::kScalar) continue;
+        ScopedSimdLevel guard(lvl);
+        SCOPED_TRACE(dom_name(c, d) + " fill " + std::to_string(fill) + " " + simd_level_name(lvl));
+        auto fast = cpu::make_cpu_codec(*ref);
+        check_domain(*ref, *fast, block.data(), n, 0, n, 3);
+        check_domain(*ref, *fast, block.data(), n, 17, 18, 4);
+      }
+    }
+  }
+}
+
+TEST(CpuVq, SplitTqMseFusedAttentionMatchesReferenceForEveryGqaRatio) {
+  for (double bits : {1.5, 2.5, 3.5}) {
+    const DomCase c{Method::kTurboMse, bits};
+    for (auto [d, n] : std::vector<std::pair<int, std::size_t>>{{128, 300}, {96, 65}}) {
+      const int kvh = 2;
+      std::vector<std::unique_ptr<Codec>> rk, rv;
+      std::vector<std::vector<std::uint8_t>> kb, vb;
+      std::vector<EncodedHead> keys, values;
+      for (int g = 0; g < kvh; ++g) {
+        rk.push_back(make_dom_ref(c, d, 100 + g));
+        rv.push_back(make_dom_ref(c, d, 200 + g));
+        const auto k = data_with_outlier(n, d, 300 + g), v = test::gaussian(n * d, 400 + g);
+        kb.emplace_back(rk[g]->encoded_bytes(n));
+        vb.emplace_back(rv[g]->encoded_bytes(n));
+        rk[g]->encode(k.data(), n, kb[g].data());
+        rv[g]->encode(v.data(), n, vb[g].data());
+        keys.push_back({rk[g].get(), kb[g].data()});
+        values.push_back({rv[g].get(), vb[g].data()});
+      }
+      for (SimdLevel lvl : available_simd_levels()) {
+        ScopedSimdLevel guard(lvl);
+        std::vector<std::unique_ptr<cpu::CpuCodec>> fk, fv;
+        std::vector<cpu::CodecHead> fkeys, fvalues;
+        for (int g = 0; g < kvh; ++g) {
+          fk.push_back(cpu::make_cpu_codec(*rk[g]));
+          fv.push_back(cpu::make_cpu_codec(*rv[g]));
+          expect_simd(*fk.back(), lvl);
+          if (lvl != SimdLevel::kScalar) {
+            EXPECT_GT(fk.back()->domain_size(), 0u);
+            EXPECT_GT(fv.back()->domain_size(), 0u);
+          }
+          fkeys.push_back({fk[g].get(), kb[g].data()});
+          fvalues.push_back({fv[g].get(), vb[g].data()});
+        }
+        for (int ratio = 1; ratio <= 16; ++ratio) {
+          SCOPED_TRACE(dom_name(c, d) + " n " + std::to_string(n) + " gqa " + std::to_string(ratio) + " " +
                        simd_level_name(lvl));
           const int heads = kvh * ratio;
           const auto q = test::gaussian(static_cast<std::size_t>(heads) * d, 9 + ratio);

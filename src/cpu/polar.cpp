@@ -11,7 +11,8 @@
 // cells depend on atan2's last bit, so a vector approximation could not
 // guarantee identical codes; only the rotation before it is SIMD.
 // Query state: the rotated query Pi q (fp32, [d]); accumulator: the rotated
-// domain ([d]); finalize() applies Pi^T in fp64.
+// domain ([d]); finalize() applies Pi^T in fp64. Codec domain (domain_size() =
+// d): y_t = y_hat_t, the reconstruction in the rotated domain.
 #include <vector>
 
 #include "../ref/polar.h"
@@ -70,6 +71,13 @@ class PolarCodec final : public CpuCodec {
     std::vector<double> a(acc, acc + st_.dim), x(static_cast<std::size_t>(st_.dim));
     st_.rot.rotation->inverse(a.data(), x.data());
     for (int i = 0; i < st_.dim; ++i) out[i] = static_cast<float>(x[static_cast<std::size_t>(i)] * scale);
+  }
+  /// Codec domain: y_t = y_hat_t, the reconstruction in the rotated domain, [d].
+  std::size_t domain_size() const override { return static_cast<std::size_t>(st_.dim); }
+  void decode_domain(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+                     float* y) const override {
+    check_arg(t0 <= t1 && t1 <= n, "CpuCodec::decode_domain", "t1", t1, "must satisfy t0 <= t1 <= n");
+    if (t1 > t0) k_.decode_domain(st_, codes + t0 * st_.code_bytes, radii(codes, n, t0), t1 - t0, y);
   }
 
  protected:

@@ -33,6 +33,9 @@ struct PolarKernels {
   /// acc[d] += sum_t w[t] y_hat_t (rotated domain).
   void (*accumulate)(const PolarState& st, const std::uint8_t* codes, const std::uint8_t* radii16, std::size_t count,
                      const float* w, float* acc);
+  /// y: [count, d] = y_hat_t, the codec domain (rotated) of count tokens.
+  void (*decode_domain)(const PolarState& st, const std::uint8_t* codes, const std::uint8_t* radii16,
+                        std::size_t count, float* y);
 };
 
 /// The kernels for level-1 bits b1 (2..4).

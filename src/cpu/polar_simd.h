@@ -138,13 +138,29 @@ void polar_accumulate(const PolarState& st, const std::uint8_t* codes, const std
   }
 }
 
+template <class V, int B1, int B2>
+void polar_decode_domain(const PolarState& st, const std::uint8_t* codes, const std::uint8_t* radii16,
+                         std::size_t count, float* y) {
+  constexpr int W = V::W;
+  const int d = st.dim;
+  PolarScratch s;
+  for (std::size_t t = 0; t < count; ++t) {
+    polar_reconstruct<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s);
+    float* yt = y + t * static_cast<std::size_t>(d);
+    for (int k = 0; k < d; k += W) V::store(yt + k, V::load(s.y + k));
+  }
+}
+
 /// b1 -> b2 = max(1, b1 - 2): 2 -> 1, 3 -> 1, 4 -> 2.
 template <class V>
 PolarKernels polar_table(int b1) {
   switch (b1) {
-    case 2: return {polar_encode<V, 2, 1>, polar_decode<V, 2, 1>, polar_scores<V, 2, 1>, polar_accumulate<V, 2, 1>};
-    case 3: return {polar_encode<V, 3, 1>, polar_decode<V, 3, 1>, polar_scores<V, 3, 1>, polar_accumulate<V, 3, 1>};
-    default: return {polar_encode<V, 4, 2>, polar_decode<V, 4, 2>, polar_scores<V, 4, 2>, polar_accumulate<V, 4, 2>};
+    case 2: return {polar_encode<V, 2, 1>, polar_decode<V, 2, 1>, polar_scores<V, 2, 1>, polar_accumulate<V, 2, 1>,
+                   polar_decode_domain<V, 2, 1>};
+    case 3: return {polar_encode<V, 3, 1>, polar_decode<V, 3, 1>, polar_scores<V, 3, 1>, polar_accumulate<V, 3, 1>,
+                   polar_decode_domain<V, 3, 1>};
+    default: return {polar_encode<V, 4, 2>, polar_decode<V, 4, 2>, polar_scores<V, 4, 2>, polar_accumulate<V, 4, 2>,
+                   polar_decode_domain<V, 4, 2>};
   }
 }
 

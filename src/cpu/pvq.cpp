@@ -8,10 +8,12 @@
 // other head_dims get nullptr (the reference wrapper). Encoding is
 // bit-identical, k-means ties included: every centroid distance is summed in
 // the reference's order and the first minimum wins, as in its nearest().
-// Query state: LUT[s][k] = <(Pi (lambda * q))_s, C_s[k]>, computed in fp64 as
-// the reference does then rounded to fp32, [nsub_pad][K] (rows >= d/g zero).
-// Accumulator: the rotated, smoothed domain ([d]); finalize() applies Pi^T
-// (fp64) and lambda.
+// Query state: q' = Pi (lambda * q) rounded to fp32 ([d], the codec-domain
+// query), then LUT[s][k] = <q'_s, C_s[k]>, computed in fp64 as the reference
+// does then rounded to fp32, [nsub_pad][K] (rows >= d/g zero); scores() reads
+// the LUT only. Accumulator: the rotated, smoothed domain ([d]); finalize()
+// applies Pi^T (fp64) and lambda. Codec domain (domain_size() = d): y_t =
+// concat_s C_s[code_{t,s}], so scores = <q', y_t> and accumulate = sum w y_t.
 #include <vector>
 
 #include "../ref/pvq.h"
@@ -46,13 +48,15 @@ class PvqCodec final : public CpuCodec {
     st_.cent_t = r.centroids_soa();
   }
   const char* isa() const override { return isa_; }
-  std::size_t query_state_size() const override { return static_cast<std::size_t>(st_.nsub_pad) * st_.k; }
+  std::size_t query_state_size() const override {
+    return static_cast<std::size_t>(st_.dim) + static_cast<std::size_t>(st_.nsub_pad) * st_.k;
+  }
   std::size_t accumulator_size() const override { return static_cast<std::size_t>(st_.dim); }
 
   void scores(const float* state, const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
               float* out) const override {
     check_arg(t0 <= t1 && t1 <= n, "CpuCodec::scores", "t1", t1, "must satisfy t0 <= t1 <= n");
-    if (t1 > t0) k_.scores(st_, state, codes + t0 * st_.code_bytes, t1 - t0, out);
+    if (t1 > t0) k_.scores(st_, state + st_.dim, codes + t0 * st_.code_bytes, t1 - t0, out);
   }
   void accumulate(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1, const float* w,
                   float* acc) const override {
@@ -66,6 +70,14 @@ class PvqCodec final : public CpuCodec {
       const std::size_t i = static_cast<std::size_t>(j);
       out[j] = static_cast<float>(x[i] * st_.lambda[i] * scale);
     }
+  }
+  /// Codec domain: y_t = concat_s C_s[code_{t,s}] in the rotated, smoothed domain,
+  /// [d]; the state's first d floats are Pi (lambda * q), the accumulator is there.
+  std::size_t domain_size() const override { return static_cast<std::size_t>(st_.dim); }
+  void decode_domain(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+                     float* y) const override {
+    check_arg(t0 <= t1 && t1 <= n, "CpuCodec::decode_domain", "t1", t1, "must satisfy t0 <= t1 <= n");
+    if (t1 > t0) k_.decode_domain(st_, codes + t0 * st_.code_bytes, t1 - t0, y);
   }
 
  protected:
@@ -84,6 +96,8 @@ class PvqCodec final : public CpuCodec {
     std::vector<double> ql(d), qr(d), acc(K);
     for (std::size_t j = 0; j < d; ++j) ql[j] = double(q[j]) * st_.lambda[j];
     st_.rot.rotation->forward(ql.data(), qr.data());
+    for (std::size_t j = 0; j < d; ++j) state[j] = static_cast<float>(qr[j]);
+    float* lut = state + d;
     // The reference's sums (ascending i per entry), over the SoA copy so the k loop vectorises.
     for (std::size_t s = 0; s < static_cast<std::size_t>(st_.nsub); ++s) {
       std::fill(acc.begin(), acc.end(), 0.0);
@@ -92,9 +106,9 @@ class PvqCodec final : public CpuCodec {
         const double qi = qr[s * g + i];
         for (std::size_t k = 0; k < K; ++k) acc[k] += qi * ct[k];
       }
-      for (std::size_t k = 0; k < K; ++k) state[s * K + k] = static_cast<float>(acc[k]);
+      for (std::size_t k = 0; k < K; ++k) lut[s * K + k] = static_cast<float>(acc[k]);
     }
-    std::fill(state + static_cast<std::size_t>(st_.nsub) * K, state + query_state_size(), 0.0f);
+    std::fill(lut + static_cast<std::size_t>(st_.nsub) * K, state + query_state_size(), 0.0f);
   }
 
  private:

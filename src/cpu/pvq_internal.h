@@ -18,7 +18,9 @@ struct PvqState {
   std::vector<float> cent_t;          ///< [nsub][g][K] the same (nearest-centroid search)
 };
 
-/// Query state of the PVQ fast path: LUT[s][k] = <q'_s, C_s[k]>, [nsub_pad][K] fp32, rows >= nsub zero.
+/// Query state of the PVQ fast path: [d] q' = Pi (lambda * q) (fp32; the codec-domain
+/// query), then LUT[s][k] = <q'_s, C_s[k]>, [nsub_pad][K] fp32, rows >= nsub zero.
+/// The kernels' `lut` points at the LUT.
 struct PvqKernels {
   /// x: [count, d] -> count tokens' codes (argmin_k ||z_s - C_s[k]||^2, ties to the lowest k).
   void (*encode)(const PvqState& st, const float* x, std::size_t count, std::uint8_t* codes);
@@ -28,6 +30,8 @@ struct PvqKernels {
   void (*scores)(const PvqState& st, const float* lut, const std::uint8_t* codes, std::size_t count, float* out);
   /// acc[d] += sum_t w[t] * concat_s C_s[code_{t,s}] (rotated, smoothed domain).
   void (*accumulate)(const PvqState& st, const std::uint8_t* codes, std::size_t count, const float* w, float* acc);
+  /// y: [count, d] = concat_s C_s[code_{t,s}], the codec domain (rotated, smoothed) of count tokens.
+  void (*decode_domain)(const PvqState& st, const std::uint8_t* codes, std::size_t count, float* y);
 };
 
 /// The kernels for the reference's nominal bits (1..4).

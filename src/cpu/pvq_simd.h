@@ -97,9 +97,8 @@ void pvq_scores(const PvqState& st, const float* lut, const std::uint8_t* codes,
       // nsub = d / 2, a multiple of 8 (and of W = 16 unless d % 32 != 0): codes
       // unpacked in registers, 8 per 6 bytes; lanes >= nsub see code 0 of a zero LUT row.
       for (int v = 0; v < st.nsub; v += W) {
-        std::uint64_t a = 0, b = 0;
-        std::memcpy(&a, tc + v / 8 * 6, 6);
-        if (W == 16 && v + 8 < st.nsub) std::memcpy(&b, tc + v / 8 * 6 + 6, 6);
+        const std::uint64_t a = load_le<6>(tc + v / 8 * 6);
+        const std::uint64_t b = (W == 16 && v + 8 < st.nsub) ? load_le<6>(tc + v / 8 * 6 + 6) : 0;
         const __m128i c8 = _mm_set_epi64x(static_cast<long long>(_pdep_u64(b, kByteMask[6])),
                                           static_cast<long long>(_pdep_u64(a, kByteMask[6])));
         acc = V::add(acc, V::gather(lut, V::addi(V::u8_to_i(c8), V::loadi(offs + v))));
@@ -139,14 +138,40 @@ void pvq_accumulate(const PvqState& st, const std::uint8_t* codes, std::size_t c
   }
 }
 
+/// y[t * d + s * G + i] = C_s[code_{t,s}][i]: the codec domain (rotated, smoothed) of count tokens.
+template <class V, int G, int C>
+void pvq_decode_domain(const PvqState& st, const std::uint8_t* codes, std::size_t count, float* y) {
+  const int K = st.k, d = st.dim;
+  alignas(64) std::uint8_t cb[kMaxDim + 16];
+  for (std::size_t t = 0; t < count; ++t) {
+    pvq_codes<C>(st, codes + t * st.code_bytes, cb);
+    float* yt = y + t * static_cast<std::size_t>(d);
+    const float* cent = st.cent.data();
+    for (int s = 0; s < st.nsub; ++s) {
+      const float* c = cent + (static_cast<std::size_t>(s) * K + cb[s]) * G;
+      if constexpr (G == 8) {
+        _mm256_storeu_ps(yt + s * G, _mm256_loadu_ps(c));
+      } else if constexpr (G == 4) {
+        _mm_storeu_ps(yt + s * G, _mm_loadu_ps(c));
+      } else {
+        _mm_storel_pi(reinterpret_cast<__m64*>(yt + s * G), _mm_loadl_pi(_mm_setzero_ps(), reinterpret_cast<const __m64*>(c)));
+      }
+    }
+  }
+}
+
 /// bits -> (g, c): 1 -> (8, 8), 2 -> (4, 8), 3 -> (2, 6), 4 -> (2, 8) (src/ref/pvq.cpp).
 template <class V>
 PvqKernels pvq_table(int bits) {
   switch (bits) {
-    case 1: return {pvq_encode<V, 8, 8>, pvq_decode<V, 8, 8>, pvq_scores<V, 8, 8>, pvq_accumulate<V, 8, 8>};
-    case 2: return {pvq_encode<V, 4, 8>, pvq_decode<V, 4, 8>, pvq_scores<V, 4, 8>, pvq_accumulate<V, 4, 8>};
-    case 3: return {pvq_encode<V, 2, 6>, pvq_decode<V, 2, 6>, pvq_scores<V, 2, 6>, pvq_accumulate<V, 2, 6>};
-    default: return {pvq_encode<V, 2, 8>, pvq_decode<V, 2, 8>, pvq_scores<V, 2, 8>, pvq_accumulate<V, 2, 8>};
+    case 1: return {pvq_encode<V, 8, 8>, pvq_decode<V, 8, 8>, pvq_scores<V, 8, 8>, pvq_accumulate<V, 8, 8>,
+                    pvq_decode_domain<V, 8, 8>};
+    case 2: return {pvq_encode<V, 4, 8>, pvq_decode<V, 4, 8>, pvq_scores<V, 4, 8>, pvq_accumulate<V, 4, 8>,
+                    pvq_decode_domain<V, 4, 8>};
+    case 3: return {pvq_encode<V, 2, 6>, pvq_decode<V, 2, 6>, pvq_scores<V, 2, 6>, pvq_accumulate<V, 2, 6>,
+                    pvq_decode_domain<V, 2, 6>};
+    default: return {pvq_encode<V, 2, 8>, pvq_decode<V, 2, 8>, pvq_scores<V, 2, 8>, pvq_accumulate<V, 2, 8>,
+                    pvq_decode_domain<V, 2, 8>};
   }
 }
 

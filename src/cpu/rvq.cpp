@@ -8,7 +8,8 @@
 // Covered: every bit width (1..4), every rotation kind, head_dim a multiple of
 // 16 up to 1024; other head_dims get nullptr (the reference wrapper).
 // Query state: the rotated query Pi q (fp32, [d]); accumulator: the rotated
-// domain ([d]), turned back by Pi^T in fp64 in finalize().
+// domain ([d]), turned back by Pi^T in fp64 in finalize(). Codec domain
+// (domain_size() = d): y_t = norm_t * (c1 + c2)_t, rotated.
 #include <vector>
 
 #include "../ref/rvq.h"
@@ -86,6 +87,14 @@ class RvqCodec final : public CpuCodec {
     std::vector<double> a(acc, acc + st_.dim), x(static_cast<std::size_t>(st_.dim));
     st_.rot.rotation->inverse(a.data(), x.data());
     for (int i = 0; i < st_.dim; ++i) out[i] = static_cast<float>(x[static_cast<std::size_t>(i)] * scale);
+  }
+  /// Codec domain: y_t = norm_t * (c1 + c2)_t in the rotated domain, [d] (the prepared
+  /// query Pi q and the accumulator live there).
+  std::size_t domain_size() const override { return static_cast<std::size_t>(st_.dim); }
+  void decode_domain(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+                     float* y) const override {
+    check_arg(t0 <= t1 && t1 <= n, "CpuCodec::decode_domain", "t1", t1, "must satisfy t0 <= t1 <= n");
+    if (t1 > t0) k_.decode_domain(st_, codes + t0 * st_.code_bytes, codes + n * st_.code_bytes + 2 * t0, t1 - t0, y);
   }
 
  protected:

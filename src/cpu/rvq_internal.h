@@ -72,6 +72,9 @@ struct RvqKernels {
   /// acc[d] += sum_t w[t] * norm_t * (c1 + c2)_t (rotated domain).
   void (*accumulate)(const RvqState& st, const std::uint8_t* codes, const std::uint8_t* norms16, std::size_t count,
                      const float* w, float* acc);
+  /// y: [count, d] = norm_t * (c1 + c2)_t, the codec domain (rotated) of count tokens.
+  void (*decode_domain)(const RvqState& st, const std::uint8_t* codes, const std::uint8_t* norms16,
+                        std::size_t count, float* y);
 };
 
 /// The kernels for b = bits (1..4).

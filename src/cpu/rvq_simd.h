@@ -174,13 +174,43 @@ inline void pack_groups(const std::uint8_t* cb, int n, std::uint8_t* out) {
   }
 }
 
+/// The N (1..8) little-endian bytes at p, zero-extended, loaded straight into a
+/// register: power-of-two pieces combined by shifts. (A memcpy of 3, 5, 6 or 7
+/// bytes into a zeroed uint64_t compiles to narrow stores into a stack slot and
+/// one wide reload, a store-forwarding stall on every group.)
+template <int N>
+inline std::uint64_t load_le(const std::uint8_t* p) {
+  static_assert(N >= 1 && N <= 8);
+  if constexpr (N == 8) {
+    std::uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  } else {
+    std::uint64_t v = 0;
+    int o = 0;
+    if constexpr ((N & 4) != 0) {
+      std::uint32_t a;
+      std::memcpy(&a, p, 4);
+      v = a;
+      o = 4;
+    }
+    if constexpr ((N & 2) != 0) {
+      std::uint16_t b;
+      std::memcpy(&b, p + o, 2);
+      v |= static_cast<std::uint64_t>(b) << (8 * o);
+      o += 2;
+    }
+    if constexpr ((N & 1) != 0) v |= static_cast<std::uint64_t>(p[o]) << (8 * o);
+    return v;
+  }
+}
+
 /// Unpacks ceil(n / 8) groups of 8 BITS-wide codes into one byte each; reads
 /// BITS * ceil(n / 8) bytes of `packed` (callers pad short streams).
 template <int BITS>
 inline void unpack_groups(const std::uint8_t* packed, int n, std::uint8_t* cb) {
   for (int g = 0; g < (n + 7) / 8; ++g) {
-    std::uint64_t v = 0;
-    std::memcpy(&v, packed + g * BITS, BITS);
+    const std::uint64_t v = load_le<BITS>(packed + g * BITS);
     const std::uint64_t u = _pdep_u64(v, kByteMask[BITS]);
     std::memcpy(cb + 8 * g, &u, 8);
   }
@@ -262,6 +292,21 @@ inline float norm16(const std::uint8_t* p) { return half_to_float(static_cast<st
 
 // ---------------------------------------------------------------- RVQ kernels
 
+/// Codes k .. k + W - 1 (k a multiple of W) of a B-bit LSB-first stream, as
+/// 32-bit lanes, unpacked in registers (no byte buffer: a 16-byte reload of two
+/// 8-byte stores would miss store forwarding).
+template <class V, int B>
+inline typename V::I stream_codes(const std::uint8_t* packed, int k) {
+  const std::uint8_t* p = packed + k / 8 * B;
+  const std::uint64_t lo = _pdep_u64(load_le<B>(p), kByteMask[B]);
+  if constexpr (V::W == 16) {
+    const std::uint64_t hi = _pdep_u64(load_le<B>(p + B), kByteMask[B]);
+    return V::u8_to_i(_mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo)));
+  } else {
+    return V::u8_to_i(_mm_cvtsi64_si128(static_cast<long long>(lo)));
+  }
+}
+
 /// Both stages' codes of one token -> one byte each (cb1, cb2: [d]).
 template <int B>
 inline void rvq_unpack(const RvqState& st, const std::uint8_t* tc, std::uint8_t* cb1, std::uint8_t* cb2) {
@@ -317,12 +362,12 @@ void rvq_scores(const RvqState& st, const float* qr, const std::uint8_t* codes, 
                 std::size_t count, float* out) {
   constexpr int W = V::W;
   const int d = st.dim;
-  alignas(64) std::uint8_t cb1[kMaxDim + 16], cb2[kMaxDim + 16];
   for (std::size_t t = 0; t < count; ++t) {
-    rvq_unpack<B>(st, codes + t * st.code_bytes, cb1, cb2);
+    const std::uint8_t* s1 = codes + t * st.code_bytes;
+    const std::uint8_t* s2 = s1 + st.stage_bytes;
     auto acc = V::zero();
     for (int k = 0; k < d; k += W) {
-      const auto c = V::add(V::lut16(V::load_u8(cb1 + k), st.c1), V::lut16(V::load_u8(cb2 + k), st.c2));
+      const auto c = V::add(V::lut16(stream_codes<V, B>(s1, k), st.c1), V::lut16(stream_codes<V, B>(s2, k), st.c2));
       acc = V::fma(V::load(qr + k), c, acc);
     }
     out[t] = V::hsum(acc) * norm16(norms16 + 2 * t);
@@ -334,14 +379,30 @@ void rvq_accumulate(const RvqState& st, const std::uint8_t* codes, const std::ui
                     const float* w, float* acc) {
   constexpr int W = V::W;
   const int d = st.dim;
-  alignas(64) std::uint8_t cb1[kMaxDim + 16], cb2[kMaxDim + 16];
   for (std::size_t t = 0; t < count; ++t) {
-    rvq_unpack<B>(st, codes + t * st.code_bytes, cb1, cb2);
+    const std::uint8_t* s1 = codes + t * st.code_bytes;
+    const std::uint8_t* s2 = s1 + st.stage_bytes;
     const auto wn = V::set1(w[t] * norm16(norms16 + 2 * t));
     for (int k = 0; k < d; k += W) {
-      const auto c = V::add(V::lut16(V::load_u8(cb1 + k), st.c1), V::lut16(V::load_u8(cb2 + k), st.c2));
+      const auto c = V::add(V::lut16(stream_codes<V, B>(s1, k), st.c1), V::lut16(stream_codes<V, B>(s2, k), st.c2));
       V::store(acc + k, V::fma(wn, c, V::load(acc + k)));
     }
+  }
+}
+
+template <class V, int B>
+void rvq_decode_domain(const RvqState& st, const std::uint8_t* codes, const std::uint8_t* norms16, std::size_t count,
+                       float* y) {
+  constexpr int W = V::W;
+  const int d = st.dim;
+  for (std::size_t t = 0; t < count; ++t) {
+    const std::uint8_t* s1 = codes + t * st.code_bytes;
+    const std::uint8_t* s2 = s1 + st.stage_bytes;
+    const auto nv = V::set1(norm16(norms16 + 2 * t));
+    float* yt = y + t * static_cast<std::size_t>(d);
+    for (int k = 0; k < d; k += W)
+      V::store(yt + k, V::mul(nv, V::add(V::lut16(stream_codes<V, B>(s1, k), st.c1),
+                                         V::lut16(stream_codes<V, B>(s2, k), st.c2))));
   }
 }
 
@@ -350,12 +411,12 @@ template <class V>
 RvqKernels rvq_table(int bits) {
   switch (bits) {
 #define TKV_RVQ_CASE(B) \
-  case B: return {rvq_encode<V, B>, rvq_decode<V, B>, rvq_scores<V, B>, rvq_accumulate<V, B>};
+  case B: return {rvq_encode<V, B>, rvq_decode<V, B>, rvq_scores<V, B>, rvq_accumulate<V, B>, rvq_decode_domain<V, B>};
     TKV_RVQ_CASE(1)
     TKV_RVQ_CASE(2)
     TKV_RVQ_CASE(3)
 #undef TKV_RVQ_CASE
-    default: return {rvq_encode<V, 4>, rvq_decode<V, 4>, rvq_scores<V, 4>, rvq_accumulate<V, 4>};
+    default: return {rvq_encode<V, 4>, rvq_decode<V, 4>, rvq_scores<V, 4>, rvq_accumulate<V, 4>, rvq_decode_domain<V, 4>};
   }
 }
 

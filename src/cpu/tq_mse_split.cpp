@@ -6,7 +6,9 @@
 // Baseline x86-64. Encode and decode run each part through the integer-width
 // TurboQuant kernels (kernels.h) on gathered channels, so bytes and floats are
 // the reference's; scores and value accumulation read the packed codes in
-// place (tq_mse_split_avx2.cpp / _avx512.cpp, kivi_fp_simd.h).
+// place (tq_mse_split_avx2.cpp / _avx512.cpp, kivi_fp_simd.h), as does the
+// codec-domain decode (tq_mse_split_simd.h): y_t = both parts' norm * centroids,
+// rotated, at the parts' offsets in the query state / accumulator ([d]).
 // Covered: part dims that the integer kernels take (multiples of 16, i.e.
 // head_dim a multiple of 32, up to 1024); other head_dims return nullptr (the
 // reference wrapper). The channel split is read back from the calibrated
@@ -31,11 +33,25 @@ namespace {
 
 constexpr std::size_t kChunk = 64;
 
+using SplitDomainFn = void (*)(const SplitParams& p, const std::uint8_t* block, std::size_t n, std::size_t t0,
+                               std::size_t t1, float* y);
+
+}  // namespace
+
+// Codec-domain decode per ISA (tq_mse_split_avx2.cpp / _avx512.cpp, tq_mse_split_simd.h).
+void tq_split_decode_domain_avx2(const SplitParams& p, const std::uint8_t* block, std::size_t n, std::size_t t0,
+                                 std::size_t t1, float* y);
+void tq_split_decode_domain_avx512(const SplitParams& p, const std::uint8_t* block, std::size_t n, std::size_t t0,
+                                   std::size_t t1, float* y);
+
+namespace {
+
 class TqMseSplitCodec final : public CpuCodec {
  public:
   /// channels[p]: the reference's channels of part p, ascending.
-  TqMseSplitCodec(const Codec& ref, std::vector<int> channels[2], const SplitKernels& k, const char* isa)
-      : CpuCodec(ref), k_(k), isa_(isa) {
+  TqMseSplitCodec(const Codec& ref, std::vector<int> channels[2], const SplitKernels& k, SplitDomainFn dom,
+                  const char* isa)
+      : CpuCodec(ref), k_(k), dom_(dom), isa_(isa) {
     const CodecConfig& c = ref.config();
     const int b = static_cast<int>(std::floor(c.bits));
     std::size_t off = 0, soff = 0;
@@ -81,6 +97,14 @@ class TqMseSplitCodec final : public CpuCodec {
       finalize_output(tq_[p]->state(), acc + sp_.part[p].state_offset, 1, scale, tmp.data());
       for (std::size_t i = 0; i < ch_[p].size(); ++i) out[ch_[p][i]] = tmp[i];
     }
+  }
+  /// Codec domain: both parts' rotated domains concatenated ([d], where the query
+  /// state and the accumulator live): y_t = (norm_{t,0} c_0[codes_{t,0}], norm_{t,1} c_1[codes_{t,1}]).
+  std::size_t domain_size() const override { return static_cast<std::size_t>(head_dim()); }
+  void decode_domain(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+                     float* y) const override {
+    check_arg(t0 <= t1 && t1 <= n, "CpuCodec::decode_domain", "t1", t1, "must satisfy t0 <= t1 <= n");
+    if (t1 > t0) dom_(sp_, codes, n, t0, t1, y);
   }
 
  protected:
@@ -149,6 +173,7 @@ class TqMseSplitCodec final : public CpuCodec {
   std::unique_ptr<TqMse> tq_[2];
   SplitParams sp_;
   const SplitKernels& k_;
+  SplitDomainFn dom_;
   const char* isa_;
 };
 
@@ -162,10 +187,11 @@ std::unique_ptr<CpuCodec> make_cpu_tq_mse_split(const Codec& ref) {
       d > 1024 || !ref.calibrated())
     return nullptr;
   const SplitKernels* k = nullptr;
+  SplitDomainFn dom = nullptr;
   const char* isa = nullptr;
   switch (simd_level()) {
-    case SimdLevel::kAvx512: k = &tq_split_avx512_kernels(), isa = "avx512"; break;
-    case SimdLevel::kAvx2: k = &tq_split_avx2_kernels(), isa = "avx2"; break;
+    case SimdLevel::kAvx512: k = &tq_split_avx512_kernels(), dom = &tq_split_decode_domain_avx512, isa = "avx512"; break;
+    case SimdLevel::kAvx2: k = &tq_split_avx2_kernels(), dom = &tq_split_decode_domain_avx2, isa = "avx2"; break;
     default: return nullptr;
   }
   // The calibrated split: encode e_j; channel j is an outlier channel iff its
@@ -182,7 +208,7 @@ std::unique_ptr<CpuCodec> make_cpu_tq_mse_split(const Codec& ref) {
   std::vector<int> ch[2];
   for (std::size_t j = 0; j < n; ++j) ch[load_half(enc.data() + n * row_bytes + 4 * j) > 0 ? 0 : 1].push_back(static_cast<int>(j));
   if (static_cast<int>(ch[0].size()) != d_out) return nullptr;
-  auto fast = std::make_unique<TqMseSplitCodec>(ref, ch, *k, isa);
+  auto fast = std::make_unique<TqMseSplitCodec>(ref, ch, *k, dom, isa);
   // Check once against the reference (bytes and decoded floats).
   const std::size_t m = 8;
   std::vector<float> x(m * n), dw(m * n), dg(m * n);
