@@ -7,10 +7,12 @@
 
 #include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "turbokv/codec.h"
 #include "turbokv/cpu.h"
+#include "turbokv/cpu_codec.h"
 #include "turbokv/half.h"
 #include "turbokv/rng.h"
 
@@ -187,5 +189,94 @@ void BM_Stream(benchmark::State& st) {
 BENCHMARK(BM_Stream)->ArgsProduct({{1024, 4096, 32768}, {1, 2}})->UseRealTime();
 
 }  // namespace
+
+// ---- every method through CpuCodec (make_cpu_codec) and attention_codec.
+// Methods are indexed in all_methods() order; widths as bits * 10 (25 = 2.5 bits).
+
+std::unique_ptr<Codec> method_ref(int mi, int bits10, int d, Role role, std::uint64_t seed) {
+  CodecConfig c;
+  c.method = all_methods()[static_cast<std::size_t>(mi)];
+  c.bits = bits10 / 10.0;
+  c.head_dim = d;
+  c.role = role;
+  c.seed = seed;
+  auto r = make_codec(c);
+  if (r->needs_calibration()) {
+    const auto cal = normal(2048 * static_cast<std::size_t>(d), seed + 9);
+    r->calibrate(cal.data(), 2048);
+  }
+  return r;
+}
+
+void method_label(benchmark::State& st, int mi, int bits10) {
+  st.SetLabel(std::string(method_name(all_methods()[static_cast<std::size_t>(mi)])) + " " +
+              std::to_string(bits10 / 10) + (bits10 % 10 ? ".5" : "") + "-bit");
+}
+
+/// (method index, bits * 10) for every supported width of every method.
+std::vector<std::vector<std::int64_t>> method_cases() {
+  std::vector<std::int64_t> mi, b;
+  std::vector<std::vector<std::int64_t>> out;
+  for (std::size_t i = 0; i < all_methods().size(); ++i)
+    for (double bits : supported_bits(all_methods()[i])) out.push_back({static_cast<std::int64_t>(i), std::llround(bits * 10)});
+  return out;
+}
+
+// args: method, bits*10, head_dim. One head, 4096 tokens, one thread.
+void BM_EncodeMethod(benchmark::State& st) {
+  const int mi = static_cast<int>(st.range(0)), b10 = static_cast<int>(st.range(1)), d = static_cast<int>(st.range(2));
+  const std::size_t n = 4096;
+  auto ref = method_ref(mi, b10, d, Role::kKey, 1);
+  auto c = cpu::make_cpu_codec(*ref);
+  const auto x = normal(n * d, 1);
+  std::vector<std::uint8_t> out(c->encoded_bytes(n));
+  for (auto _ : st) {
+    c->encode(x.data(), n, out.data(), 1);
+    benchmark::DoNotOptimize(out.data());
+  }
+  method_label(st, mi, b10);
+  st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * n * d * 4));
+  st.SetItemsProcessed(static_cast<std::int64_t>(st.iterations() * n));
+  st.counters["bits_per_element"] = ref->bits_per_element(n);
+}
+void method_args(benchmark::internal::Benchmark* b, const std::vector<std::int64_t>& extra) {
+  for (const auto& c : method_cases())
+    for (std::int64_t e : extra) b->Args({c[0], c[1], e});
+}
+BENCHMARK(BM_EncodeMethod)->Apply([](benchmark::internal::Benchmark* b) { method_args(b, {64, 128, 256}); });
+
+// args: method, bits*10, context. head_dim 128, 32 query heads over 8 KV heads, 2 threads.
+void BM_AttentionMethod(benchmark::State& st) {
+  const int mi = static_cast<int>(st.range(0)), b10 = static_cast<int>(st.range(1));
+  const std::size_t n = static_cast<std::size_t>(st.range(2));
+  const int d = 128, kvh = 8, H = 32;
+  std::vector<std::unique_ptr<Codec>> refs;
+  std::vector<std::unique_ptr<cpu::CpuCodec>> codecs;
+  std::vector<std::vector<std::uint8_t>> bufs;
+  std::vector<cpu::CodecHead> keys, values;
+  const auto x = normal(n * d, 3);
+  std::size_t bytes = 0;
+  for (int g = 0; g < kvh; ++g)
+    for (Role role : {Role::kKey, Role::kValue}) {
+      refs.push_back(method_ref(mi, b10, d, role, 100 + g));
+      codecs.push_back(cpu::make_cpu_codec(*refs.back()));
+      bufs.emplace_back(codecs.back()->encoded_bytes(n));
+      codecs.back()->encode(x.data(), n, bufs.back().data());
+      bytes += bufs.back().size();
+      (role == Role::kKey ? keys : values).push_back({codecs.back().get(), bufs.back().data()});
+    }
+  const auto q = normal(static_cast<std::size_t>(H) * d, 7);
+  std::vector<float> out(q.size());
+  for (auto _ : st) {
+    cpu::attention_codec(keys, values, n, q.data(), H, params(), out.data(), 0, 2);
+    benchmark::DoNotOptimize(out.data());
+  }
+  method_label(st, mi, b10);
+  st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * bytes));
+  st.SetItemsProcessed(static_cast<std::int64_t>(st.iterations() * n));
+}
+BENCHMARK(BM_AttentionMethod)
+    ->Apply([](benchmark::internal::Benchmark* b) { method_args(b, {4096, 32768}); })
+    ->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -13,6 +13,7 @@
 // A failure names method, bits, role, head_dim, length, level and seed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -120,6 +121,69 @@ bool same_float(float a, float b) {
                                        << " > " << tol;
 }
 
+/// KIVI, fp8 and fp16 codecs on the fast path have a codec domain (the original one).
+bool has_domain(const Case& c, const cpu::CpuCodec& fast) {
+  return c.method != Method::kTurboMse && std::string(fast.isa()) != "scalar";
+}
+
+/// The codec-domain contract (cpu_codec.h) on `codes` (n tokens), tokens [t0, t1):
+/// where the codec claims a domain (required for KIVI / fp8 / fp16 on the fast path),
+/// domain_size() == accumulator_size() (== head_dim for the original-domain methods,
+/// whose y_t are decode()'s floats bit for bit, NaN included), decode_domain writes
+/// exactly (t1 - t0) * D floats, scores(q)[t] == <q, y_t> within kTol relative over the
+/// block and accumulate(w) == sum_t w_t y_t within kTol of sum_t |w_t y_ti| per row and kTol
+/// relative overall (NaN / Inf where the sum has them).
+void check_domain(const Case& c, const cpu::CpuCodec& fast, const std::uint8_t* codes, std::size_t n,
+                  std::size_t t0, std::size_t t1, std::uint64_t seed) {
+  const std::size_t D = fast.domain_size(), d = static_cast<std::size_t>(fast.head_dim());
+  if (has_domain(c, fast)) {
+    ASSERT_EQ(D, d) << "domain_size";
+  }
+  if (D == 0) return;
+  ASSERT_EQ(fast.accumulator_size(), D);
+  ASSERT_LE(D, fast.query_state_size());
+  const std::size_t cnt = t1 - t0;
+  std::vector<float> yb(cnt * D + 2, -7.0f);
+  float* y = yb.data() + 1;  // unaligned
+  fast.decode_domain(codes, n, t0, t1, y);
+  ASSERT_EQ(yb.front(), -7.0f) << "decode_domain wrote before y";
+  ASSERT_EQ(yb.back(), -7.0f) << "decode_domain wrote past (t1 - t0) * domain_size()";
+  if (c.method != Method::kTurboMse) {
+    std::vector<float> dec(n * d);
+    fast.decode(codes, n, dec.data(), 1);
+    for (std::size_t i = 0; i < cnt * D; ++i)
+      ASSERT_TRUE(same_float(y[i], dec[t0 * d + i])) << "y differs from decode at token " << t0 + i / D << " row "
+                                                     << i % D;
+  }
+  const auto q = test::gaussian(d, seed);
+  std::vector<float> st(fast.query_state_size());
+  fast.prepare_query(q.data(), st.data());
+  std::vector<float> sc(cnt);
+  std::vector<double> dots(cnt, 0.0);
+  fast.scores(st.data(), codes, n, t0, t1, sc.data());
+  for (std::size_t t = 0; t < cnt; ++t)
+    for (std::size_t i = 0; i < D; ++i) dots[t] += double(st[i]) * y[t * D + i];
+  // Relative over the block, like the scores-vs-reference checks: KIVI keys fold
+  // <q, mn> + <q * sc, codes>, whose rounding scales with those terms, not with <q, y_t>.
+  ASSERT_TRUE(close(sc.data(), dots.data(), cnt, kTol)) << "scores vs <state, y_t>";
+  auto w = test::gaussian(cnt, seed + 1);
+  for (auto& v : w) v = std::exp(v);
+  std::vector<float> acc(D, 0.0f);
+  fast.accumulate(codes, n, t0, t1, w.data(), acc.data());
+  std::vector<double> want(D, 0.0);
+  for (std::size_t i = 0; i < D; ++i) {
+    double mag = 0;
+    for (std::size_t t = 0; t < cnt; ++t) {
+      want[i] += double(w[t]) * y[t * D + i];
+      mag += std::abs(double(w[t]) * y[t * D + i]);
+    }
+    if (!std::isfinite(want[i]) || !std::isfinite(mag)) continue;  // NaN / Inf: close() below
+    ASSERT_NEAR(acc[i], want[i], kTol * mag + 1e-30) << "accumulator row " << i;
+  }
+  ASSERT_TRUE(close(acc.data(), want.data(), D, kTol)) << "accumulate vs sum_t w_t y_t";
+  EXPECT_THROW(fast.decode_domain(codes, n, t0, n + 1, y), std::invalid_argument);
+}
+
 /// Encode (fp32, unaligned), decode, scores, accumulate of one configuration against the reference.
 void check_codec(const Case& c, Role role, int d, std::size_t n, SimdLevel lvl, bool tricky_data,
                  std::uint64_t seed) {
@@ -168,7 +232,10 @@ void check_codec(const Case& c, Role role, int d, std::size_t n, SimdLevel lvl, 
     ref->finalize(aw.data(), ow.data());
     fast->finalize(ag.data(), 1.0, og.data());
     ASSERT_TRUE(close(og.data(), ow.data(), d, kTol)) << "accumulate [" << t0 << ", " << t1 << ")";
+    check_domain(c, *fast, got, n, t0, t1, seed + 13);
+    if (::testing::Test::HasFatalFailure()) return;
   }
+  check_domain(c, *fast, got, n, n / 2, n / 2 + std::min<std::size_t>(n - n / 2, 64), seed + 17);
 }
 
 }  // namespace
@@ -246,6 +313,8 @@ TEST(CpuKivi, GroupSizes) {
           ref->scores(rs.data(), want.data(), n, 0, n, sw.data());
           fast->scores(fs.data(), want.data(), n, 0, n, sg.data());
           ASSERT_TRUE(close(sg.data(), sw.data(), n, kTol));
+          check_domain(c, *fast, want.data(), n, 0, n, 29);
+          check_domain(c, *fast, want.data(), n, 13, 77, 31);  // a key group straddling t0 and t1
         }
       }
   }
@@ -303,6 +372,8 @@ TEST(CpuKivi, EdgeCodeBytes) {
             ref->finalize(aw.data(), ow.data());
             fast->finalize(ag.data(), 1.0, og.data());
             ASSERT_TRUE(close(og.data(), ow.data(), d, kTol)) << "accumulate";
+            check_domain(c, *fast, b.data(), n, 0, n, 19);
+            check_domain(c, *fast, b.data(), n, 5, 50, 23);
           }
         }
   }
@@ -313,6 +384,8 @@ TEST(CpuKivi, FusedAttentionMatchesReference) {
   for (const Case& c : cases()) kv.push_back({c, c});
   kv.push_back({{Method::kKivi, 2}, {Method::kFp8, 8}});  // mixed key / value methods
   kv.push_back({{Method::kFp16, 16}, {Method::kKivi, 4}});
+  kv.push_back({{Method::kFp8, 8}, {Method::kKivi, 1}});
+  kv.push_back({{Method::kKivi, 8}, {Method::kFp16, 16}});
   for (SimdLevel lvl : available_simd_levels()) {
     ScopedSimdLevel guard(lvl);
     for (const auto& [kc, vc] : kv)
@@ -336,6 +409,11 @@ TEST(CpuKivi, FusedAttentionMatchesReference) {
             vb.emplace_back(rv[g]->encoded_bytes(n));
             rk[g]->encode(k.data(), n, kb[g].data());
             rv[g]->encode(v.data(), n, vb[g].data());
+            // KIVI / fp8 / fp16 pairs: attention_codec takes the decode-once codec-domain path.
+            if (has_domain(kc, *fk[g]) && has_domain(vc, *fv[g])) {
+              ASSERT_GT(fk[g]->domain_size(), 0u);
+              ASSERT_EQ(fv[g]->domain_size(), fv[g]->accumulator_size());
+            }
           }
           for (int g = 0; g < kvh; ++g) {
             keys.push_back({rk[g].get(), kb[g].data()});

@@ -133,6 +133,63 @@ void check_compute(const Codec& ref, const cpu::CpuCodec& fast, const std::uint8
   ASSERT_LE(test::rel_err(og.data() + 1, ow.data(), d), kTol) << "finalized accumulation";
 }
 
+/// The codec-domain contract (cpu_codec.h) of a fast QJL / TurboQuant-Prod codec on
+/// `codes` (n tokens), tokens [t0, t1): domain_size() > 0 and == accumulator_size(),
+/// laid out as [d MSE floats (tq-prod only) | m sketch rows | zeros up to 16-row
+/// padding]; scores(state)[t] == <state[0, D), y_t> within kTol of sum_i |state_i y_ti|;
+/// accumulate(w) == sum_t w_t y_t within kTol of sum_t |w_t y_ti| (and kTol overall);
+/// decode_domain writes exactly (t1 - t0) * D floats.
+void check_domain(const Codec& ref, const cpu::CpuCodec& fast, const std::uint8_t* codes, std::size_t n,
+                  std::size_t t0, std::size_t t1, std::uint64_t seed) {
+  if (std::string(fast.isa()) == "scalar") return;  // the reference wrapper: no codec domain
+  const CodecConfig& c = ref.config();
+  const std::size_t d = static_cast<std::size_t>(c.head_dim);
+  const std::size_t m = static_cast<std::size_t>(c.qjl_rows ? c.qjl_rows : c.head_dim);
+  const std::size_t off = c.method == Method::kQjl ? 0 : d;  // tq-prod: the rotated MSE part first
+  const std::size_t D = fast.domain_size();
+  ASSERT_EQ(D, off + (m + 15) / 16 * 16) << "domain_size";
+  ASSERT_EQ(fast.accumulator_size(), D);
+  ASSERT_LE(D, fast.query_state_size());
+  const std::size_t cnt = t1 - t0;
+  std::vector<float> yb(cnt * D + 2, -7.0f);
+  float* y = yb.data() + 1;  // unaligned
+  fast.decode_domain(codes, n, t0, t1, y);
+  ASSERT_EQ(yb.front(), -7.0f) << "decode_domain wrote before y";
+  ASSERT_EQ(yb.back(), -7.0f) << "decode_domain wrote past (t1 - t0) * domain_size()";
+  for (std::size_t t = 0; t < cnt; ++t) {
+    for (std::size_t i = off + m; i < D; ++i) ASSERT_EQ(y[t * D + i], 0.0f) << "padding row " << i << " token " << t0 + t;
+    if (c.method == Method::kTurboProd && c.bits == 1)  // no MSE stage: the MSE part is zero
+      for (std::size_t i = 0; i < d; ++i) ASSERT_EQ(y[t * D + i], 0.0f) << "MSE part " << i << " token " << t0 + t;
+  }
+  const auto q = test::gaussian(d, seed);
+  std::vector<float> st(fast.query_state_size());
+  fast.prepare_query(q.data(), st.data());
+  std::vector<float> sc(cnt);
+  fast.scores(st.data(), codes, n, t0, t1, sc.data());
+  for (std::size_t t = 0; t < cnt; ++t) {
+    double dot = 0, mag = 0;
+    for (std::size_t i = 0; i < D; ++i) {
+      dot += double(st[i]) * y[t * D + i];
+      mag += std::abs(double(st[i]) * y[t * D + i]);
+    }
+    ASSERT_NEAR(sc[t], dot, kTol * mag + 1e-30) << "score vs <state, y_t>, token " << t0 + t;
+  }
+  const auto w = weights(cnt, seed + 1);
+  std::vector<float> acc(D + 1, 0.0f);
+  fast.accumulate(codes, n, t0, t1, w.data(), acc.data() + 1);
+  std::vector<double> want(D, 0.0);
+  for (std::size_t i = 0; i < D; ++i) {
+    double mag = 0;
+    for (std::size_t t = 0; t < cnt; ++t) {
+      want[i] += double(w[t]) * y[t * D + i];
+      mag += std::abs(double(w[t]) * y[t * D + i]);
+    }
+    ASSERT_NEAR(acc[i + 1], want[i], kTol * mag + 1e-30) << "accumulator row " << i;
+  }
+  if (cnt > 0) ASSERT_LE(test::rel_err(acc.data() + 1, want.data(), D), kTol) << "accumulate vs sum_t w_t y_t";
+  EXPECT_THROW(fast.decode_domain(codes, n, t0, n + 1, y), std::invalid_argument);
+}
+
 std::vector<SimdLevel> fast_levels() {
   std::vector<SimdLevel> out;
   for (SimdLevel l : available_simd_levels())
@@ -218,6 +275,9 @@ TEST(CpuQjl, MatchesReferenceEveryShape) {
         ASSERT_EQ(dg[0], -7.0f);
         check_compute(*ref, *fast, cu.data() + 1, n, n / 3, n, seed + n);
         check_compute(*ref, *fast, cu.data() + 1, n, 0, n, seed + n + 3);
+        check_domain(*ref, *fast, cu.data() + 1, n, n / 3, n, seed + n + 5);
+        check_domain(*ref, *fast, cu.data() + 1, n, 0, n, seed + n + 6);
+        check_domain(*ref, *fast, cu.data() + 1, n, n / 2, n / 2 + std::min<std::size_t>(n - n / 2, 64), seed + 7);
         ++checked;
       }
     }
@@ -249,6 +309,7 @@ TEST(CpuQjl, EdgeCodeBytes) {
           fast->decode(codes.data(), n, dg.data());
           ASSERT_EQ(0, std::memcmp(dw.data(), dg.data(), dw.size() * sizeof(float))) << "decoded floats differ";
           check_compute(*ref, *fast, codes.data(), n, 0, n, 99);
+          check_domain(*ref, *fast, codes.data(), n, 0, n, 98);
         }
       }
     }
@@ -266,6 +327,10 @@ TEST(CpuQjl, AttentionMatchesReference) {
       {{Method::kTurboProd, 4, 96, 0, true}, {Method::kQjl, 1, 96, 104, false}},
       {{Method::kTurboProd, 2, 64, 128, false}, {Method::kTurboProd, 1, 64, 0, true}},
       {{Method::kTurboProd, 3, 128, 0, false}, {Method::kTurboMse, 3, 128, 0, false}},
+      {{Method::kQjl, 1, 64, 72, true}, {Method::kQjl, 1, 64, 0, false}},
+      // mixed with the original-domain methods (KIVI-style fp8 / fp16 codecs)
+      {{Method::kTurboProd, 2, 128, 136, false}, {Method::kFp8, 8, 128, 0, false}},
+      {{Method::kFp16, 16, 128, 0, false}, {Method::kTurboProd, 4, 128, 0, false}},
   };
   for (SimdLevel lvl : available_simd_levels()) {
     ScopedSimdLevel guard(lvl);
@@ -294,6 +359,13 @@ TEST(CpuQjl, AttentionMatchesReference) {
           vb.emplace_back(rv[g]->encoded_bytes(n));
           rk[g]->encode(k.data(), n, kb[g].data());
           rv[g]->encode(v.data(), n, vb[g].data());
+          // Both QJL / TurboQuant-Prod (and fp8 / fp16) have a codec domain: attention_codec
+          // takes its decode-once path for every pair here but the TurboQuant-MSE one.
+          if (lvl != SimdLevel::kScalar && pr.v.method != Method::kTurboMse) {
+            ASSERT_GT(fk[g]->domain_size(), 0u);
+            ASSERT_GT(fv[g]->domain_size(), 0u);
+            ASSERT_EQ(fv[g]->domain_size(), fv[g]->accumulator_size());
+          }
         }
         for (int g = 0; g < kvh; ++g) {
           keys.push_back({rk[g].get(), kb[g].data()});

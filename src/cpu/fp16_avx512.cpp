@@ -5,7 +5,7 @@
 namespace turbokv::cpu::detail {
 
 const LowbitKernels& fp16_avx512_kernels() {
-  static const LowbitKernels k{&Fp16::encode, &Fp16::decode, &Fp16::scores, &Fp16::accumulate};
+  static const LowbitKernels k{&Fp16::encode, &Fp16::decode, &Fp16::scores, &Fp16::accumulate, &Fp16::decode_domain};
   return k;
 }
 

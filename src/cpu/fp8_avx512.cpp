@@ -5,7 +5,7 @@
 namespace turbokv::cpu::detail {
 
 const LowbitKernels& fp8_avx512_kernels() {
-  static const LowbitKernels k{&Fp8::encode, &Fp8::decode, &Fp8::scores, &Fp8::accumulate};
+  static const LowbitKernels k{&Fp8::encode, &Fp8::decode, &Fp8::scores, &Fp8::accumulate, &Fp8::decode_domain};
   return k;
 }
 

@@ -603,7 +603,27 @@ std::uint64_t stream(const std::uint8_t* data, std::size_t bytes) { return T::st
 
 void dots(const float* q, std::size_t qstride, int G, const float* y, int cnt, int dim, float* out) {
   const int dv = dim / W * W;
-  for (int t = 0; t < cnt; ++t) {
+  int t0 = 0;
+  if (dv == dim) {
+    // Blocks of W tokens: W accumulators in registers (one q load per W FMAs), then one transpose-reduce
+    // (T::reduce_tokens) gives the W sums in one vector.
+    alignas(64) float part[W * W];
+    for (; t0 + W <= cnt; t0 += W) {
+      const float* yb = y + static_cast<std::size_t>(t0) * dim;
+      for (int h = 0; h < G; ++h) {
+        const float* qh = q + h * qstride;
+        F a[W];
+        for (int t = 0; t < W; ++t) a[t] = T::zero();
+        for (int i = 0; i < dim; i += W) {
+          const F qv = T::load(qh + i);
+          for (int t = 0; t < W; ++t) a[t] = T::fma(qv, T::load(yb + static_cast<std::size_t>(t) * dim + i), a[t]);
+        }
+        for (int t = 0; t < W; ++t) T::store(part + T::slot(t) * W, a[t]);
+        T::store(out + static_cast<std::size_t>(h) * cnt + t0, T::reduce_tokens(part));
+      }
+    }
+  }
+  for (int t = t0; t < cnt; ++t) {
     const float* yt = y + static_cast<std::size_t>(t) * dim;
     for (int h0 = 0; h0 < G; h0 += 4) {
       const int hc = std::min(4, G - h0);

@@ -7,6 +7,7 @@
 //   encode/decode: the reference's bytes / floats exactly (formats.h);
 //   scores (keys): <q, mn> + <q * sc, codes> per group, folded once per group;
 //   accumulate:    acc += w_t * (mn + sc * codes), original domain.
+//   codec domain:  the original domain, y_t = mn + sc * codes (decode's floats).
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -62,6 +63,13 @@ class LowbitCodec final : public CpuCodec {
   }
   void finalize(const float* acc, double scale, float* out) const override {
     for (int i = 0; i < p_.d; ++i) out[i] = static_cast<float>(acc[i] * scale);
+  }
+  /// Codec domain: the original domain (state = q, accumulator = sum w x_hat), y_t = x_hat_t.
+  std::size_t domain_size() const override { return static_cast<std::size_t>(p_.d); }
+  void decode_domain(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+                     float* y) const override {
+    check_arg(t0 <= t1 && t1 <= n, "CpuCodec::decode_domain", "t1", t1, "must satisfy t0 <= t1 <= n");
+    if (t1 > t0) k_.decode_domain(p_, codes, n, t0, t1, y);
   }
 
  protected:

@@ -38,6 +38,7 @@ struct LowbitParams {
  *   decode:     block -> out rows [t0, t1) (out row 0 = token 0), identical floats.
  *   scores:     out[t - t0] = <q, x_hat_t>, q: [d] fp32 (fp32 accumulation).
  *   accumulate: acc[d] += sum_t w[t - t0] * x_hat_t (original domain).
+ *   decode_domain: y rows [0, t1 - t0) = x_hat_t (the codec domain is the original one).
  */
 struct LowbitKernels {
   void (*encode)(const LowbitParams& p, const float* x, std::size_t n, std::size_t t0, std::size_t t1,
@@ -48,6 +49,10 @@ struct LowbitKernels {
                  std::size_t t1, float* out);
   void (*accumulate)(const LowbitParams& p, const std::uint8_t* block, std::size_t n, std::size_t t0,
                      std::size_t t1, const float* w, float* acc);
+  /// The codec domain (the original domain): y[(t - t0) * d + j] = x_hat_t[j] for t in [t0, t1),
+  /// the decoded floats (identical to decode's), so scores = <q, y_t> and accumulate adds w_t y_t.
+  void (*decode_domain)(const LowbitParams& p, const std::uint8_t* block, std::size_t n, std::size_t t0,
+                        std::size_t t1, float* y);
 };
 
 /// KIVI kernels for bits 1, 2, 3, 4 or 8.

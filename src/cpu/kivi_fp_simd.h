@@ -512,6 +512,40 @@ struct Kivi {
     walk(p, block, n, t0, t1, fn);
   }
 
+  /// The codec domain: decode's floats, row t - t0 = token t. Values whose groups are whole
+  /// vectors broadcast each group's (min, scale) instead of expanding them per channel.
+  static void decode_domain(const LowbitParams& p, const std::uint8_t* block, std::size_t n, std::size_t t0,
+                            std::size_t t1, float* y) {
+    const int d = p.d, G = p.group;
+    const std::size_t ud = static_cast<std::size_t>(d);
+    if (!p.key && G % W == 0) {
+      const int ng = d / G;
+      const std::uint8_t* params = block + n * p.row_bytes;
+      for (std::size_t t = t0; t < t1; ++t) {
+        const std::uint8_t* pr = params + 4 * t * static_cast<std::size_t>(ng);
+        const std::uint8_t* row = block + t * p.row_bytes;
+        float* o = y + (t - t0) * ud;
+        for (int g = 0; g < ng; ++g) {
+          const F mv = V::set1(half_bits_to_float(load_u16(pr + 4 * g)));
+          const F sv = V::set1(half_bits_to_float(load_u16(pr + 4 * g + 2)));
+          for (int k = g * G; k < (g + 1) * G; k += W)
+            V::store(o + k, V::add(mv, V::mul(sv, V::cvt(V::template codes<BITS>(row + k * BITS / 8, W)))));
+        }
+      }
+      return;
+    }
+    struct {
+      int d;
+      std::size_t t0;
+      float* y;
+      void group(const float*, const float*) {}
+      void operator()(std::size_t t, const std::uint8_t* row, const float* mnr, const float* scr) {
+        decode_row(row, d, mnr, scr, y + (t - t0) * static_cast<std::size_t>(d));
+      }
+    } fn{d, t0, y};
+    walk(p, block, n, t0, t1, fn);
+  }
+
   static void scores(const LowbitParams& p, const float* q, const std::uint8_t* block, std::size_t n,
                      std::size_t t0, std::size_t t1, float* out) {
     if (p.key) {
@@ -572,7 +606,8 @@ struct Kivi {
 
 template <int BITS>
 constexpr LowbitKernels kivi_table() {
-  return {&Kivi<BITS>::encode, &Kivi<BITS>::decode, &Kivi<BITS>::scores, &Kivi<BITS>::accumulate};
+  return {&Kivi<BITS>::encode, &Kivi<BITS>::decode, &Kivi<BITS>::scores, &Kivi<BITS>::accumulate,
+          &Kivi<BITS>::decode_domain};
 }
 
 // ---------------------------------------------------------------- fp8 e4m3, per-token scale
@@ -619,6 +654,20 @@ struct Fp8 {
       const F sv = V::set1(scale(block, n, p, t) * 256.0f);
       const std::uint8_t* c = block + t * p.row_bytes;
       float* o = out + t * static_cast<std::size_t>(d);
+      for (int k = 0; k < d; k += W) {
+        const int cnt = lanes_at(d, k);
+        V::store(o + k, V::mul(V::e4m3_div256(c + k, cnt), sv), cnt);
+      }
+    }
+  }
+  /// The codec domain: decode's floats, row t - t0 = token t.
+  static void decode_domain(const LowbitParams& p, const std::uint8_t* block, std::size_t n, std::size_t t0,
+                            std::size_t t1, float* y) {
+    const int d = p.d;
+    for (std::size_t t = t0; t < t1; ++t) {
+      const F sv = V::set1(scale(block, n, p, t) * 256.0f);
+      const std::uint8_t* c = block + t * p.row_bytes;
+      float* o = y + (t - t0) * static_cast<std::size_t>(d);
       for (int k = 0; k < d; k += W) {
         const int cnt = lanes_at(d, k);
         V::store(o + k, V::mul(V::e4m3_div256(c + k, cnt), sv), cnt);
@@ -678,6 +727,19 @@ struct Fp16 {
     for (std::size_t t = t0; t < t1; ++t) {
       const std::uint8_t* r = block + t * p.row_bytes;
       float* o = out + t * static_cast<std::size_t>(d);
+      for (int k = 0; k < d; k += W) {
+        const int c = lanes_at(d, k);
+        V::store(o + k, V::load_h(r + 2 * k, c), c);
+      }
+    }
+  }
+  /// The codec domain: decode's floats, row t - t0 = token t.
+  static void decode_domain(const LowbitParams& p, const std::uint8_t* block, std::size_t, std::size_t t0,
+                            std::size_t t1, float* y) {
+    const int d = p.d;
+    for (std::size_t t = t0; t < t1; ++t) {
+      const std::uint8_t* r = block + t * p.row_bytes;
+      float* o = y + (t - t0) * static_cast<std::size_t>(d);
       for (int k = 0; k < d; k += W) {
         const int c = lanes_at(d, k);
         V::store(o + k, V::load_h(r + 2 * k, c), c);

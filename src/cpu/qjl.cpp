@@ -53,7 +53,8 @@ namespace {
 constexpr std::size_t kChunk = 64;
 
 /// QJL behind the CpuCodec interface. Query state: float(S q), [mp] (zero
-/// beyond m); accumulator: the sketch domain, [mp] (rows >= m unused).
+/// beyond m); accumulator: the sketch domain, [mp] (rows >= m unused); codec
+/// domain: the same sketch domain (domain_size() = mp).
 class QjlCodec final : public CpuCodec {
  public:
   QjlCodec(const Codec& ref, const QjlKernels& k) : CpuCodec(ref), k_(&k), sk_(make_sketch_state(ref.config())) {}
@@ -70,6 +71,13 @@ class QjlCodec final : public CpuCodec {
                   float* acc) const override {
     check_arg(t0 <= t1 && t1 <= n, "CpuCodec::accumulate", "t1", t1, "must satisfy t0 <= t1 <= n");
     if (t1 > t0) k_->accumulate(sk_, codes, n, t0, t1, w, acc);
+  }
+  /// Codec domain: the sketch domain, y_t[mp] = kappa * ||k_t|| * (+-1 signs), rows m..mp-1 zero.
+  std::size_t domain_size() const override { return static_cast<std::size_t>(sk_.mp); }
+  void decode_domain(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+                     float* y) const override {
+    check_arg(t0 <= t1 && t1 <= n, "CpuCodec::decode_domain", "t1", t1, "must satisfy t0 <= t1 <= n");
+    if (t1 > t0) k_->decode_domain(sk_, codes, n, t0, t1, y);
   }
   /// out = scale * S^T acc (fp64: the reference's Qjl::do_finalize, then the scale).
   void finalize(const float* acc, double scale, float* out) const override {

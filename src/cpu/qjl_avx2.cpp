@@ -223,11 +223,36 @@ void accumulate(const SketchState& sk, const std::uint8_t* block, std::size_t n,
   }
 }
 
+
+void sign_expand(const SketchState& sk, const std::uint8_t* bits, std::size_t stride, std::size_t count,
+                 const float* sc, float* y, std::size_t ystride) {
+  const int nc = sk.m / 8;
+  for (std::size_t t = 0; t < count; ++t) {
+    const __m256 pv = _mm256_set1_ps(sc[t]), nv = _mm256_set1_ps(-sc[t]);
+    const std::uint8_t* b = bits + t * stride;
+    float* o = y + t * ystride;
+    for (int c = 0; c < nc; ++c) _mm256_storeu_ps(o + 8 * c, _mm256_blendv_ps(nv, pv, sign_mask8(b[c])));
+    if (sk.mp > sk.m) _mm256_storeu_ps(o + sk.m, _mm256_setzero_ps());  // mp - m is 0 or 8
+  }
+}
+
+void decode_domain(const SketchState& sk, const std::uint8_t* block, std::size_t n, std::size_t t0, std::size_t t1,
+                   float* y) {
+  const std::uint8_t* scal = block + n * sk.sign_bytes;
+  const std::size_t mp = static_cast<std::size_t>(sk.mp);
+  alignas(64) float sc[256];
+  for (std::size_t b0 = t0; b0 < t1; b0 += 256) {
+    const std::size_t b1 = std::min(t1, b0 + 256);
+    for (std::size_t t = b0; t < b1; ++t) sc[t - b0] = sk.kappa_f * half_at(scal + 2 * t);
+    sign_expand(sk, block + b0 * sk.sign_bytes, sk.sign_bytes, b1 - b0, sc, y + (b0 - t0) * mp, mp);
+  }
+}
+
 }  // namespace
 
 const QjlKernels& qjl_avx2_kernels() {
   static const QjlKernels k{"avx2", encode, decode, project, scores, accumulate, rowcomb, signs, sumsq, colacc,
-                                sign_sums, sign_accumulate};
+                                sign_sums, sign_accumulate, sign_expand, decode_domain};
   return k;
 }
 

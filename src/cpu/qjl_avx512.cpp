@@ -246,11 +246,39 @@ void accumulate(const SketchState& sk, const std::uint8_t* block, std::size_t n,
   }
 }
 
+
+void sign_expand(const SketchState& sk, const std::uint8_t* bits, std::size_t stride, std::size_t count,
+                 const float* sc, float* y, std::size_t ystride) {
+  const int nfull = sk.m / 16;
+  const bool half = (sk.m % 16) != 0;
+  for (std::size_t t = 0; t < count; ++t) {
+    const __m512 pv = _mm512_set1_ps(sc[t]), nv = _mm512_set1_ps(-sc[t]);
+    const std::uint8_t* b = bits + t * stride;
+    float* o = y + t * ystride;
+    for (int c = 0; c < nfull; ++c) _mm512_storeu_ps(o + 16 * c, _mm512_mask_blend_ps(load_mask16(b + 2 * c), nv, pv));
+    if (half)  // the last 8 rows: one byte; lanes 8..15 (padding) zero
+      _mm512_storeu_ps(o + 16 * nfull,
+                       _mm512_maskz_mov_ps(0x00ff, _mm512_mask_blend_ps(static_cast<__mmask16>(b[2 * nfull]), nv, pv)));
+  }
+}
+
+void decode_domain(const SketchState& sk, const std::uint8_t* block, std::size_t n, std::size_t t0, std::size_t t1,
+                   float* y) {
+  const std::uint8_t* scal = block + n * sk.sign_bytes;
+  const std::size_t mp = static_cast<std::size_t>(sk.mp);
+  alignas(64) float sc[256];
+  for (std::size_t b0 = t0; b0 < t1; b0 += 256) {
+    const std::size_t b1 = std::min(t1, b0 + 256);
+    for (std::size_t t = b0; t < b1; ++t) sc[t - b0] = sk.kappa_f * half_at(scal + 2 * t);
+    sign_expand(sk, block + b0 * sk.sign_bytes, sk.sign_bytes, b1 - b0, sc, y + (b0 - t0) * mp, mp);
+  }
+}
+
 }  // namespace
 
 const QjlKernels& qjl_avx512_kernels() {
   static const QjlKernels k{"avx512", encode, decode, project, scores, accumulate, rowcomb, signs, sumsq, colacc,
-                                sign_sums, sign_accumulate};
+                                sign_sums, sign_accumulate, sign_expand, decode_domain};
   return k;
 }
 

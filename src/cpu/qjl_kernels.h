@@ -17,6 +17,8 @@
 //
 // Padding: the query state and the value accumulator hold mp = m rounded up to
 // 16 floats; rows m..mp-1 of the state are zero and of the accumulator unused.
+// Codec domain (CpuCodec::decode_domain): y_t[mp] = kappa * ||k_t|| * (+-1 signs),
+// rows m..mp-1 zero, so <sq, y_t> is the score and sum_t w_t y_t the accumulator.
 #pragma once
 
 #include <cstddef>
@@ -79,6 +81,14 @@ struct QjlKernels {
   /// token t's sign bits at bits + t * stride.
   void (*sign_accumulate)(const SketchState& sk, const std::uint8_t* bits, std::size_t stride, std::size_t count,
                           const float* wg, float* acc);
+  /// The codec domain's signed sketch: y[t * ystride + i] = sc[t] * (bit_{t,i} ? 1 : -1) for i < m and
+  /// 0 for m <= i < mp, for count tokens whose sign bits start at bits + t * stride.
+  void (*sign_expand)(const SketchState& sk, const std::uint8_t* bits, std::size_t stride, std::size_t count,
+                      const float* sc, float* y, std::size_t ystride);
+  /// QJL's codec domain: y[(t - t0) * mp + i] = kappa * ||k_t|| * (bit_{t,i} ? 1 : -1) (i < m), 0 (i >= m),
+  /// for t in [t0, t1) of a block of n tokens; the values scores / accumulate use (kappa_f * fp16 norm).
+  void (*decode_domain)(const SketchState& sk, const std::uint8_t* block, std::size_t n, std::size_t t0,
+                        std::size_t t1, float* y);
 };
 
 const QjlKernels& qjl_avx2_kernels();

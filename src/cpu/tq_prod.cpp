@@ -66,7 +66,8 @@ void init_state(const CodecConfig& cfg, ProdState& ps, Rotation& rot) {
 
 /// TurboQuant-Prod behind the CpuCodec interface. Query state: [d] float(Pi q),
 /// then [mp] float(S Pi q) (zero beyond m); accumulator: [d] rotated-domain MSE
-/// part, then [mp] sketch-domain sign part (rows >= m unused).
+/// part, then [mp] sketch-domain sign part (rows >= m unused); codec domain:
+/// the same [d | mp] layout (tq_prod_kernels.h).
 class TqProdCodec final : public CpuCodec {
  public:
   TqProdCodec(const Codec& ref, const ProdKernels& k)
@@ -86,6 +87,13 @@ class TqProdCodec final : public CpuCodec {
                   float* acc) const override {
     check_arg(t0 <= t1 && t1 <= n, "CpuCodec::accumulate", "t1", t1, "must satisfy t0 <= t1 <= n");
     if (t1 > t0) k_->accumulate(ps_, codes, n, t0, t1, w, acc);
+  }
+  /// Codec domain: [rotated MSE part (d) | sketch part (mp)], laid out like the state and accumulator.
+  std::size_t domain_size() const override { return static_cast<std::size_t>(ps_.d + ps_.sk.mp); }
+  void decode_domain(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+                     float* y) const override {
+    check_arg(t0 <= t1 && t1 <= n, "CpuCodec::decode_domain", "t1", t1, "must satisfy t0 <= t1 <= n");
+    if (t1 > t0) k_->decode_domain(ps_, codes, n, t0, t1, y);
   }
   /// out = scale * Pi^T (acc[0, d) + S^T acc[d, d + m)) in fp64 (the reference's TqProd::do_finalize).
   void finalize(const float* acc, double scale, float* out) const override {

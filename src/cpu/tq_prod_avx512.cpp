@@ -313,10 +313,55 @@ void accumulate(const ProdState& ps, const std::uint8_t* block, std::size_t n, s
   }
 }
 
+
+// ---------------------------------------------------------------- codec domain
+
+template <int BITS>
+void decode_domain_t(const ProdState& ps, const std::uint8_t* block, std::size_t n, std::size_t t0, std::size_t t1,
+                     float* y) {
+  const int d = ps.d;
+  const std::size_t ds = static_cast<std::size_t>(d + ps.sk.mp);
+  const QjlKernels& qk = qjl_avx512_kernels();
+  const std::uint8_t* scal = block + n * ps.code_bytes;
+  const __m512 cbv = _mm512_load_ps(ps.cb16);
+  (void)cbv;
+  alignas(64) float sg[kBatch];
+  for (std::size_t b0 = t0; b0 < t1; b0 += kBatch) {
+    const std::size_t cnt = std::min(kBatch, t1 - b0);
+    for (std::size_t i = 0; i < cnt; ++i) {
+      const std::size_t t = b0 + i;
+      const float nrm = half_at(scal + 4 * t);
+      const std::uint8_t* p = block + t * ps.code_bytes;
+      (void)p;
+      float* o = y + (t - t0) * ds;
+        if constexpr (BITS > 0) {
+          const __m512 nv = _mm512_set1_ps(nrm);
+          for (int k = 0; k < d / 16; ++k)
+            _mm512_storeu_ps(o + 16 * k, _mm512_mul_ps(nv, _mm512_permutexvar_ps(codes16<BITS>(p, k), cbv)));
+        } else {
+          for (int k = 0; k < d; k += 16) _mm512_storeu_ps(o + k, _mm512_setzero_ps());
+        }
+      sg[i] = nrm * ps.sk.kappa_f * half_at(scal + 4 * t + 2);
+    }
+    qk.sign_expand(ps.sk, block + b0 * ps.code_bytes + ps.mse_bytes, ps.code_bytes, cnt, sg, y + (b0 - t0) * ds + d,
+                   ds);
+  }
+}
+
+void decode_domain(const ProdState& ps, const std::uint8_t* block, std::size_t n, std::size_t t0, std::size_t t1,
+                   float* y) {
+  switch (ps.bits) {
+    case 0: decode_domain_t<0>(ps, block, n, t0, t1, y); break;
+    case 1: decode_domain_t<1>(ps, block, n, t0, t1, y); break;
+    case 2: decode_domain_t<2>(ps, block, n, t0, t1, y); break;
+    default: decode_domain_t<3>(ps, block, n, t0, t1, y); break;
+  }
+}
+
 }  // namespace
 
 const ProdKernels& tq_prod_avx512_kernels() {
-  static const ProdKernels k{&qjl_avx512_kernels(), encode, decode, scores, accumulate, inverse};
+  static const ProdKernels k{&qjl_avx512_kernels(), encode, decode, scores, accumulate, inverse, decode_domain};
   return k;
 }
 

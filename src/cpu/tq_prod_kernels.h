@@ -16,6 +16,9 @@
 //
 // Query state: [d] float(Pi q) then [mp] float(S Pi q) (zero beyond m).
 // Accumulator: [d] rotated-domain MSE part then [mp] sketch-domain sign part.
+// Codec domain (CpuCodec::decode_domain), laid out like both: y_t = [||x|| c[code]
+// (d) | ||x|| kappa gamma (+-1 signs) (m), zeros (mp - m)], so the score is
+// <state, y_t> and the accumulator sum_t w_t y_t.
 #pragma once
 
 #include <cstddef>
@@ -62,6 +65,10 @@ struct ProdKernels {
                      const float* w, float* acc);
   /// x[d] = Pi^T y in fp64 in the reference's order (rotation.h).
   void (*inverse)(const ProdState& ps, const double* y, double* x);
+  /// The codec domain, rows of d + mp floats: y[(t - t0) * (d + mp) + j] = ||x_t|| c[code_{t,j}] (j < d),
+  /// then ||x_t|| kappa gamma_t (+-1) for the m sketch rows and 0 for rows m..mp-1.
+  void (*decode_domain)(const ProdState& ps, const std::uint8_t* block, std::size_t n, std::size_t t0,
+                        std::size_t t1, float* y);
 };
 
 const ProdKernels& tq_prod_avx2_kernels();
