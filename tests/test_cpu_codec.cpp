@@ -214,3 +214,71 @@ TEST(CpuCodec, RejectsBadInputAndLeavesOutputUntouched) {
     EXPECT_THROW(fast->scores(st.data(), out.data(), 4, 3, 5, s.data()), std::invalid_argument);
   }
 }
+
+// Many sequences of different lengths and methods in one call, against the
+// reference per sequence; a bad sequence is named and nothing is written.
+TEST(CpuCodec, BatchedSequencesMatchReference) {
+  const int d = 128, kvh = 2, heads = 8;
+  const std::vector<std::pair<MethodCase, MethodCase>> kinds = {
+      {{Method::kTurboMse, 4}, {Method::kTurboMse, 3}},  // all TQ-MSE: the fused kernels
+      {{Method::kKivi, 2}, {Method::kRvq, 2}},            // codec-domain path, mixed methods
+      {{Method::kQjl, 1}, {Method::kPvq, 2}},
+      {{Method::kTurboProd, 3}, {Method::kFp8, 8}},
+  };
+  for (SimdLevel lvl : available_simd_levels()) {
+    LevelGuard guard(lvl);
+    for (bool mixed : {false, true}) {
+      SCOPED_TRACE(std::string(simd_level_name(lvl)) + (mixed ? " mixed methods" : " tq-mse only"));
+      const std::vector<std::size_t> lens = {1, 65, 1000, 333};
+      std::vector<std::vector<std::unique_ptr<Codec>>> refs(lens.size());
+      std::vector<std::vector<std::unique_ptr<cpu::CpuCodec>>> fast(lens.size());
+      std::vector<std::vector<std::vector<std::uint8_t>>> bufs(lens.size());
+      std::vector<cpu::CodecSequence> seqs(lens.size());
+      std::vector<std::vector<float>> qs, outs;
+      for (std::size_t si = 0; si < lens.size(); ++si) {
+        const auto& kind = kinds[mixed ? si % kinds.size() : 0];
+        const std::size_t n = lens[si];
+        for (int g = 0; g < kvh; ++g)
+          for (Role role : {Role::kKey, Role::kValue}) {
+            const MethodCase& mc = role == Role::kKey ? kind.first : kind.second;
+            refs[si].push_back(make_ref(mc, d, role, 50 + si * 7 + g));
+            fast[si].push_back(cpu::make_cpu_codec(*refs[si].back()));
+            const auto x = data_with_outlier(n, d, 900 + si * 13 + g * 2 + (role == Role::kKey ? 0 : 1));
+            bufs[si].emplace_back(refs[si].back()->encoded_bytes(n));
+            refs[si].back()->encode(x.data(), n, bufs[si].back().data());
+            (role == Role::kKey ? seqs[si].keys : seqs[si].values).push_back({fast[si].back().get(), bufs[si].back().data()});
+          }
+        seqs[si].num_tokens = n;
+        seqs[si].context = si == 2 ? 700 : 0;  // a causal prefix
+        qs.push_back(test::gaussian(static_cast<std::size_t>(heads) * d, 31 + si));
+        outs.emplace_back(static_cast<std::size_t>(heads) * d, -1.0f);
+      }
+      for (std::size_t si = 0; si < lens.size(); ++si) seqs[si].q = qs[si].data(), seqs[si].out = outs[si].data();
+      const AttentionParams p{1.0 / std::sqrt(d), 0, 0};
+      cpu::attention_codec_batched(seqs, heads, p, 2);
+      for (std::size_t si = 0; si < lens.size(); ++si) {
+        std::vector<EncodedHead> keys, values;
+        for (int g = 0; g < kvh; ++g) {
+          keys.push_back({refs[si][2 * g].get(), bufs[si][2 * g].data()});
+          values.push_back({refs[si][2 * g + 1].get(), bufs[si][2 * g + 1].data()});
+        }
+        std::vector<double> want(static_cast<std::size_t>(heads) * d);
+        attention_compressed(keys, values, lens[si], qs[si].data(), heads, p, want.data(), nullptr, seqs[si].context);
+        for (int h = 0; h < heads; ++h)
+          ASSERT_LE(test::rel_err(outs[si].data() + h * d, want.data() + h * d, d), kTol) << "sequence " << si << " head " << h;
+      }
+      // A bad sequence: named, and no output written.
+      for (auto& o : outs) std::fill(o.begin(), o.end(), -3.0f);
+      auto bad = seqs;
+      bad[3].context = bad[3].num_tokens + 1;
+      try {
+        cpu::attention_codec_batched(bad, heads, p, 2);
+        ADD_FAILURE() << "context > num_tokens accepted";
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("sequence 3"), std::string::npos) << e.what();
+      }
+      for (const auto& o : outs)
+        for (float v : o) ASSERT_EQ(v, -3.0f);
+    }
+  }
+}

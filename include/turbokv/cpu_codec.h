@@ -141,4 +141,23 @@ void attention_codec(const std::vector<CodecHead>& keys, const std::vector<Codec
                      std::size_t num_tokens, const float* q, int num_heads, const AttentionParams& p, float* out,
                      std::size_t context = 0, int threads = 0);
 
+/// One sequence of attention_codec_batched (see attention_codec for the fields).
+struct CodecSequence {
+  std::vector<CodecHead> keys, values;  ///< num_kv_heads each
+  std::size_t num_tokens = 0;           ///< tokens in each head's block
+  std::size_t context = 0;              ///< 0 = num_tokens
+  const float* q = nullptr;             ///< [num_heads, head_dim] fp32
+  float* out = nullptr;                 ///< [num_heads, head_dim] fp32
+};
+
+/**
+ * attention_codec for many sequences of different lengths in one call: one pool
+ * job balanced over (sequence, KV head, token chunk). All sequences share
+ * num_heads, num_kv_heads, head_dim and p (codecs may differ per sequence).
+ * Throws std::invalid_argument naming the sequence index on bad input; nothing
+ * is written then.
+ */
+void attention_codec_batched(const std::vector<CodecSequence>& seqs, int num_heads, const AttentionParams& p,
+                             int threads = 0);
+
 }  // namespace turbokv::cpu

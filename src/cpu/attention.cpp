@@ -269,43 +269,58 @@ std::uint64_t stream_bytes(const std::uint8_t* data, std::size_t bytes, int thre
   return x;
 }
 
-void attention_codec(const std::vector<CodecHead>& keys, const std::vector<CodecHead>& values,
-                     std::size_t num_tokens, const float* q, int num_heads, const AttentionParams& p, float* out,
-                     std::size_t context, int threads) {
-  const char* where = "cpu::attention_codec";
-  const int kvh = static_cast<int>(keys.size());
-  check_params(where, num_heads, kvh, p);
-  check_arg(num_tokens > 0, where, "num_tokens", num_tokens, "must be positive");
-  check_arg(context <= num_tokens, where, "context", context, "must be <= num_tokens");
-  check_arg(values.size() == keys.size(), where, "values.size()", values.size(), "must equal keys.size()");
-  check_arg(q != nullptr && out != nullptr, where, "q/out", "null", "must not be null");
-  for (std::size_t g = 0; g < keys.size(); ++g) {
-    check_arg(keys[g].codec != nullptr && keys[g].codes != nullptr, where, "keys[g]", g, "has a null codec or codes");
-    check_arg(values[g].codec != nullptr && values[g].codes != nullptr, where, "values[g]", g,
-              "has a null codec or codes");
-  }
-  const int d = keys[0].codec->head_dim();
-  for (std::size_t g = 0; g < keys.size(); ++g) {
-    check_arg(keys[g].codec->head_dim() == d, where, "keys[g].head_dim", keys[g].codec->head_dim(),
-              "must be the same for all heads");
-    check_arg(values[g].codec->head_dim() == d, where, "values[g].head_dim", values[g].codec->head_dim(),
-              "must equal the keys' head_dim");
-  }
-  detail::check_finite_f32(where, "q", q, static_cast<std::size_t>(num_heads) * d);
+namespace {
 
-  // All heads TurboQuant-MSE at integer widths: the fused kernels (GQA group in one pass).
+struct CodecSeqView {
+  const std::vector<CodecHead>* keys;
+  const std::vector<CodecHead>* values;
+  std::size_t n, ctx;
+  const float* q;
+  float* out;
+};
+
+void check_codec_seq(const char* where, const CodecSeqView& s, int num_heads, int kvh, int d, const std::string& tag) {
+  const std::string pre = where + tag;
+  const char* w = pre.c_str();
+  check_arg(s.keys->size() == static_cast<std::size_t>(kvh), w, "keys.size()", s.keys->size(),
+            "must be the same for every sequence");
+  check_arg(s.n > 0, w, "num_tokens", s.n, "must be positive");
+  check_arg(s.ctx <= s.n, w, "context", s.ctx, "must be <= num_tokens");
+  check_arg(s.values->size() == s.keys->size(), w, "values.size()", s.values->size(), "must equal keys.size()");
+  check_arg(s.q != nullptr && s.out != nullptr, w, "q/out", "null", "must not be null");
+  for (std::size_t g = 0; g < s.keys->size(); ++g) {
+    const CodecHead& k = (*s.keys)[g];
+    const CodecHead& v = (*s.values)[g];
+    check_arg(k.codec != nullptr && k.codes != nullptr, w, "keys[g]", g, "has a null codec or codes");
+    check_arg(v.codec != nullptr && v.codes != nullptr, w, "values[g]", g, "has a null codec or codes");
+    check_arg(k.codec->head_dim() == d, w, "keys[g].head_dim", k.codec->head_dim(), "must be the same for all heads");
+    check_arg(v.codec->head_dim() == d, w, "values[g].head_dim", v.codec->head_dim(), "must equal the keys' head_dim");
+  }
+  detail::check_finite_f32(w, "q", s.q, static_cast<std::size_t>(num_heads) * d);
+}
+
+/// Fused decode attention over validated sequences of any codecs (one pool job).
+void run_codec(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
+  const int kvh = static_cast<int>(seqs[0].keys->size());
+  const int d = (*seqs[0].keys)[0].codec->head_dim();
+  // Every head TurboQuant-MSE at integer widths: the fused kernels (GQA group in one pass).
   {
-    std::vector<TqHead> tk, tv;
-    for (std::size_t g = 0; g < keys.size(); ++g) {
-      const TqMse* a = detail::as_tq_mse(keys[g].codec);
-      const TqMse* b = detail::as_tq_mse(values[g].codec);
-      if (!a || !b) break;
-      tk.push_back({a, keys[g].codes});
-      tv.push_back({b, values[g].codes});
-    }
-    if (tk.size() == keys.size()) {
-      const SeqView sv{&tk, &tv, num_tokens, context, q, out};
-      run_tq({sv}, num_heads, p, threads);
+    std::vector<std::vector<TqHead>> tk(seqs.size()), tv(seqs.size());
+    std::vector<SeqView> views;
+    bool all = true;
+    for (std::size_t si = 0; si < seqs.size() && all; ++si)
+      for (int g = 0; g < kvh && all; ++g) {
+        const CodecHead& kh = (*seqs[si].keys)[static_cast<std::size_t>(g)];
+        const CodecHead& vh = (*seqs[si].values)[static_cast<std::size_t>(g)];
+        const TqMse* a = detail::as_tq_mse(kh.codec);
+        const TqMse* b = detail::as_tq_mse(vh.codec);
+        all = a && b;
+        if (all) tk[si].push_back({a, kh.codes}), tv[si].push_back({b, vh.codes});
+      }
+    if (all) {
+      for (std::size_t si = 0; si < seqs.size(); ++si)
+        views.push_back({&tk[si], &tv[si], seqs[si].n, seqs[si].ctx, seqs[si].q, seqs[si].out});
+      run_tq(views, num_heads, p, threads);
       return;
     }
   }
@@ -316,23 +331,30 @@ void attention_codec(const std::vector<CodecHead>& keys, const std::vector<Codec
   // come from the key codes and the value codec accumulates per head.
   const int G = num_heads / kvh;
   std::size_t P = 0, S = 0;
-  for (std::size_t g = 0; g < keys.size(); ++g) {
-    P = std::max(P, values[g].codec->accumulator_size());
-    S = std::max(S, keys[g].codec->query_state_size());
+  for (const CodecSeqView& sq : seqs)
+    for (int g = 0; g < kvh; ++g) {
+      P = std::max(P, (*sq.values)[static_cast<std::size_t>(g)].codec->accumulator_size());
+      S = std::max(S, (*sq.keys)[static_cast<std::size_t>(g)].codec->query_state_size());
+    }
+  // Prepared queries [seq][head][S]; one token span per sequence.
+  std::vector<float> states(seqs.size() * static_cast<std::size_t>(num_heads) * S);
+  std::vector<Span> spans;
+  for (std::size_t si = 0; si < seqs.size(); ++si) {
+    for (int h = 0; h < num_heads; ++h)
+      (*seqs[si].keys)[static_cast<std::size_t>(h / G)].codec->prepare_query(
+          seqs[si].q + static_cast<std::size_t>(h) * d, states.data() + (si * num_heads + h) * S);
+    const std::size_t ctx = seqs[si].ctx ? seqs[si].ctx : seqs[si].n;
+    spans.push_back({window_begin(ctx, p), ctx});
   }
-  std::vector<float> states(static_cast<std::size_t>(num_heads) * S);
-  for (int h = 0; h < num_heads; ++h)
-    keys[static_cast<std::size_t>(h / G)].codec->prepare_query(q + static_cast<std::size_t>(h) * d,
-                                                               states.data() + static_cast<std::size_t>(h) * S);
-  const std::size_t ctx = context ? context : num_tokens;
   const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
   constexpr std::size_t kBlock = 64;
   const auto& kern = kernels();
   run_split(
-      {{window_begin(ctx, p), ctx}}, kvh, G, static_cast<int>(P), threads,
-      [&](std::size_t, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
-        const CodecHead& kh = keys[static_cast<std::size_t>(g)];
-        const CodecHead& vh = values[static_cast<std::size_t>(g)];
+      spans, kvh, G, static_cast<int>(P), threads,
+      [&](std::size_t si, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
+        const CodecHead& kh = (*seqs[si].keys)[static_cast<std::size_t>(g)];
+        const CodecHead& vh = (*seqs[si].values)[static_cast<std::size_t>(g)];
+        const std::size_t num_tokens = seqs[si].n;
         const std::size_t accn = vh.codec->accumulator_size();
         const std::size_t kdom = kh.codec->domain_size(), vdom = vh.codec->domain_size();
         const bool domain = kdom > 0 && vdom > 0 && vdom == accn;
@@ -340,7 +362,7 @@ void attention_codec(const std::vector<CodecHead>& keys, const std::vector<Codec
         std::vector<float> sc(static_cast<std::size_t>(hc) * kBlock), ky, vy;
         if (domain) ky.resize(kBlock * kdom), vy.resize(kBlock * vdom);
         for (int h = 0; h < hc; ++h) m[h] = -INFINITY, l[h] = 0.0f;
-        const float* st0 = states.data() + static_cast<std::size_t>(g * G + h0) * S;
+        const float* st0 = states.data() + (si * num_heads + static_cast<std::size_t>(g * G + h0)) * S;
         for (std::size_t t = t0; t < t1; t += kBlock) {
           const std::size_t te = std::min(t1, t + kBlock), cnt = te - t;
           if (domain) {
@@ -375,9 +397,43 @@ void attention_codec(const std::vector<CodecHead>& keys, const std::vector<Codec
           }
         }
       },
-      [&](std::size_t, int h, const float* acc, double inv_l) {
-        values[static_cast<std::size_t>(h / G)].codec->finalize(acc, inv_l, out + static_cast<std::size_t>(h) * d);
+      [&](std::size_t si, int h, const float* acc, double inv_l) {
+        (*seqs[si].values)[static_cast<std::size_t>(h / G)].codec->finalize(
+            acc, inv_l, seqs[si].out + static_cast<std::size_t>(h) * d);
       });
 }
+
+}  // namespace
+
+void attention_codec(const std::vector<CodecHead>& keys, const std::vector<CodecHead>& values,
+                     std::size_t num_tokens, const float* q, int num_heads, const AttentionParams& p, float* out,
+                     std::size_t context, int threads) {
+  const char* where = "cpu::attention_codec";
+  const int kvh = static_cast<int>(keys.size());
+  check_params(where, num_heads, kvh, p);
+  check_arg(!keys.empty() && keys[0].codec != nullptr, where, "keys[0].codec", "null", "must not be null");
+  const CodecSeqView sv{&keys, &values, num_tokens, context, q, out};
+  check_codec_seq(where, sv, num_heads, kvh, keys[0].codec->head_dim(), "");
+  run_codec({sv}, num_heads, p, threads);
+}
+
+void attention_codec_batched(const std::vector<CodecSequence>& seqs, int num_heads, const AttentionParams& p,
+                             int threads) {
+  const char* where = "cpu::attention_codec_batched";
+  if (seqs.empty()) return;
+  const int kvh = static_cast<int>(seqs[0].keys.size());
+  check_params(where, num_heads, kvh, p);
+  check_arg(!seqs[0].keys.empty() && seqs[0].keys[0].codec != nullptr, where, "seqs[0].keys[0].codec", "null",
+            "must not be null");
+  const int d = seqs[0].keys[0].codec->head_dim();
+  std::vector<CodecSeqView> views;
+  for (std::size_t si = 0; si < seqs.size(); ++si) {
+    const CodecSequence& sq = seqs[si];
+    views.push_back({&sq.keys, &sq.values, sq.num_tokens, sq.context, sq.q, sq.out});
+    check_codec_seq(where, views.back(), num_heads, kvh, d, turbokv::detail::concat(" (sequence ", si, ")"));
+  }
+  run_codec(views, num_heads, p, threads);
+}
+
 
 }  // namespace turbokv::cpu
