@@ -5,7 +5,8 @@ length, one line per (method, bits), one panel per thread count.
     python3 tools/plot_bench.py docs/results/bench-cpu.json [more.json ...] -o docs/results/bench-cpu.png
 
 Rows with op == "decode_attention" are plotted (dense baselines included);
-several JSON files are merged (e.g. two bench runs with different --methods).
+several JSON files are merged (e.g. two bench runs with different --methods);
+where two files time the same case the first file's row is kept.
 """
 import argparse
 import json
@@ -23,10 +24,14 @@ def main():
     ap.add_argument("-o", "--out", required=True, help="output image (.png)")
     args = ap.parse_args()
 
-    rows = []
-    for path in args.json:
+    rows, seen = [], set()
+    for path in args.json:  # the first file wins where two files time the same case
         with open(path) as f:
-            rows += json.load(f)["results"]
+            for r in json.load(f)["results"]:
+                key = (r["op"], r["method"], r["bits"], r["context"], r["threads"])
+                if key not in seen:
+                    seen.add(key)
+                    rows.append(r)
     rows = [r for r in rows if r["op"] == "decode_attention"]
     if not rows:
         raise SystemExit("no decode_attention rows in " + ", ".join(args.json))
