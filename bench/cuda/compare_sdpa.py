@@ -144,6 +144,8 @@ def main():
             us = float(r["time_us"])
             if r["method"].startswith("fp16"):
                 name = "turbokv fp16 (ours)"
+            elif r["method"] == "tq-prod keys":
+                name = f"turbokv tq-prod K{r['bits']} V{r['bits']}"
             elif r["method"].startswith("tq-prod"):
                 name = f"turbokv tq-prod K{r['bits']} V{r['bits']} cc"
             else:

@@ -171,4 +171,25 @@ std::size_t tq_prod_decode_workspace_bytes(const ProdDecodeArgs& args, int head_
  */
 void tq_prod_decode(const QjlTables& ktab, const TqMseTables& vtab, const ProdDecodeArgs& args, Stream stream);
 
+/// Bytes of one (page, KV head) block of TurboQuant-Prod keys: page_size * (code_bytes + 4)
+/// (codes, then the [||x||, gamma] fp16 pair of each token, formats.h) rounded up to 16.
+std::size_t tq_prod_page_stride(int page_size, std::size_t code_bytes);
+
+/**
+ * The fast decode for TurboQuant-Prod keys: split-K flash-decoding on paged
+ * Prod keys (kcodec: tq-prod, bits 1..4, m = head_dim) and TurboQuant-MSE
+ * values (vcodec), through the fp16 tensor-core kernel of tq_mse_decode
+ * (decode_h16.cuh): per 16-token tile, S1 = C_mse . (Pi q) from the MSE pair
+ * tables and S2 = (+-1 sign pairs) . (kappa S Pi q) as a second MMA chain;
+ * logit = scale * ||k|| * (S1 + gamma * S2) (TurboQuant Algorithm 2's unbiased
+ * estimate); S Pi q is computed once per block. Values, GQA, windows, soft-cap,
+ * io types, splits and workspace as in tq_mse_decode (cuda.h; args.kernel must
+ * be 0). Pages: key pool blocks of tq_prod_page_stride(page_size, kcodec.code_bytes())
+ * bytes holding page_size tokens' codes then their [||x||, gamma] pairs; value
+ * pool as tq_mse_decode. fp16 operands, fp32 accumulation (tolerance as the
+ * MSE fp16 kernel). Throws std::invalid_argument naming the argument.
+ */
+void tq_prod_paged_decode(const QjlTables& kcodec, const TqMseTables& vcodec, PagedPool kpool, PagedPool vpool,
+                          const PageTable& table, const DecodeArgs& args, Stream stream);
+
 }  // namespace turbokv::cuda

@@ -236,6 +236,25 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           CodecConfig pc;
           pc.method = Method::kTurboProd, pc.bits = bits, pc.head_dim = d;
           cuda::QjlTables ptab(pc);
+          {  // the fast path: paged Prod keys through the fp16 tensor-core kernel
+            const std::size_t pstride = cuda::tq_prod_page_stride(page_size, ptab.code_bytes());
+            const std::size_t kpool_bytes = table.size() * kvh * pstride;
+            DevMem pk(kpool_bytes);
+            const std::size_t noff = page_size * ptab.code_bytes(), nend = noff + 4 * page_size;
+            fill_pages<<<fill_grid(), 256, 0, s>>>(pk.as<std::uint8_t>(), kpool_bytes, pstride, noff, nend, 41 + bits);
+            TKV_CHECK_LAUNCH();
+            cuda::DecodeArgs ak = a;
+            ak.kernel = 0;
+            const double us = median_us(s, reps, [&](int i) {
+              cuda::tq_prod_paged_decode(ptab, tab, {pk.as<std::uint8_t>(), pstride},
+                                         {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
+            });
+            BenchRow r = proto;
+            r.op = "decode_attention", r.method = "tq-prod keys", r.bits = bits;
+            r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
+            r.gbps = (std::size_t(batch) * ctx * kvh * (ptab.code_bytes() + 4 + tab.code_bytes() + 2) + q_bytes) / (us * 1e3);
+            rows.push_back(r);
+          }
           const std::size_t kblk = ptab.block_bytes(ctx), vblk = std::size_t(ctx) * (tab.code_bytes() + 2);
           const std::size_t kb_bytes = std::size_t(batch) * kvh * kblk, vb_bytes = std::size_t(batch) * kvh * vblk;
           if (kb_bytes + vb_bytes < free_b / 3) {

@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include "decode_h16.cuh"
+#include "turbokv/cuda_qjl.h"
 #include "turbokv/error.h"
 
 namespace turbokv::cuda {
@@ -207,11 +208,21 @@ void launch_h16_any(int kb, int d, int vb, const LaunchShape& shape, cudaStream_
   }
 }
 
+void launch_h16p_any(int kmb, int d, int vb, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+  switch (kmb) {
+    case 0: return launch_h16p_k0(d, vb, shape, s, a);
+    case 1: return launch_h16p_k1(d, vb, shape, s, a);
+    case 2: return launch_h16p_k2(d, vb, shape, s, a);
+    case 3: return launch_h16p_k3(d, vb, shape, s, a);
+  }
+}
+
+using LaunchAny = void (*)(int, int, int, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+
 /// Tensor-core paths (fp16 or 3xTF32): up to 8 query heads per block (grid z = ceil(group / 8)).
 void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKernelArgs& ka, const float* vsigns,
-             float vscale, cudaStream_t s, bool h16) {
+             float vscale, cudaStream_t s, LaunchAny launch_any) {
   validate(where, args);
-  auto launch_any = h16 ? launch_h16_any : launch_mma_any;
   Plan p = make_plan(args);  // zdim = ceil(group / 8) here as well
   if (args.num_splits == 0) {
     int occ = 0;
@@ -279,7 +290,8 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
   check_arg(args.kernel >= 0 && args.kernel <= 2, where, "kernel", args.kernel,
             "must be 0 (fp16 tensor cores), 1 (CUDA cores) or 2 (3xTF32 tensor cores)");
   if (args.kernel != 1) {
-    detail::run_mma(where, args, kb, vb, ka, vc.signs(), vc.hadamard_scale(), s, args.kernel == 0);
+    detail::run_mma(where, args, kb, vb, ka, vc.signs(), vc.hadamard_scale(), s,
+                    args.kernel == 0 ? detail::launch_h16_any : detail::launch_mma_any);
     return;
   }
   auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {
@@ -293,6 +305,46 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
   detail::run(where, args, static_cast<int>(kc.code_bytes()), static_cast<int>(vc.code_bytes()),
               detail::TqFmt<4>::kStages, ka, vc.signs(),
               vc.hadamard_scale(), s, launch);
+}
+
+std::size_t tq_prod_page_stride(int page_size, std::size_t code_bytes) {
+  return (static_cast<std::size_t>(page_size) * (code_bytes + 4) + 15) / 16 * 16;
+}
+
+void tq_prod_paged_decode(const QjlTables& kc, const TqMseTables& vc, PagedPool kpool, PagedPool vpool,
+                          const PageTable& table, const DecodeArgs& args, Stream stream) {
+  const char* where = "cuda::tq_prod_paged_decode";
+  check_arg(kc.method() == Method::kTurboProd, where, "kcodec.method", method_name(kc.method()), "must be tq-prod");
+  check_arg(kc.head_dim() == args.head_dim && vc.head_dim() == args.head_dim, where, "codec head_dim", kc.head_dim(),
+            "must equal args.head_dim for keys and values");
+  check_arg(kc.rows() == kc.head_dim(), where, "kcodec.rows", kc.rows(), "must equal head_dim (qjl_rows = 0)");
+  check_arg(args.kernel == 0, where, "kernel", args.kernel, "must be 0 (the fp16 tensor-core kernel)");
+  check_arg(table.page_size >= 1 && table.page_size <= 4096 && (table.page_size & (table.page_size - 1)) == 0, where,
+            "page_size", table.page_size, "must be a power of two in 1..4096");
+  check_arg(table.max_pages >= (args.max_seq_len + table.page_size - 1) / table.page_size, where, "max_pages",
+            table.max_pages, "must cover max_seq_len");
+  check_arg(kpool.page_stride == tq_prod_page_stride(table.page_size, kc.code_bytes()), where, "kpool.page_stride",
+            kpool.page_stride, "must equal tq_prod_page_stride(page_size, key code_bytes)");
+  check_arg(vpool.page_stride == tq_page_stride(table.page_size, vc.code_bytes()), where, "vpool.page_stride",
+            vpool.page_stride, "must equal tq_page_stride(page_size, value code_bytes)");
+  check_arg(table.pages && kpool.data && vpool.data, where, "pages/kpool/vpool", 0, "must be non-null");
+  detail::DecodeKernelArgs ka{};
+  ka.kpool = kpool.data;
+  ka.vpool = vpool.data;
+  ka.kstride = kpool.page_stride;
+  ka.vstride = vpool.page_stride;
+  ka.pages = table.pages;
+  ka.max_pages = table.max_pages;
+  ka.page_shift = __builtin_ctz(static_cast<unsigned>(table.page_size));
+  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E * kc.hadamard_scale());
+  ka.ksigns = kc.signs();
+  ka.kcent = kc.centroids();
+  ka.vcent = vc.centroids();
+  ka.vtab_shared = 0;
+  ka.sketch = kc.sketch();
+  ka.kappa = static_cast<float>(kc.kappa());
+  detail::run_mma(where, args, kc.mse_bits(), vc.bits(), ka, vc.signs(), vc.hadamard_scale(), detail::stream_of(stream),
+                  detail::launch_h16p_any);
 }
 
 void fp16_decode(const std::uint16_t* k, const std::uint16_t* v, int capacity, const DecodeArgs& args,

@@ -46,6 +46,8 @@ struct DecodeKernelArgs {
   int vtab_shared;  // fp16 kernel: keys and values share one codebook (one pair table)
   float softcap_l2;   // soft-capping in log2 units: log2(e) * softcap (0 = off)
   float softcap_inv;  // 1 / softcap_l2
+  const float* sketch;  // TurboQuant-Prod keys: QJL sketch S, device [head_dim][head_dim] (m = head_dim)
+  float kappa;          // its unbiasing constant
 };
 
 /// Logit soft-capping on a log2-scaled logit x = log2(e) * l: log2(e) * c * tanh(l / c).

@@ -87,11 +87,13 @@ struct CodeSpan {
 /// ~71 KB of shared memory, 3 blocks per SM (4 stages: 82 KB, 2 blocks).
 constexpr int kH16Stages = 3;
 
-/// NW warps per block, 16 tokens each: tiles of 16 * NW tokens.
-template <int D, int KB, int VB, int NW>
+/// NW warps per block, 16 tokens each: tiles of 16 * NW tokens. PROD: TurboQuant-Prod keys, KB = their
+/// MSE bits (0..3), rows [MSE codes (D * KB / 8 bytes)][QJL signs (D / 8 bytes, m = D)].
+template <int D, int KB, int VB, int NW, bool PROD = false>
 struct H16Layout {
   static constexpr int kTileT = 16 * NW;
-  static constexpr int cbK = D * KB / 8, cbV = D * VB / 8;
+  static constexpr int cbM = D * KB / 8;
+  static constexpr int cbK = cbM + (PROD ? D / 8 : 0), cbV = D * VB / 8;
   static constexpr int rsK = mma_row_stride(cbK), rsV = mma_row_stride(cbV);
   static constexpr int stage = kTileT * (rsK + rsV) + 2 * kTileT * 4;
   static constexpr int ktab = (1 << (2 * KB)) * 32 * 4, vtab = (1 << (2 * VB)) * 32 * 4;
@@ -101,7 +103,11 @@ struct H16Layout {
   static constexpr int pages = (kH16Stages * (kTileT + 1) * 4 + 15) / 16 * 16;
   static constexpr int stages_bytes = kH16Stages * stage;
   /// Layout after the tables (which take ktab + (shared ? 0 : vtab) bytes).
-  static constexpr int off_qrot = 0, off_p = off_qrot + qrot, off_pg = off_p + pbuf, off_stage = off_pg + pages;
+  static constexpr int stab = PROD ? 4 * 32 * 4 : 0;            // sign-pair table: 4 entries per lane
+  static constexpr int qsfrag = PROD ? (D / 16) * 32 * 8 : 0;  // (S Pi q) B fragments: uint2 per (kk, lane)
+  static constexpr int qsk = PROD ? qrot : 0;                  // S Pi q of the 8 heads (setup only)
+  static constexpr int off_qrot = 0, off_p = off_qrot + qrot, off_pg = off_p + pbuf, off_stab = off_pg + pages,
+                       off_qs = off_stab + stab, off_qsk = off_qs + qsfrag, off_stage = off_qsk + qsk;
   static constexpr int rest = off_stage + (stages_bytes > merge ? stages_bytes : merge);
   static constexpr int bytes(bool shared_tab) { return ktab + (shared_tab ? 0 : vtab) + rest; }
 };
@@ -137,10 +143,11 @@ __device__ __forceinline__ std::uint32_t pair_at(std::uint32_t tab, std::uint32_
 }
 
 /// cp.async of the code rows of tokens [t0, t0 + n) of one pool into a stage (rows RS bytes apart)
-/// and of the 4-byte words holding their fp16 norms (see norm_at). pool_g: the pool + g * stride
+/// and of the 4-byte words holding their fp16 norms (see norm_at; NSC = 2: TurboQuant-Prod's
+/// [||x||, gamma] word of each token). pool_g: the pool + g * stride
 /// (this KV head's block of page 0); pstride = num_kv_heads * stride (bytes between pages).
 /// Chunks of 16 bytes (8 where CB is not a multiple of 16); the full-tile case has a constant trip count.
-template <int CB, int RS, int TILE, int NT>
+template <int CB, int RS, int TILE, int NT, int NSC = 1>
 __device__ __forceinline__ void issue_tile_h16(std::uint8_t* s_codes, std::uint32_t* s_norm, const std::uint8_t* pool_g,
                                                std::size_t pstride, int shift, const std::int32_t* pg, int first,
                                                int t0, int n, int tid) {
@@ -164,17 +171,19 @@ __device__ __forceinline__ void issue_tile_h16(std::uint8_t* s_codes, std::uint3
   for (int i = tid; i < n; i += NT) {
     const int pos = t0 + i;
     const int page = pg[(pos >> shift) - first];
-    const std::uint8_t* src = pool_g + static_cast<std::size_t>(page) * pstride + ((norms_at + 2u * (pos & pmask)) & ~3u);
+    const std::uint8_t* src =
+        pool_g + static_cast<std::size_t>(page) * pstride + ((norms_at + 2u * NSC * (pos & pmask)) & ~3u);
     cp_async_n<4>(s_norm + i, src);
   }
 }
 
 /// a.vtab_shared != 0: keys and values use the same codebook (one table).
-template <int D, int KB, int VB, int NW>
+template <int D, int KB, int VB, int NW, bool PROD = false>
 __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelArgs a) {
-  using Lay = H16Layout<D, KB, VB, NW>;
+  using Lay = H16Layout<D, KB, VB, NW, PROD>;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;
-  constexpr int KSPAN = Lay::cbK / 4;   // bytes of a key row per lane (D/4 dims)
+  constexpr int KSPAN = Lay::cbM / 4;   // bytes of a key row's MSE codes per lane (D/4 dims)
+  constexpr int SSPAN = D / 32;         // PROD: bytes of a key row's sign bits per lane (D/4 rows of S)
   constexpr int VSPAN = Lay::cbV / 8;   // bytes of a value row per lane (D/8 dims)
   extern __shared__ __align__(16) std::uint8_t smem[];
   const bool share = a.vtab_shared != 0 && KB == VB;
@@ -212,7 +221,8 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
     std::uint32_t* s_kn = reinterpret_cast<std::uint32_t*>(sp + TILE * (Lay::rsK + Lay::rsV));
     const std::int32_t* pg = ring.slot(sl);
     const int first = ring.first(it);
-    issue_tile_h16<Lay::cbK, Lay::rsK, TILE, NT>(sp, s_kn, kpool_g, kpstride, a.page_shift, pg, first, t0, n, tid);
+    issue_tile_h16<Lay::cbK, Lay::rsK, TILE, NT, PROD ? 2 : 1>(sp, s_kn, kpool_g, kpstride, a.page_shift, pg, first,
+                                                              t0, n, tid);
     issue_tile_h16<Lay::cbV, Lay::rsV, TILE, NT>(sp + TILE * Lay::rsK, s_kn + TILE, vpool_g, vpstride, a.page_shift,
                                                  pg, first, t0, n, tid);
   };
@@ -227,9 +237,17 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
   // Pair tables, one copy per lane: entry e = (code lo) | (code hi) << B -> half2(c[lo], c[hi]).
   {
     constexpr int KE = 1 << (2 * KB), VE = 1 << (2 * VB);
-    for (int i = tid; i < KE * 32; i += NT) {
-      const int e = i / 32;
-      s_ktab[i] = pack_h2(a.kcent[e & ((1 << KB) - 1)], a.kcent[e >> KB]);
+    if (KB > 0)
+      for (int i = tid; i < KE * 32; i += NT) {
+        const int e = i / 32;
+        s_ktab[i] = pack_h2(a.kcent[e & ((1 << KB) - 1)], a.kcent[e >> KB]);
+      }
+    if constexpr (PROD) {  // sign pairs: bit 1 -> +1, bit 0 -> -1
+      std::uint32_t* s_stab = reinterpret_cast<std::uint32_t*>(rest + Lay::off_stab);
+      for (int i = tid; i < 4 * 32; i += NT) {
+        const int e = i / 32;
+        s_stab[i] = pack_h2((e & 1) ? 1.0f : -1.0f, (e & 2) ? 1.0f : -1.0f);
+      }
     }
     if (!share)
       for (int i = tid; i < VE * 32; i += NT) {
@@ -268,6 +286,32 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
       qb[kk][1] = pack_h2(qr[4 * kk + 2] * a.qscale, qr[4 * kk + 3] * a.qscale);
     }
   }
+  // PROD: (S Pi q) * qscale * kappa of the 8 heads (fp32 in smem), then this lane's B fragments in the
+  // same permutation as qb (sketch rows D/4 * tig + 4 kk + {0..3}).
+  const uint2* s_qs = reinterpret_cast<const uint2*>(rest + Lay::off_qs);
+  if constexpr (PROD) {
+    float* s_qsk = reinterpret_cast<float*>(rest + Lay::off_qsk);
+    const float f = a.qscale * a.kappa;
+    for (int idx = tid; idx < kMmaHeads * D; idx += NT) {
+      const int n = idx / D, i = idx % D;
+      const float* srow = a.sketch + static_cast<std::size_t>(i) * D;
+      const float* qv = s_qrot + n * D;
+      float acc = 0.0f;
+      for (int j = 0; j < D; ++j) acc = fmaf(__ldg(srow + j), qv[j], acc);
+      s_qsk[idx] = acc * f;
+    }
+    __syncthreads();
+    uint2* qs_w = reinterpret_cast<uint2*>(rest + Lay::off_qs);
+    for (int idx = tid; idx < (D / 16) * 32; idx += NT) {
+      const int kk = idx / 32, ln = idx % 32, g2 = ln >> 2, t2 = ln & 3;
+      const float* qr = s_qsk + g2 * D + (D / 4) * t2 + 4 * kk;
+      qs_w[idx] = make_uint2(pack_h2(qr[0], qr[1]), pack_h2(qr[2], qr[3]));
+    }
+    __syncthreads();
+  }
+  const std::uint32_t stab =
+      static_cast<std::uint32_t>(__cvta_generic_to_shared(reinterpret_cast<std::uint32_t*>(rest + Lay::off_stab) + lane));
+  (void)stab;
   const std::uint32_t ktab = static_cast<std::uint32_t>(__cvta_generic_to_shared(s_ktab + lane));
   const std::uint32_t vtab = static_cast<std::uint32_t>(__cvta_generic_to_shared(s_vtab + lane));
 
@@ -299,22 +343,48 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
       {
         // Two accumulator chains (even / odd kk) halve the dependent-mma latency.
         float s2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-        CodeSpan<KSPAN> k0, k1;
-        k0.load(s_kc + (tb + gid) * Lay::rsK + KSPAN * tig);
-        k1.load(s_kc + (tb + gid + 8) * Lay::rsK + KSPAN * tig);
+        if constexpr (KB > 0) {
+          CodeSpan<KSPAN> k0, k1;
+          k0.load(s_kc + (tb + gid) * Lay::rsK + KSPAN * tig);
+          k1.load(s_kc + (tb + gid + 8) * Lay::rsK + KSPAN * tig);
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          std::uint32_t af[4];
-          af[0] = pair_at(ktab, k0.template field<2 * KB>(2 * kk));
-          af[1] = pair_at(ktab, k1.template field<2 * KB>(2 * kk));
-          af[2] = pair_at(ktab, k0.template field<2 * KB>(2 * kk + 1));
-          af[3] = pair_at(ktab, k1.template field<2 * KB>(2 * kk + 1));
-          mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
+          for (int kk = 0; kk < D / 16; ++kk) {
+            std::uint32_t af[4];
+            af[0] = pair_at(ktab, k0.template field<2 * KB>(2 * kk));
+            af[1] = pair_at(ktab, k1.template field<2 * KB>(2 * kk));
+            af[2] = pair_at(ktab, k0.template field<2 * KB>(2 * kk + 1));
+            af[3] = pair_at(ktab, k1.template field<2 * KB>(2 * kk + 1));
+            mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
+          }
         }
 #pragma unroll
         for (int i = 0; i < 4; ++i) s[i] = s2[0][i] + s2[1][i];
+        if constexpr (PROD) {
+          // + gamma_t * kappa * <S Pi q, signs_t>: sign pairs (+-1, +-1) against the (S Pi q) fragments.
+          float sg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          CodeSpan<SSPAN> g0, g1;
+          g0.load(s_kc + (tb + gid) * Lay::rsK + Lay::cbM + SSPAN * tig);
+          g1.load(s_kc + (tb + gid + 8) * Lay::rsK + Lay::cbM + SSPAN * tig);
+#pragma unroll
+          for (int kk = 0; kk < D / 16; ++kk) {
+            std::uint32_t af[4];
+            af[0] = pair_at(stab, g0.template field<2>(2 * kk));
+            af[1] = pair_at(stab, g1.template field<2>(2 * kk));
+            af[2] = pair_at(stab, g0.template field<2>(2 * kk + 1));
+            af[3] = pair_at(stab, g1.template field<2>(2 * kk + 1));
+            const uint2 qf = s_qs[kk * 32 + lane];
+            mma_f16(sg, af, qf.x, qf.y);
+          }
+          const int ta = min(tb + gid, TILE - 1), tc = min(tb + gid + 8, TILE - 1);
+          const float ga = __half2float(__ushort_as_half(static_cast<unsigned short>(s_kn[ta] >> 16)));
+          const float gc = __half2float(__ushort_as_half(static_cast<unsigned short>(s_kn[tc] >> 16)));
+          s[0] += ga * sg[0];
+          s[1] += ga * sg[1];
+          s[2] += gc * sg[2];
+          s[3] += gc * sg[3];
+        }
       }
-      mma_softmax_step(a, s, m, l, acc, s_kn, s_vn, tb, n, t0, gid, tig, s_p);
+      mma_softmax_step<D / 16, PROD>(a, s, m, l, acc, s_kn, s_vn, tb, n, t0, gid, tig, s_p);
       // ---- values: B = P[tokens 2tig + {0,1}, 2tig + 8 + {0,1}][head gid] (rows past n are zero weights,
       // and their staged codes, possibly stale, are finite look-ups)
       const std::uint32_t pb0 = pack_h2(s_p[(2 * tig) * kMmaHeads + gid], s_p[(2 * tig + 1) * kMmaHeads + gid]);
@@ -394,11 +464,11 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
 }
 
 /// Launch (or occupancy query) of decode_h16_kernel<D, KB, VB>; grid z = ceil(group / 8).
-template <int D, int KB, int VB, int NW>
+template <int D, int KB, int VB, int NW, bool PROD = false>
 void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
-  auto kernel = decode_h16_kernel<D, KB, VB, NW>;
-  using Lay = H16Layout<D, KB, VB, NW>;
-  const bool shared_tab = a.vtab_shared != 0 && KB == VB;
+  auto kernel = decode_h16_kernel<D, KB, VB, NW, PROD>;
+  using Lay = H16Layout<D, KB, VB, NW, PROD>;
+  const bool shared_tab = !PROD && a.vtab_shared != 0 && KB == VB;
   const int smem = Lay::bytes(shared_tab);
   // Driver calls once per instance (and device: the process uses one), not per launch: at batch 1
   // the decode itself takes tens of microseconds.
@@ -421,19 +491,19 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
 /// 8 warps per block (128-token tiles): measured against 4 warps on the H200 (docs/CUDA_NOTES.md,
 /// v8 runs): 704 vs 781 us at batch 16 x 65,536 tokens, 4-bit, 32/8 heads (two blocks of 8 warps
 /// per SM instead of three of 4: more warps share each pair table).
-template <int D, int KB, int VB>
+template <int D, int KB, int VB, bool PROD = false>
 void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
-  launch_h16_nw<D, KB, VB, 8>(shape, stream, a);
+  launch_h16_nw<D, KB, VB, 8, PROD>(shape, stream, a);
 }
 
-template <int KB>
+template <int KB, bool PROD = false>
 void launch_h16_kb(int d, int vb, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
   auto by_d = [&](auto vbc) {
     constexpr int VB = decltype(vbc)::value;
     switch (d) {
-      case 64: return launch_h16<64, KB, VB>(shape, s, a);
-      case 128: return launch_h16<128, KB, VB>(shape, s, a);
-      case 256: return launch_h16<256, KB, VB>(shape, s, a);
+      case 64: return launch_h16<64, KB, VB, PROD>(shape, s, a);
+      case 128: return launch_h16<128, KB, VB, PROD>(shape, s, a);
+      case 256: return launch_h16<256, KB, VB, PROD>(shape, s, a);
     }
     throw std::logic_error("launch_h16: head_dim out of range");
   };
@@ -450,5 +520,10 @@ void launch_h16_k1(int d, int vb, const LaunchShape&, cudaStream_t, const Decode
 void launch_h16_k2(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k3(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k4(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+/// TurboQuant-Prod keys with MSE part of kmb bits (0..3): instances in decode_h16p_k{0..3}.cu.
+void launch_h16p_k0(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+void launch_h16p_k1(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+void launch_h16p_k2(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+void launch_h16p_k3(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 
 }  // namespace turbokv::cuda::detail

@@ -70,15 +70,17 @@ constexpr int kMmaHeads = 8;
 /// decode kernels: norms and soft-capping applied, running max m and sum l per head updated,
 /// the accumulator fragments acc[J][4] rescaled, and P[16 tokens][8 heads] = p * ||v|| written
 /// to the warp's s_p (rows past n get zero weight).
-template <int J>
+/// kNormLow: the staged key word is TurboQuant-Prod's [||x|| | gamma] (norm in the low half), not
+/// the 4-byte word holding the fp16 norm of norm_at.
+template <int J, bool kNormLow = false>
 __device__ __forceinline__ void mma_softmax_step(const DecodeKernelArgs& a, float s[4], float m[2], float l[2],
                                                  float (&acc)[J][4], const std::uint32_t* s_kn,
                                                  const std::uint32_t* s_vn, int tb, int n, int t0, int gid, int tig,
                                                  float* s_p) {
   const int ta = tb + gid, tc = tb + gid + 8;  // tile rows of s[0..1] and s[2..3]
   const bool va = ta < n, vc = tc < n;
-  const float nka = va ? norm_at(s_kn[ta], t0 + ta, a.page_shift) : 0.0f;
-  const float nkc = vc ? norm_at(s_kn[tc], t0 + tc, a.page_shift) : 0.0f;
+  const float nka = va ? (kNormLow ? norm_at(s_kn[ta], 0, 0) : norm_at(s_kn[ta], t0 + ta, a.page_shift)) : 0.0f;
+  const float nkc = vc ? (kNormLow ? norm_at(s_kn[tc], 0, 0) : norm_at(s_kn[tc], t0 + tc, a.page_shift)) : 0.0f;
   s[0] = va ? soft_cap(a, s[0] * nka) : -INFINITY;
   s[1] = va ? soft_cap(a, s[1] * nka) : -INFINITY;
   s[2] = vc ? soft_cap(a, s[2] * nkc) : -INFINITY;

@@ -10,6 +10,7 @@
 #include "cuda_test_util.h"
 #include "turbokv/attention.h"
 #include "turbokv/codec.h"
+#include "turbokv/cuda_qjl.h"
 #include "turbokv/half.h"
 #include "test_util.h"
 
@@ -192,6 +193,116 @@ TEST(CudaDecode, TqMseMatchesReference) {
   }
   std::printf("worst relative error vs fp64: fp16 tensor cores %.3g, CUDA cores %.3g, 3xTF32 %.3g\n", worst_err[0],
               worst_err[1], worst_err[2]);
+}
+
+/// TurboQuant-Prod keys (bits kb: (kb-1)-bit MSE + 1-bit QJL, m = d) with TurboQuant-MSE values,
+/// paged, through the fp16 tensor-core kernel (tq_prod_paged_decode), against attention_compressed.
+double run_prod_case(int d, int kb, int vb, int nh, int kvh, int page_size, std::vector<int> lens, int window,
+                     bool orthogonal, std::uint64_t seed) {
+  SCOPED_TRACE("prod d=" + std::to_string(d) + " kb=" + std::to_string(kb) + " vb=" + std::to_string(vb) +
+               " heads=" + std::to_string(nh) + "/" + std::to_string(kvh) + " page=" + std::to_string(page_size) +
+               " window=" + std::to_string(window) + " orth=" + std::to_string(orthogonal) + " seed=" + std::to_string(seed));
+  const int batch = static_cast<int>(lens.size());
+  const int max_len = *std::max_element(lens.begin(), lens.end());
+  const int max_pages = (max_len + page_size - 1) / page_size;
+  CodecConfig kcfg, vcfg;
+  kcfg.method = Method::kTurboProd;
+  kcfg.head_dim = vcfg.head_dim = d;
+  kcfg.bits = kb;
+  vcfg.bits = vb;
+  kcfg.qjl_orthogonal = orthogonal;
+  vcfg.role = Role::kValue;
+  kcfg.seed = seed ^ 0x4321;
+  vcfg.seed = seed ^ 0x8765;
+  const auto kref = make_codec(kcfg), vref = make_codec(vcfg);
+  cuda::QjlTables ktab(kcfg);
+  cuda::TqMseTables vtab(vcfg);
+  const std::size_t kcb = ktab.code_bytes(), vcb = vtab.code_bytes();
+  const std::size_t kstride = cuda::tq_prod_page_stride(page_size, kcb), vstride = cuda::tq_page_stride(page_size, vcb);
+  const auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 5);
+  std::vector<std::uint8_t> kpool(table.size() * kvh * kstride, 0x5A), vpool(table.size() * kvh * vstride, 0x5A);
+  Rng r(seed);
+  std::vector<float> q(static_cast<std::size_t>(batch) * nh * d);
+  for (auto& v : q) v = static_cast<float>(r.normal()) * 2.0f;
+  std::vector<std::vector<std::uint8_t>> kblk(batch * kvh), vblk(batch * kvh);
+  for (int b = 0; b < batch; ++b)
+    for (int g = 0; g < kvh; ++g) {
+      const std::size_t n = lens[b];
+      std::vector<float> k(n * d), v(n * d);
+      for (auto& x : k) x = static_cast<float>(r.normal()) * 1.5f;
+      for (auto& x : v) x = static_cast<float>(r.normal());
+      auto& kbk = kblk[b * kvh + g];
+      auto& vbk = vblk[b * kvh + g];
+      kbk.resize(kref->encoded_bytes(n));
+      vbk.resize(vref->encoded_bytes(n));
+      kref->encode(k.data(), n, kbk.data());
+      vref->encode(v.data(), n, vbk.data());
+      for (std::size_t t = 0; t < n; ++t) {
+        const int page = table[static_cast<std::size_t>(b) * max_pages + t / page_size];
+        const std::size_t off = t % page_size;
+        std::uint8_t* kp = &kpool[(static_cast<std::size_t>(page) * kvh + g) * kstride];
+        std::uint8_t* vp = &vpool[(static_cast<std::size_t>(page) * kvh + g) * vstride];
+        std::memcpy(kp + off * kcb, kbk.data() + t * kcb, kcb);
+        std::memcpy(kp + page_size * kcb + 4 * off, kbk.data() + n * kcb + 4 * t, 4);  // [||x||, gamma]
+        std::memcpy(vp + off * vcb, vbk.data() + t * vcb, vcb);
+        std::memcpy(vp + page_size * vcb + 2 * off, vbk.data() + n * vcb + 2 * t, 2);
+      }
+    }
+  DevBuf<std::uint8_t> dk(kpool), dv(vpool);
+  DevBuf<std::int32_t> dtable(table), dlens(std::vector<std::int32_t>(lens.begin(), lens.end()));
+  DevBuf<float> dq(q), dout(q.size());
+  dout.fill_byte(0xFF);
+  cuda::DecodeArgs a;
+  a.batch = batch, a.num_heads = nh, a.num_kv_heads = kvh, a.head_dim = d;
+  a.q = dq.p, a.out = dout.p, a.seq_lens = dlens.p, a.max_seq_len = max_len;
+  a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
+  a.window = window;
+  DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
+  a.workspace = ws.p;
+  cuda::tq_prod_paged_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, page_size}, a, nullptr);
+  const auto out = dout.download();
+  AttentionParams p;
+  p.softmax_scale = a.softmax_scale;
+  p.window = window;
+  double worst = 0;
+  for (int b = 0; b < batch; ++b) {
+    std::vector<EncodedHead> keys, values;
+    for (int g = 0; g < kvh; ++g) {
+      keys.push_back({kref.get(), kblk[b * kvh + g].data()});
+      values.push_back({vref.get(), vblk[b * kvh + g].data()});
+    }
+    std::vector<double> ref(static_cast<std::size_t>(nh) * d);
+    attention_compressed(keys, values, lens[b], &q[static_cast<std::size_t>(b) * nh * d], nh, p, ref.data());
+    const float* o = &out[static_cast<std::size_t>(b) * nh * d];
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      if (!std::isfinite(o[i])) {
+        ADD_FAILURE() << "b=" << b << " i=" << i << " not finite";
+        return worst;
+      }
+    }
+    const double err = rel_err(o, ref.data(), ref.size());
+    worst = std::max(worst, err);
+    EXPECT_LE(err, kTqDecodeH16RelTol) << "sequence " << b << " (len " << lens[b] << ")";
+  }
+  return worst;
+}
+
+TEST(CudaDecode, TqProdKeysMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
+  auto L = [&](std::vector<int> v) {
+    if (small)
+      for (int& l : v) l = std::min(l, 130);
+    return v;
+  };
+  double worst = 0;
+  worst = std::max(worst, run_prod_case(128, 4, 4, 32, 8, 16, L({1, 17, 1000, 4097}), 0, false, seed));
+  worst = std::max(worst, run_prod_case(128, 3, 3, 10, 2, 1, L({4097, 65}), 0, true, seed + 1));
+  worst = std::max(worst, run_prod_case(64, 2, 4, 9, 3, 64, L({1000, 1}), 0, false, seed + 2));
+  worst = std::max(worst, run_prod_case(256, 1, 2, 8, 1, 16, L({2000}), 100, true, seed + 3));
+  worst = std::max(worst, run_prod_case(128, 1, 4, 16, 2, 16, L({300, 77}), 0, false, seed + 4));
+  worst = std::max(worst, run_prod_case(64, 4, 1, 40, 8, 16, L({999}), 0, false, seed + 5));
+  std::printf("tq-prod keys (fp16 tensor cores): worst relative error vs fp64 %.3g\n", worst);
 }
 
 void run_f16_case(int d, int nh, int kvh, std::vector<int> lens, int window, std::uint64_t seed) {
