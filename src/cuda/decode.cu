@@ -341,7 +341,7 @@ void tq_prod_paged_decode(const QjlTables& kc, const TqMseTables& vc, PagedPool 
   ka.kcent = kc.centroids();
   ka.vcent = vc.centroids();
   ka.vtab_shared = 0;
-  ka.sketch = kc.sketch();
+  ka.sketch = kc.sketch_t();
   ka.kappa = static_cast<float>(kc.kappa());
   detail::run_mma(where, args, kc.mse_bits(), vc.bits(), ka, vc.signs(), vc.hadamard_scale(), detail::stream_of(stream),
                   detail::launch_h16p_any);

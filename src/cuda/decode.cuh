@@ -46,7 +46,7 @@ struct DecodeKernelArgs {
   int vtab_shared;  // fp16 kernel: keys and values share one codebook (one pair table)
   float softcap_l2;   // soft-capping in log2 units: log2(e) * softcap (0 = off)
   float softcap_inv;  // 1 / softcap_l2
-  const float* sketch;  // TurboQuant-Prod keys: QJL sketch S, device [head_dim][head_dim] (m = head_dim)
+  const float* sketch;  // TurboQuant-Prod keys: the QJL sketch transposed, S^T, device [head_dim][m] (m = head_dim)
   float kappa;          // its unbiasing constant
 };
 

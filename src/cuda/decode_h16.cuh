@@ -292,12 +292,11 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
   if constexpr (PROD) {
     float* s_qsk = reinterpret_cast<float*>(rest + Lay::off_qsk);
     const float f = a.qscale * a.kappa;
-    for (int idx = tid; idx < kMmaHeads * D; idx += NT) {
+    for (int idx = tid; idx < kMmaHeads * D; idx += NT) {  // a.sketch = S^T [D][m]: lanes read consecutive i
       const int n = idx / D, i = idx % D;
-      const float* srow = a.sketch + static_cast<std::size_t>(i) * D;
       const float* qv = s_qrot + n * D;
       float acc = 0.0f;
-      for (int j = 0; j < D; ++j) acc = fmaf(__ldg(srow + j), qv[j], acc);
+      for (int j = 0; j < D; ++j) acc = fmaf(__ldg(a.sketch + static_cast<std::size_t>(j) * D + i), qv[j], acc);
       s_qsk[idx] = acc * f;
     }
     __syncthreads();
