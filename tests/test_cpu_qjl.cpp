@@ -157,9 +157,14 @@ void check_domain(const Codec& ref, const cpu::CpuCodec& fast, const std::uint8_
   ASSERT_EQ(yb.front(), -7.0f) << "decode_domain wrote before y";
   ASSERT_EQ(yb.back(), -7.0f) << "decode_domain wrote past (t1 - t0) * domain_size()";
   for (std::size_t t = 0; t < cnt; ++t) {
-    for (std::size_t i = off + m; i < D; ++i) ASSERT_EQ(y[t * D + i], 0.0f) << "padding row " << i << " token " << t0 + t;
-    if (c.method == Method::kTurboProd && c.bits == 1)  // no MSE stage: the MSE part is zero
-      for (std::size_t i = 0; i < d; ++i) ASSERT_EQ(y[t * D + i], 0.0f) << "MSE part " << i << " token " << t0 + t;
+    for (std::size_t i = off + m; i < D; ++i) {
+      ASSERT_EQ(y[t * D + i], 0.0f) << "padding row " << i << " token " << t0 + t;
+    }
+    if (c.method == Method::kTurboProd && c.bits == 1) {  // no MSE stage: the MSE part is zero
+      for (std::size_t i = 0; i < d; ++i) {
+        ASSERT_EQ(y[t * D + i], 0.0f) << "MSE part " << i << " token " << t0 + t;
+      }
+    }
   }
   const auto q = test::gaussian(d, seed);
   std::vector<float> st(fast.query_state_size());
@@ -186,7 +191,9 @@ void check_domain(const Codec& ref, const cpu::CpuCodec& fast, const std::uint8_
     }
     ASSERT_NEAR(acc[i + 1], want[i], kTol * mag + 1e-30) << "accumulator row " << i;
   }
-  if (cnt > 0) ASSERT_LE(test::rel_err(acc.data() + 1, want.data(), D), kTol) << "accumulate vs sum_t w_t y_t";
+  if (cnt > 0) {
+    ASSERT_LE(test::rel_err(acc.data() + 1, want.data(), D), kTol) << "accumulate vs sum_t w_t y_t";
+  }
   EXPECT_THROW(fast.decode_domain(codes, n, t0, n + 1, y), std::invalid_argument);
 }
 
