@@ -99,15 +99,20 @@ void run_split(const std::vector<Span>& spans, int kvh, int G, int P, int thread
   }
 }
 
-struct SeqView {
-  const std::vector<TqHead>* keys;
-  const std::vector<TqHead>* values;
+/// One sequence of a decode-attention call; Head is TqHead (fused TurboQuant-MSE kernels) or CodecHead.
+template <class Head>
+struct SeqViewT {
+  const std::vector<Head>* keys;
+  const std::vector<Head>* values;
   std::size_t n, ctx;
   const float* q;
   float* out;
 };
+using SeqView = SeqViewT<TqHead>;
+using CodecSeqView = SeqViewT<CodecHead>;
 
-void check_seq(const char* where, const SeqView& s, int num_heads, int d, const std::string& tag) {
+template <class Head>
+void check_seq(const char* where, const SeqViewT<Head>& s, int num_heads, int d, const std::string& tag) {
   const std::string pre = where + tag;
   const char* w = pre.c_str();
   check_arg(s.n > 0, w, "num_tokens", s.n, "must be positive");
@@ -116,8 +121,8 @@ void check_seq(const char* where, const SeqView& s, int num_heads, int d, const 
   check_arg(s.q != nullptr, w, "q", "null", "must not be null");
   check_arg(s.out != nullptr, w, "out", "null", "must not be null");
   for (std::size_t g = 0; g < s.keys->size(); ++g) {
-    const TqHead& k = (*s.keys)[g];
-    const TqHead& v = (*s.values)[g];
+    const Head& k = (*s.keys)[g];
+    const Head& v = (*s.values)[g];
     check_arg(k.codec != nullptr && k.codes != nullptr, w, "keys[g]", g, "has a null codec or codes");
     check_arg(v.codec != nullptr && v.codes != nullptr, w, "values[g]", g, "has a null codec or codes");
     check_arg(k.codec->head_dim() == d, w, "keys[g].head_dim", k.codec->head_dim(), "must be the same for all heads");
@@ -271,34 +276,6 @@ std::uint64_t stream_bytes(const std::uint8_t* data, std::size_t bytes, int thre
 
 namespace {
 
-struct CodecSeqView {
-  const std::vector<CodecHead>* keys;
-  const std::vector<CodecHead>* values;
-  std::size_t n, ctx;
-  const float* q;
-  float* out;
-};
-
-void check_codec_seq(const char* where, const CodecSeqView& s, int num_heads, int kvh, int d, const std::string& tag) {
-  const std::string pre = where + tag;
-  const char* w = pre.c_str();
-  check_arg(s.keys->size() == static_cast<std::size_t>(kvh), w, "keys.size()", s.keys->size(),
-            "must be the same for every sequence");
-  check_arg(s.n > 0, w, "num_tokens", s.n, "must be positive");
-  check_arg(s.ctx <= s.n, w, "context", s.ctx, "must be <= num_tokens");
-  check_arg(s.values->size() == s.keys->size(), w, "values.size()", s.values->size(), "must equal keys.size()");
-  check_arg(s.q != nullptr && s.out != nullptr, w, "q/out", "null", "must not be null");
-  for (std::size_t g = 0; g < s.keys->size(); ++g) {
-    const CodecHead& k = (*s.keys)[g];
-    const CodecHead& v = (*s.values)[g];
-    check_arg(k.codec != nullptr && k.codes != nullptr, w, "keys[g]", g, "has a null codec or codes");
-    check_arg(v.codec != nullptr && v.codes != nullptr, w, "values[g]", g, "has a null codec or codes");
-    check_arg(k.codec->head_dim() == d, w, "keys[g].head_dim", k.codec->head_dim(), "must be the same for all heads");
-    check_arg(v.codec->head_dim() == d, w, "values[g].head_dim", v.codec->head_dim(), "must equal the keys' head_dim");
-  }
-  detail::check_finite_f32(w, "q", s.q, static_cast<std::size_t>(num_heads) * d);
-}
-
 /// Fused decode attention over validated sequences of any codecs (one pool job).
 void run_codec(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
   const int kvh = static_cast<int>(seqs[0].keys->size());
@@ -413,7 +390,7 @@ void attention_codec(const std::vector<CodecHead>& keys, const std::vector<Codec
   check_params(where, num_heads, kvh, p);
   check_arg(!keys.empty() && keys[0].codec != nullptr, where, "keys[0].codec", "null", "must not be null");
   const CodecSeqView sv{&keys, &values, num_tokens, context, q, out};
-  check_codec_seq(where, sv, num_heads, kvh, keys[0].codec->head_dim(), "");
+  check_seq(where, sv, num_heads, keys[0].codec->head_dim(), "");
   run_codec({sv}, num_heads, p, threads);
 }
 
@@ -429,8 +406,11 @@ void attention_codec_batched(const std::vector<CodecSequence>& seqs, int num_hea
   std::vector<CodecSeqView> views;
   for (std::size_t si = 0; si < seqs.size(); ++si) {
     const CodecSequence& sq = seqs[si];
+    const std::string tag = turbokv::detail::concat(" (sequence ", si, ")");
+    check_arg(static_cast<int>(sq.keys.size()) == kvh, (where + tag).c_str(), "keys.size()", sq.keys.size(),
+              "must be the same for every sequence");
     views.push_back({&sq.keys, &sq.values, sq.num_tokens, sq.context, sq.q, sq.out});
-    check_codec_seq(where, views.back(), num_heads, kvh, d, turbokv::detail::concat(" (sequence ", si, ")"));
+    check_seq(where, views.back(), num_heads, d, tag);
   }
   run_codec(views, num_heads, p, threads);
 }

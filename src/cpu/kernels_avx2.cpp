@@ -204,9 +204,5 @@ struct T {
 #undef KNS
 
 namespace turbokv::cpu::detail {
-const Kernels& avx2_kernels() {
-  static const Kernels k = {8, avx2::encode, avx2::convert, avx2::decode, avx2::scores,
-                            avx2::attend, avx2::attend_dense, avx2::stream, avx2::dots, avx2::gemm_acc};
-  return k;
-}
+const Kernels& avx2_kernels() { return avx2::table(); }
 }  // namespace turbokv::cpu::detail

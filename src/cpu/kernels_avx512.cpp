@@ -199,9 +199,5 @@ struct T {
 #undef KNS
 
 namespace turbokv::cpu::detail {
-const Kernels& avx512_kernels() {
-  static const Kernels k = {16, avx512::encode, avx512::convert, avx512::decode, avx512::scores,
-                            avx512::attend, avx512::attend_dense, avx512::stream, avx512::dots, avx512::gemm_acc};
-  return k;
-}
+const Kernels& avx512_kernels() { return avx512::table(); }
 }  // namespace turbokv::cpu::detail

@@ -663,5 +663,11 @@ void gemm_acc(const float* w, int G, const float* y, int cnt, int dim, float* ac
   }
 }
 
+/// This ISA's kernel table (kernels.h).
+const Kernels& table() {
+  static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc};
+  return k;
+}
+
 }  // namespace KNS
 }  // namespace turbokv::cpu::detail
