@@ -12,7 +12,8 @@
 //   page_size tokens at pool + (p * num_kv_heads + g) * page_stride:
 //     [ codes: page_size * code_bytes ][ page_size fp16 norms ][ zero padding ]
 //   page_stride = tq_page_stride(page_size, code_bytes) rounds the block up to
-//   16 bytes so that every block starts 16-byte aligned. Token t of sequence b
+//   32 bytes so that every block starts on a 32-byte L2 sector (a block that
+//   straddled sectors made the decode's copies read 1.5x the sectors). Token t of sequence b
 //   lives in page page_table[b * max_pages + t / page_size] at offset
 //   t % page_size. page_size is a power of two (1 .. 4096).
 #pragma once
@@ -48,7 +49,7 @@ void pack_bits(const std::uint8_t* codes, std::size_t n, int bits, std::uint8_t*
 /// Inverse of pack_bits. packed: device, size packed_bytes(n, bits); codes: device, size n.
 void unpack_bits(const std::uint8_t* packed, std::size_t n, int bits, std::uint8_t* codes, Stream stream);
 
-/// Bytes of one (page, KV head) block: page_size * (code_bytes + 2) rounded up to 16.
+/// Bytes of one (page, KV head) block: page_size * (code_bytes + 2) rounded up to 32.
 std::size_t tq_page_stride(int page_size, std::size_t code_bytes);
 
 /**

@@ -172,7 +172,7 @@ std::size_t tq_prod_decode_workspace_bytes(const ProdDecodeArgs& args, int head_
 void tq_prod_decode(const QjlTables& ktab, const TqMseTables& vtab, const ProdDecodeArgs& args, Stream stream);
 
 /// Bytes of one (page, KV head) block of TurboQuant-Prod keys: page_size * (code_bytes + 4)
-/// (codes, then the [||x||, gamma] fp16 pair of each token, formats.h) rounded up to 16.
+/// (codes, then the [||x||, gamma] fp16 pair of each token, formats.h) rounded up to 32.
 std::size_t tq_prod_page_stride(int page_size, std::size_t code_bytes);
 
 /**

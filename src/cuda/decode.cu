@@ -258,19 +258,22 @@ std::size_t decode_workspace_bytes(const DecodeArgs& args) {
   return std::size_t(args.batch) * args.num_heads * (p.splits * (args.head_dim + 2) + args.head_dim) * sizeof(float);
 }
 
-void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool, PagedPool vpool,
-                   const PageTable& table, const DecodeArgs& args, Stream stream) {
-  const char* where = "cuda::tq_mse_decode";
-  check_arg(kc.head_dim() == args.head_dim && vc.head_dim() == args.head_dim, where, "codec head_dim",
-            kc.head_dim(), "must equal args.head_dim for keys and values");
+namespace {
+/// The checks and kernel arguments shared by the paged decodes: page table, pools (their page
+/// strides must equal kstride / vstride, the layouts' values) and the pool pointers.
+detail::DecodeKernelArgs paged_args(const char* where, PagedPool kpool, PagedPool vpool, const PageTable& table,
+                                    const DecodeArgs& args, std::size_t kstride, const char* kstride_rule,
+                                    std::size_t vstride) {
   check_arg(table.page_size >= 1 && table.page_size <= 4096 && (table.page_size & (table.page_size - 1)) == 0, where,
             "page_size", table.page_size, "must be a power of two in 1..4096");
   check_arg(table.max_pages >= (args.max_seq_len + table.page_size - 1) / table.page_size, where, "max_pages",
             table.max_pages, "must cover max_seq_len");
-  check_arg(kpool.page_stride == tq_page_stride(table.page_size, kc.code_bytes()), where, "kpool.page_stride",
-            kpool.page_stride, "must equal tq_page_stride(page_size, key code_bytes)");
-  check_arg(vpool.page_stride == tq_page_stride(table.page_size, vc.code_bytes()), where, "vpool.page_stride",
-            vpool.page_stride, "must equal tq_page_stride(page_size, value code_bytes)");
+  check_arg(kpool.page_stride == kstride, where, "kpool.page_stride", kpool.page_stride, kstride_rule);
+  check_arg(vpool.page_stride == vstride, where, "vpool.page_stride", vpool.page_stride,
+            "must equal tq_page_stride(page_size, value code_bytes)");
+  // The kernels form page offsets as 32 x 32 -> 64-bit products of a page id and the bytes between pages.
+  const std::size_t between = std::max(kstride, vstride) * static_cast<std::size_t>(args.num_kv_heads);
+  check_arg(between <= 0xffffffffu, where, "page_stride * num_kv_heads", between, "must be below 4 GiB");
   check_arg(table.pages && kpool.data && vpool.data, where, "pages/kpool/vpool", 0, "must be non-null");
   detail::DecodeKernelArgs ka{};
   ka.kpool = kpool.data;
@@ -280,6 +283,18 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
   ka.pages = table.pages;
   ka.max_pages = table.max_pages;
   ka.page_shift = __builtin_ctz(static_cast<unsigned>(table.page_size));
+  return ka;
+}
+}  // namespace
+
+void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool, PagedPool vpool,
+                   const PageTable& table, const DecodeArgs& args, Stream stream) {
+  const char* where = "cuda::tq_mse_decode";
+  check_arg(kc.head_dim() == args.head_dim && vc.head_dim() == args.head_dim, where, "codec head_dim",
+            kc.head_dim(), "must equal args.head_dim for keys and values");
+  detail::DecodeKernelArgs ka =
+      paged_args(where, kpool, vpool, table, args, tq_page_stride(table.page_size, kc.code_bytes()),
+                 "must equal tq_page_stride(page_size, key code_bytes)", tq_page_stride(table.page_size, vc.code_bytes()));
   ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E * kc.hadamard_scale());
   ka.ksigns = kc.signs();
   ka.kcent = kc.centroids();
@@ -308,7 +323,7 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
 }
 
 std::size_t tq_prod_page_stride(int page_size, std::size_t code_bytes) {
-  return (static_cast<std::size_t>(page_size) * (code_bytes + 4) + 15) / 16 * 16;
+  return (static_cast<std::size_t>(page_size) * (code_bytes + 4) + 31) / 32 * 32;  // 32-byte sector aligned
 }
 
 void tq_prod_paged_decode(const QjlTables& kc, const TqMseTables& vc, PagedPool kpool, PagedPool vpool,
@@ -319,23 +334,10 @@ void tq_prod_paged_decode(const QjlTables& kc, const TqMseTables& vc, PagedPool 
             "must equal args.head_dim for keys and values");
   check_arg(kc.rows() == kc.head_dim(), where, "kcodec.rows", kc.rows(), "must equal head_dim (qjl_rows = 0)");
   check_arg(args.kernel == 0, where, "kernel", args.kernel, "must be 0 (the fp16 tensor-core kernel)");
-  check_arg(table.page_size >= 1 && table.page_size <= 4096 && (table.page_size & (table.page_size - 1)) == 0, where,
-            "page_size", table.page_size, "must be a power of two in 1..4096");
-  check_arg(table.max_pages >= (args.max_seq_len + table.page_size - 1) / table.page_size, where, "max_pages",
-            table.max_pages, "must cover max_seq_len");
-  check_arg(kpool.page_stride == tq_prod_page_stride(table.page_size, kc.code_bytes()), where, "kpool.page_stride",
-            kpool.page_stride, "must equal tq_prod_page_stride(page_size, key code_bytes)");
-  check_arg(vpool.page_stride == tq_page_stride(table.page_size, vc.code_bytes()), where, "vpool.page_stride",
-            vpool.page_stride, "must equal tq_page_stride(page_size, value code_bytes)");
-  check_arg(table.pages && kpool.data && vpool.data, where, "pages/kpool/vpool", 0, "must be non-null");
-  detail::DecodeKernelArgs ka{};
-  ka.kpool = kpool.data;
-  ka.vpool = vpool.data;
-  ka.kstride = kpool.page_stride;
-  ka.vstride = vpool.page_stride;
-  ka.pages = table.pages;
-  ka.max_pages = table.max_pages;
-  ka.page_shift = __builtin_ctz(static_cast<unsigned>(table.page_size));
+  detail::DecodeKernelArgs ka =
+      paged_args(where, kpool, vpool, table, args, tq_prod_page_stride(table.page_size, kc.code_bytes()),
+                 "must equal tq_prod_page_stride(page_size, key code_bytes)",
+                 tq_page_stride(table.page_size, vc.code_bytes()));
   ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E * kc.hadamard_scale());
   ka.ksigns = kc.signs();
   ka.kcent = kc.centroids();

@@ -94,7 +94,12 @@ struct H16Layout {
   static constexpr int kTileT = 16 * NW;
   static constexpr int cbM = D * KB / 8;
   static constexpr int cbK = cbM + (PROD ? D / 8 : 0), cbV = D * VB / 8;
-  static constexpr int rsK = mma_row_stride(cbK), rsV = mma_row_stride(cbV);
+  /// Key rows: dense where a lane's span is 2..16 bytes (the four lanes of a row read it whole, so
+  /// a phase of the warp's look-up reads consecutive rows: conflict-free; the full-tile copy then
+  /// writes consecutive bytes); otherwise, and for values (lanes of a phase read four rows two
+  /// apart), padded to an odd number of 16-byte units (mma_row_stride).
+  static constexpr bool kDenseK = !PROD && (cbK == 8 || cbK == 16 || cbK == 32 || cbK == 64);
+  static constexpr int rsK = kDenseK ? cbK : mma_row_stride(cbK), rsV = mma_row_stride(cbV);
   static constexpr int stage = kTileT * (rsK + rsV) + 2 * kTileT * 4;
   static constexpr int ktab = (1 << (2 * KB)) * 32 * 4, vtab = (1 << (2 * VB)) * 32 * 4;
   static constexpr int qrot = kMmaHeads * D * 4;
@@ -142,38 +147,72 @@ __device__ __forceinline__ std::uint32_t pair_at(std::uint32_t tab, std::uint32_
   return v;
 }
 
-/// cp.async of the code rows of tokens [t0, t0 + n) of one pool into a stage (rows RS bytes apart)
-/// and of the 4-byte words holding their fp16 norms (see norm_at; NSC = 2: TurboQuant-Prod's
-/// [||x||, gamma] word of each token). pool_g: the pool + g * stride
-/// (this KV head's block of page 0); pstride = num_kv_heads * stride (bytes between pages).
-/// Chunks of 16 bytes (8 where CB is not a multiple of 16); the full-tile case has a constant trip count.
-template <int CB, int RS, int TILE, int NT, int NSC = 1>
-__device__ __forceinline__ void issue_tile_h16(std::uint8_t* s_codes, std::uint32_t* s_norm, const std::uint8_t* pool_g,
-                                               std::size_t pstride, int shift, const std::int32_t* pg, int first,
-                                               int t0, int n, int tid) {
+// Staging of one pool's tile (codes + norms) into a pipeline stage. Tiles start at multiples of
+// TILE tokens (absolute positions), so a tile lies inside one page (page_size >= TILE) or starts at
+// a page boundary (page_size < TILE). Norms are staged as NBY bytes per token: NBY = 2, the fp16
+// norm (TurboQuant-MSE); NBY = 4, TurboQuant-Prod's [||x|| | gamma] word.
+// pool_g: the pool + g * stride (this KV head's block of page 0); pstride = num_kv_heads * stride
+// (bytes between pages); pg: the tile's page ids (pg[0] = page of t0).
+
+/// Chunks half, half + 2, ... of one CB-byte row (16-byte chunks; 8 where CB is not a multiple of
+/// 16): the two threads of a row together read whole 32-byte sectors.
+template <int CB>
+__device__ __forceinline__ void copy_row_half(std::uint8_t* dst, const std::uint8_t* src, unsigned half) {
   constexpr int CH = CB % 16 == 0 ? 16 : 8, CPT = CB / CH;
-  const int pmask = (1 << shift) - 1;
-  auto chunk = [&](int c) {
+  dst += CH * half, src += CH * half;
+#pragma unroll
+  for (int q = 0; q < CPT; q += 2)
+    if (q + 1 < CPT || half == 0) cp_async_n<CH>(dst + CH * q, src + CH * q);
+}
+
+/// A full tile (TILE tokens, all of the sequence; NT = 2 * TILE threads) when page_size * 2 >= 16:
+/// threads 2r and 2r + 1 copy row r of the keys and of the values (one page look-up for both: 1.6x
+/// fewer instructions than a chunk-per-lane mapping with a look-up per chunk, measured in SASS; the
+/// price is some 2-way bank conflicts of the asynchronous shared-memory writes) and, every 16 / NBK
+/// (keys) or 8 (values) rows, a 16-byte chunk of norms.
+template <int CBK, int RSK, int CBV, int RSV, int TILE, int NBK>
+__device__ __forceinline__ void issue_full_h16(std::uint8_t* s_kc, std::uint8_t* s_vc, std::uint8_t* s_kn,
+                                               std::uint8_t* s_vn, const std::uint8_t* kpool_g,
+                                               const std::uint8_t* vpool_g, unsigned kps, unsigned vps, int shift,
+                                               const std::int32_t* pg, int t0, int tid) {
+  const unsigned row = static_cast<unsigned>(tid) >> 1, half = static_cast<unsigned>(tid) & 1u;
+  const unsigned pmask = (1u << shift) - 1u;
+  const unsigned page = static_cast<unsigned>(pg[row >> shift]);
+  const unsigned slot = (static_cast<unsigned>(t0) + row) & pmask;  // token's index in its page
+  // 32 x 32 -> 64-bit page offsets (one IMAD.WIDE.U32): page ids and page strides fit 32 bits.
+  const std::uint8_t* kblk = kpool_g + static_cast<std::uint64_t>(page) * kps;
+  const std::uint8_t* vblk = vpool_g + static_cast<std::uint64_t>(page) * vps;
+  copy_row_half<CBK>(s_kc + row * RSK, kblk + slot * CBK, half);
+  copy_row_half<CBV>(s_vc + row * RSV, vblk + slot * CBV, half);
+  constexpr unsigned KR = 16 / NBK;  // rows per 16-byte chunk of key norms
+  if (half == 0 && row % KR == 0) cp_async_n<16>(s_kn + row * NBK, kblk + ((pmask + 1u) * CBK + slot * NBK));
+  if (half == 1 && row % 8 == 0) cp_async_n<16>(s_vn + row * 2, vblk + ((pmask + 1u) * CBV + slot * 2));
+}
+
+/// Rows [lo, n) of a tile (any page size): per-token addresses; codes by cp.async, norms by
+/// cp.async (NBY = 4) or a plain 2-byte load and store (NBY = 2; only the first and last tile of
+/// a split can be partial).
+template <int CB, int RS, int NT, int NBY>
+__device__ __forceinline__ void issue_part_h16(std::uint8_t* s_codes, std::uint8_t* s_norm,
+                                               const std::uint8_t* pool_g, std::size_t pstride, int shift,
+                                               const std::int32_t* pg, int t0, int lo, int n, int tid) {
+  constexpr int CH = CB % 16 == 0 ? 16 : 8, CPT = CB / CH;
+  const int pmask = (1 << shift) - 1, first = t0 >> shift;
+  for (int c = lo * CPT + tid; c < n * CPT; c += NT) {
     const int tok = c / CPT, piece = c - tok * CPT, pos = t0 + tok;
-    const int page = pg[(pos >> shift) - first];
-    const std::uint8_t* src = pool_g + static_cast<std::size_t>(page) * pstride +
+    const std::uint8_t* src = pool_g + static_cast<std::size_t>(pg[(pos >> shift) - first]) * pstride +
                               static_cast<unsigned>((pos & pmask) * CB + CH * piece);
     cp_async_n<CH>(s_codes + tok * RS + CH * piece, src);
-  };
-  if (n == TILE) {
-#pragma unroll
-    for (int k = 0; k < (TILE * CPT + NT - 1) / NT; ++k)
-      if ((TILE * CPT) % NT == 0 || tid + k * NT < TILE * CPT) chunk(tid + k * NT);
-  } else {
-    for (int c = tid; c < n * CPT; c += NT) chunk(c);
   }
-  const unsigned norms_at = static_cast<unsigned>((pmask + 1) * CB);
-  for (int i = tid; i < n; i += NT) {
+  for (int i = lo + tid; i < n; i += NT) {
     const int pos = t0 + i;
-    const int page = pg[(pos >> shift) - first];
-    const std::uint8_t* src =
-        pool_g + static_cast<std::size_t>(page) * pstride + ((norms_at + 2u * NSC * (pos & pmask)) & ~3u);
-    cp_async_n<4>(s_norm + i, src);
+    const std::uint8_t* src = pool_g + static_cast<std::size_t>(pg[(pos >> shift) - first]) * pstride +
+                              static_cast<unsigned>((pmask + 1) * CB + (pos & pmask) * NBY);
+    if constexpr (NBY == 4) {
+      cp_async_n<4>(s_norm + 4 * i, src);
+    } else {
+      reinterpret_cast<unsigned short*>(s_norm)[i] = __ldg(reinterpret_cast<const unsigned short*>(src));
+    }
   }
 }
 
@@ -182,6 +221,7 @@ template <int D, int KB, int VB, int NW, bool PROD = false>
 __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelArgs a) {
   using Lay = H16Layout<D, KB, VB, NW, PROD>;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;
+  static_assert(NT == 2 * TILE, "issue_full_h16: two threads per row");
   constexpr int KSPAN = Lay::cbM / 4;   // bytes of a key row's MSE codes per lane (D/4 dims)
   constexpr int SSPAN = D / 32;         // PROD: bytes of a key row's sign bits per lane (D/4 rows of S)
   constexpr int VSPAN = Lay::cbV / 8;   // bytes of a value row per lane (D/8 dims)
@@ -200,12 +240,15 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
   const int gid = lane >> 2, tig = lane & 3;
   float* s_p = reinterpret_cast<float*>(rest + Lay::off_p) + warp * 16 * kMmaHeads;
 
+  // Tiles start at multiples of TILE (absolute positions); tokens before `start` (sliding window)
+  // in the first tile are masked.
   const int L = a.seq_lens[b];
   const int start = (a.window > 0 && L > a.window) ? L - a.window : 0;
-  const int len = L - start;
+  const int start_al = start & ~(TILE - 1);
+  const int len = L - start_al;
   int chunk = (len + a.num_splits - 1) / a.num_splits;
   chunk = (chunk + TILE - 1) / TILE * TILE;
-  const int t_begin = start + split * chunk;
+  const int t_begin = start_al + split * chunk;
   const int t_end = min(L, t_begin + chunk);
   const int ntiles = t_begin < t_end ? (t_end - t_begin + TILE - 1) / TILE : 0;
 
@@ -215,17 +258,29 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
   const std::uint8_t* vpool_g = a.vpool + static_cast<std::size_t>(g) * a.vstride;
   const std::size_t kpstride = static_cast<std::size_t>(a.num_kv_heads) * a.kstride;
   const std::size_t vpstride = static_cast<std::size_t>(a.num_kv_heads) * a.vstride;
+  constexpr int NBK = PROD ? 4 : 2;  // staged key-norm bytes per token
+  const unsigned kpstride32 = static_cast<unsigned>(kpstride), vpstride32 = static_cast<unsigned>(vpstride);
+  // Full tiles take the fixed-address copy when a page's norms fill 16-byte chunks.
+  const bool full_ok = (1 << a.page_shift) * 2 >= 16;
   auto issue = [&](int it, int sl) {
     std::uint8_t* sp = stages + sl * Lay::stage;
-    const int t0 = t_begin + it * TILE, n = min(TILE, t_end - t0);
-    std::uint32_t* s_kn = reinterpret_cast<std::uint32_t*>(sp + TILE * (Lay::rsK + Lay::rsV));
+    const int t0 = t_begin + it * TILE, n = min(TILE, t_end - t0), lo = max(start - t0, 0);
+    std::uint8_t* s_kn = sp + TILE * (Lay::rsK + Lay::rsV);
+    std::uint8_t* s_vn = s_kn + TILE * 4;
     const std::int32_t* pg = ring.slot(sl);
-    const int first = ring.first(it);
-    issue_tile_h16<Lay::cbK, Lay::rsK, TILE, NT, PROD ? 2 : 1>(sp, s_kn, kpool_g, kpstride, a.page_shift, pg, first,
-                                                              t0, n, tid);
-    issue_tile_h16<Lay::cbV, Lay::rsV, TILE, NT>(sp + TILE * Lay::rsK, s_kn + TILE, vpool_g, vpstride, a.page_shift,
-                                                 pg, first, t0, n, tid);
+    if (full_ok && n == TILE && lo == 0) {
+      issue_full_h16<Lay::cbK, Lay::rsK, Lay::cbV, Lay::rsV, TILE, NBK>(sp, sp + TILE * Lay::rsK, s_kn, s_vn, kpool_g,
+                                                                        vpool_g, kpstride32, vpstride32,
+                                                                        a.page_shift, pg, t0, tid);
+    } else {
+      issue_part_h16<Lay::cbK, Lay::rsK, NT, NBK>(sp, s_kn, kpool_g, kpstride, a.page_shift, pg, t0, lo, n, tid);
+      issue_part_h16<Lay::cbV, Lay::rsV, NT, 2>(sp + TILE * Lay::rsK, s_vn, vpool_g, vpstride, a.page_shift, pg, t0,
+                                                lo, n, tid);
+    }
   };
+  // Pipeline: tiles it + 1 and it + 2 are in flight while tile it is computed. Page ids are staged
+  // in a ring one tile ahead of their copies (slot it % kH16Stages holds tile it's pages, stored at
+  // the end of iteration it - kH16Stages; the barrier of the next iteration publishes them).
   for (int it = 0; it < kH16Stages; ++it) ring.store(it, tid, ring.fetch(it, ntiles, tid));
   __syncthreads();
 #pragma unroll
@@ -323,20 +378,22 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
 
   int cur = 0;  // stage slot of tile it (= it % kH16Stages)
   for (int it = 0; it < ntiles; ++it) {
+    const int pnext = ring.fetch(it + kH16Stages, ntiles, tid);
+    cp_async_wait<kH16Stages - 2>();  // tile it has landed (tile it + 1 may still be in flight)
+    // One barrier per tile: it publishes tile it, and every warp has finished tile it - 1, whose
+    // stage slot the copy of tile it + kH16Stages - 1 reuses right after it.
+    __syncthreads();
     const int ahead = cur == 0 ? kH16Stages - 1 : cur - 1;  // slot of tile it + kH16Stages - 1
     if (it + kH16Stages - 1 < ntiles) issue(it + kH16Stages - 1, ahead);
     cp_async_commit();
-    const int pnext = ring.fetch(it + kH16Stages, ntiles, tid);
-    cp_async_wait<kH16Stages - 1>();
-    __syncthreads();
     const std::uint8_t* sp = stages + cur * Lay::stage;
     const std::uint8_t* s_kc = sp;
     const std::uint8_t* s_vc = sp + TILE * Lay::rsK;
-    const std::uint32_t* s_kn = reinterpret_cast<const std::uint32_t*>(sp + TILE * (Lay::rsK + Lay::rsV));
-    const std::uint32_t* s_vn = s_kn + TILE;
-    const int t0 = t_begin + it * TILE, n = min(TILE, t_end - t0);
+    const std::uint8_t* s_kn = sp + TILE * (Lay::rsK + Lay::rsV);  // key norms: NBK bytes per token
+    const __half* s_vn = reinterpret_cast<const __half*>(s_kn + TILE * 4);
+    const int t0 = t_begin + it * TILE, n = min(TILE, t_end - t0), lo = max(start - t0, 0);
     const int tb = warp * 16;
-    if (tb < n) {
+    if (tb < n && tb + 16 > lo) {
       // ---- scores: S[token tb + {gid, gid+8}][head 2tig + {0,1}]
       float s[4];
       {
@@ -374,18 +431,27 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
             const uint2 qf = s_qs[kk * 32 + lane];
             mma_f16(sg, af, qf.x, qf.y);
           }
-          const int ta = min(tb + gid, TILE - 1), tc = min(tb + gid + 8, TILE - 1);
-          const float ga = __half2float(__ushort_as_half(static_cast<unsigned short>(s_kn[ta] >> 16)));
-          const float gc = __half2float(__ushort_as_half(static_cast<unsigned short>(s_kn[tc] >> 16)));
+          const __half* s_kw = reinterpret_cast<const __half*>(s_kn);  // [||x||, gamma] per token
+          const float ga = __half2float(s_kw[2 * (tb + gid) + 1]);
+          const float gc = __half2float(s_kw[2 * (tb + gid + 8) + 1]);
           s[0] += ga * sg[0];
           s[1] += ga * sg[1];
           s[2] += gc * sg[2];
           s[3] += gc * sg[3];
         }
       }
-      mma_softmax_step<D / 16, PROD>(a, s, m, l, acc, s_kn, s_vn, tb, n, t0, gid, tig, s_p);
-      // ---- values: B = P[tokens 2tig + {0,1}, 2tig + 8 + {0,1}][head gid] (rows past n are zero weights,
-      // and their staged codes, possibly stale, are finite look-ups)
+      {
+        const int ta = tb + gid, tc = ta + 8;  // tile rows of s[0..1] and s[2..3]
+        const bool va = ta >= lo && ta < n, vc = tc >= lo && tc < n;
+        const __half* s_kh = reinterpret_cast<const __half*>(s_kn);
+        const float nka = __half2float(s_kh[PROD ? 2 * ta : ta]), nkc = __half2float(s_kh[PROD ? 2 * tc : tc]);
+        softmax_core(a, s, va, vc, nka, nkc, __half2float(s_vn[ta]), __half2float(s_vn[tc]), m, l, acc, gid, tig,
+                     s_p);
+      }
+      // ---- values: B = P[tokens 2tig + {0,1}, 2tig + 8 + {0,1}][head gid] (rows past n or before lo are zero
+      // weights, and their staged codes, possibly stale, are finite look-ups). Looking the value
+      // fragments up before the softmax (they do not depend on P) was measured slower: 614.7 vs 594.0 us
+      // at batch 16 x 65,536, 4-bit (docs/CUDA_NOTES.md, run s3-4).
       const std::uint32_t pb0 = pack_h2(s_p[(2 * tig) * kMmaHeads + gid], s_p[(2 * tig + 1) * kMmaHeads + gid]);
       const std::uint32_t pb1 =
           pack_h2(s_p[(2 * tig + 8) * kMmaHeads + gid], s_p[(2 * tig + 9) * kMmaHeads + gid]);
@@ -409,9 +475,8 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
         mma_f16(acc[j], af, pb0, pb1);
       }
     }
-    ring.store(cur, tid, pnext);  // tile it + kH16Stages reuses this slot
+    ring.store(cur, tid, pnext);  // tile it + kH16Stages reuses this slot (its copy follows a barrier)
     cur = cur + 1 == kH16Stages ? 0 : cur + 1;
-    __syncthreads();
   }
   cp_async_wait<0>();
   __syncthreads();

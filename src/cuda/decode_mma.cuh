@@ -65,11 +65,64 @@ __host__ __device__ constexpr int mma_row_stride(int cb) {
 constexpr int kMmaStages = 4;
 constexpr int kMmaHeads = 8;
 
-/// One warp's online-softmax step over its 16 tokens of a tile, for the m16n8 score fragment
-/// s[4] (rows tb + gid / tb + gid + 8 = tokens, columns 2 tig + {0, 1} = heads) of the tensor-core
-/// decode kernels: norms and soft-capping applied, running max m and sum l per head updated,
-/// the accumulator fragments acc[J][4] rescaled, and P[16 tokens][8 heads] = p * ||v|| written
-/// to the warp's s_p (rows past n get zero weight).
+/// 2^x by the special-function unit (ex2.approx.ftz: relative error ~2^-22; 2^-inf = 0).
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/// The part of a warp's online-softmax step that does not depend on how norms are staged: s[4]
+/// is the m16n8 score fragment (rows ta = tb + gid / tc = tb + gid + 8 = tokens, columns 2 tig + {0, 1}
+/// = heads) before norms; va / vc say whether rows ta / tc are tokens of the sequence; nka, nkc, nva,
+/// nvc their key and value norms (any value when invalid). Applies the key norm and soft-capping,
+/// updates the running max m and sum l per head, rescales the accumulator fragments acc[J][4], and
+/// writes P[16 tokens][8 heads] = p * ||v|| to the warp's s_p (invalid rows get zero weight).
+template <int J>
+__device__ __forceinline__ void softmax_core(const DecodeKernelArgs& a, float s[4], bool va, bool vc, float nka,
+                                             float nkc, float nva, float nvc, float m[2], float l[2],
+                                             float (&acc)[J][4], int gid, int tig, float* s_p) {
+  float x[4] = {s[0] * nka, s[1] * nka, s[2] * nkc, s[3] * nkc};
+  if (a.softcap_l2 > 0.0f) {  // uniform: one branch for the four logits
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[i] = a.softcap_l2 * tanhf(x[i] * a.softcap_inv);
+  }
+  // Invalid rows get -inf, hence p = 2^(-inf - m) = 0: every warp that runs this step has at least
+  // one valid row, so the new running max is finite.
+  s[0] = va ? x[0] : -INFINITY;
+  s[1] = va ? x[1] : -INFINITY;
+  s[2] = vc ? x[2] : -INFINITY;
+  s[3] = vc ? x[3] : -INFINITY;
+  float tmax[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
+#pragma unroll
+  for (int off = 4; off < 32; off <<= 1) {
+    tmax[0] = fmaxf(tmax[0], __shfl_xor_sync(0xffffffffu, tmax[0], off));
+    tmax[1] = fmaxf(tmax[1], __shfl_xor_sync(0xffffffffu, tmax[1], off));
+  }
+  float f[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float mn = fmaxf(m[h], tmax[h]);
+    f[h] = ex2_approx(m[h] - mn);  // m = -inf (first step): 2^-inf = 0
+    m[h] = mn;
+  }
+  const float p0 = ex2_approx(s[0] - m[0]), p1 = ex2_approx(s[1] - m[1]);
+  const float p2 = ex2_approx(s[2] - m[0]), p3 = ex2_approx(s[3] - m[1]);
+  l[0] = l[0] * f[0] + (p0 + p2);
+  l[1] = l[1] * f[1] + (p1 + p3);
+  if (f[0] != 1.0f || f[1] != 1.0f) {
+#pragma unroll
+    for (int j = 0; j < J; ++j) acc[j][0] *= f[0], acc[j][1] *= f[1], acc[j][2] *= f[0], acc[j][3] *= f[1];
+  }
+  const float wa = va ? nva : 0.0f, wc = vc ? nvc : 0.0f;  // (stale norms of invalid rows may be NaN)
+  __syncwarp();
+  *reinterpret_cast<float2*>(s_p + gid * kMmaHeads + 2 * tig) = make_float2(p0 * wa, p1 * wa);
+  *reinterpret_cast<float2*>(s_p + (gid + 8) * kMmaHeads + 2 * tig) = make_float2(p2 * wc, p3 * wc);
+  __syncwarp();
+}
+
+/// One warp's online-softmax step over its 16 tokens of a tile (softmax_core) for norms staged as
+/// the 4-byte words of norm_at (rows at or past n are not tokens).
 /// kNormLow: the staged key word is TurboQuant-Prod's [||x|| | gamma] (norm in the low half), not
 /// the 4-byte word holding the fp16 norm of norm_at.
 template <int J, bool kNormLow = false>
@@ -81,39 +134,9 @@ __device__ __forceinline__ void mma_softmax_step(const DecodeKernelArgs& a, floa
   const bool va = ta < n, vc = tc < n;
   const float nka = va ? (kNormLow ? norm_at(s_kn[ta], 0, 0) : norm_at(s_kn[ta], t0 + ta, a.page_shift)) : 0.0f;
   const float nkc = vc ? (kNormLow ? norm_at(s_kn[tc], 0, 0) : norm_at(s_kn[tc], t0 + tc, a.page_shift)) : 0.0f;
-  s[0] = va ? soft_cap(a, s[0] * nka) : -INFINITY;
-  s[1] = va ? soft_cap(a, s[1] * nka) : -INFINITY;
-  s[2] = vc ? soft_cap(a, s[2] * nkc) : -INFINITY;
-  s[3] = vc ? soft_cap(a, s[3] * nkc) : -INFINITY;
-  float tmax[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
-#pragma unroll
-  for (int off = 4; off < 32; off <<= 1) {
-    tmax[0] = fmaxf(tmax[0], __shfl_xor_sync(0xffffffffu, tmax[0], off));
-    tmax[1] = fmaxf(tmax[1], __shfl_xor_sync(0xffffffffu, tmax[1], off));
-  }
-  float f[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float mn = fmaxf(m[h], tmax[h]);
-    f[h] = (m[h] == -INFINITY) ? 0.0f : exp2f(m[h] - mn);
-    m[h] = mn;
-  }
-  const float p0 = va ? exp2f(s[0] - m[0]) : 0.0f, p1 = va ? exp2f(s[1] - m[1]) : 0.0f;
-  const float p2 = vc ? exp2f(s[2] - m[0]) : 0.0f, p3 = vc ? exp2f(s[3] - m[1]) : 0.0f;
-  l[0] = l[0] * f[0] + (p0 + p2);
-  l[1] = l[1] * f[1] + (p1 + p3);
-  if (f[0] != 1.0f || f[1] != 1.0f) {
-#pragma unroll
-    for (int j = 0; j < J; ++j) acc[j][0] *= f[0], acc[j][1] *= f[1], acc[j][2] *= f[0], acc[j][3] *= f[1];
-  }
   const float nva = va ? norm_at(s_vn[ta], t0 + ta, a.page_shift) : 0.0f;
   const float nvc = vc ? norm_at(s_vn[tc], t0 + tc, a.page_shift) : 0.0f;
-  __syncwarp();
-  s_p[gid * kMmaHeads + 2 * tig] = p0 * nva;
-  s_p[gid * kMmaHeads + 2 * tig + 1] = p1 * nva;
-  s_p[(gid + 8) * kMmaHeads + 2 * tig] = p2 * nvc;
-  s_p[(gid + 8) * kMmaHeads + 2 * tig + 1] = p3 * nvc;
-  __syncwarp();
+  softmax_core(a, s, va, vc, nka, nkc, nva, nvc, m, l, acc, gid, tig, s_p);
 }
 
 template <int D, int KB, int VB>

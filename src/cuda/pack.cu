@@ -79,7 +79,7 @@ std::size_t tq_page_stride(int page_size, std::size_t code_bytes) {
   check_arg(page_size >= 1 && page_size <= 4096 && (page_size & (page_size - 1)) == 0, "cuda::tq_page_stride",
             "page_size", page_size, "must be a power of two in 1..4096");
   const std::size_t b = static_cast<std::size_t>(page_size) * (code_bytes + 2);
-  return (b + 15) / 16 * 16;
+  return (b + 31) / 32 * 32;  // every block starts on a 32-byte L2 sector
 }
 
 TqMseTables::TqMseTables(const CodecConfig& cfg) {

@@ -177,6 +177,10 @@ TEST(CudaDecode, TqMseMatchesReference) {
       {128, 1, 1, 32, 8, 16, 0, 0, {4097, 64, 65}},
       {256, 4, 4, 4, 1, 64, 0, 0, {4097, 2}},
       {64, 4, 2, 40, 8, 1, 1000, 3, {1000, 999}},
+      // pages larger than a tile (tiles start inside a page) and the smallest page of the full-tile copy
+      {128, 4, 4, 32, 8, 256, 300, 0, {4097, 1000, 129}},
+      {64, 3, 2, 9, 3, 8, 0, 0, {1000, 4097, 8}},
+      {256, 2, 4, 8, 2, 512, 0, 3, {2000, 513}},
       // soft-capping (cap 5 bites: logits here have standard deviation ~3), 16-bit query / output
       {128, 4, 4, 32, 8, 16, 0, 0, {1000, 77}, 5.0f},
       {256, 3, 2, 8, 2, 64, 0, 0, {300}, 2.0f, cuda::IoType::kF16},
@@ -302,6 +306,8 @@ TEST(CudaDecode, TqProdKeysMatchReference) {
   worst = std::max(worst, run_prod_case(256, 1, 2, 8, 1, 16, L({2000}), 100, true, seed + 3));
   worst = std::max(worst, run_prod_case(128, 1, 4, 16, 2, 16, L({300, 77}), 0, false, seed + 4));
   worst = std::max(worst, run_prod_case(64, 4, 1, 40, 8, 16, L({999}), 0, false, seed + 5));
+  worst = std::max(worst, run_prod_case(128, 2, 3, 16, 4, 256, L({1000, 3000}), 700, false, seed + 6));
+  worst = std::max(worst, run_prod_case(128, 4, 4, 8, 2, 8, L({777}), 0, false, seed + 7));
   std::printf("tq-prod keys (fp16 tensor cores): worst relative error vs fp64 %.3g\n", worst);
 }
 
