@@ -35,6 +35,9 @@ template <class T>
 __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __restrict__ ws_ml, int splits,
                                int d, const float* __restrict__ vsigns, float vscale, void* __restrict__ out) {
   extern __shared__ float y[];
+  // Launched as a programmatic dependent of the split kernel (launch_combine): wait until that grid
+  // has completed and its workspace writes are visible (a no-op for an ordinary launch).
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   const std::size_t bh = blockIdx.x;
   const float* ml = ws_ml + bh * splits * 2;
   float M = -INFINITY;
@@ -84,17 +87,28 @@ void launch_combine(const DecodeArgs& args, const DecodeKernelArgs& ka, int spli
   const unsigned bh = static_cast<unsigned>(std::size_t(args.batch) * args.num_heads);
   const int threads = std::min(args.head_dim, 256);
   const std::size_t smem = args.head_dim * sizeof(float);
+  // Programmatic dependent launch: the combine grid is launched while the split kernel still runs
+  // (which signals griddepcontrol.launch_dependents) and waits in griddepcontrol.wait, so its launch
+  // latency overlaps the decode (batch 1 is latency-bound).
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(bh);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  auto go = [&](auto kernel) {
+    TKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<const float*>(ka.ws_acc),
+                                      static_cast<const float*>(ka.ws_ml), splits, args.head_dim, vsigns, vscale,
+                                      args.out));
+  };
   switch (args.io) {
-    case IoType::kF32:
-      combine_kernel<float><<<bh, threads, smem, s>>>(ka.ws_acc, ka.ws_ml, splits, args.head_dim, vsigns, vscale, args.out);
-      break;
-    case IoType::kF16:
-      combine_kernel<__half><<<bh, threads, smem, s>>>(ka.ws_acc, ka.ws_ml, splits, args.head_dim, vsigns, vscale, args.out);
-      break;
-    case IoType::kBf16:
-      combine_kernel<__nv_bfloat16><<<bh, threads, smem, s>>>(ka.ws_acc, ka.ws_ml, splits, args.head_dim, vsigns, vscale,
-                                                              args.out);
-      break;
+    case IoType::kF32: go(combine_kernel<float>); break;
+    case IoType::kF16: go(combine_kernel<__half>); break;
+    case IoType::kBf16: go(combine_kernel<__nv_bfloat16>); break;
   }
   TKV_CHECK_LAUNCH();
 }

@@ -226,6 +226,9 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
   constexpr int SSPAN = D / 32;         // PROD: bytes of a key row's sign bits per lane (D/4 rows of S)
   constexpr int VSPAN = Lay::cbV / 8;   // bytes of a value row per lane (D/8 dims)
   extern __shared__ __align__(16) std::uint8_t smem[];
+  // The combine kernel is a programmatic dependent launch (decode.cu): let it be scheduled now; it
+  // waits for this grid's completion in griddepcontrol.wait.
+  asm volatile("griddepcontrol.launch_dependents;");
   const bool share = a.vtab_shared != 0 && KB == VB;
   std::uint32_t* s_ktab = reinterpret_cast<std::uint32_t*>(smem);
   std::uint32_t* s_vtab = share ? s_ktab : s_ktab + Lay::ktab / 4;
