@@ -103,7 +103,7 @@ struct H16Layout {
   static constexpr int stage = kTileT * (rsK + rsV) + 2 * kTileT * 4;
   static constexpr int ktab = (1 << (2 * KB)) * 32 * 4, vtab = (1 << (2 * VB)) * 32 * 4;
   static constexpr int qrot = kMmaHeads * D * 4;
-  static constexpr int pbuf = NW * 16 * kMmaHeads * 4;        // per warp P[16][8]
+  static constexpr int pbuf = NW * kPWarpFloats * 4;          // per warp P[16][8] (p_at)
   static constexpr int merge = NW * kMmaHeads * (D + 2) * 4;  // per warp acc[8][D] + m, l
   static constexpr int pages = (kH16Stages * (kTileT + 1) * 4 + 15) / 16 * 16;
   static constexpr int stages_bytes = kH16Stages * stage;
@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
   const int b = blockIdx.y / a.num_kv_heads, g = blockIdx.y % a.num_kv_heads;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gid = lane >> 2, tig = lane & 3;
-  float* s_p = reinterpret_cast<float*>(rest + Lay::off_p) + warp * 16 * kMmaHeads;
+  float* s_p = reinterpret_cast<float*>(rest + Lay::off_p) + warp * kPWarpFloats;
 
   // Tiles start at multiples of TILE (absolute positions); tokens before `start` (sliding window)
   // in the first tile are masked.
@@ -384,11 +384,9 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
     const int pnext = ring.fetch(it + kH16Stages, ntiles, tid);
     cp_async_wait<kH16Stages - 2>();  // tile it has landed (tile it + 1 may still be in flight)
     // One barrier per tile: it publishes tile it, and every warp has finished tile it - 1, whose
-    // stage slot the copy of tile it + kH16Stages - 1 reuses right after it.
+    // stage slot the copy of tile it + kH16Stages - 1 reuses (issued after this tile's compute, so
+    // the copies' address registers are released while the warp waits at the next barrier).
     __syncthreads();
-    const int ahead = cur == 0 ? kH16Stages - 1 : cur - 1;  // slot of tile it + kH16Stages - 1
-    if (it + kH16Stages - 1 < ntiles) issue(it + kH16Stages - 1, ahead);
-    cp_async_commit();
     const std::uint8_t* sp = stages + cur * Lay::stage;
     const std::uint8_t* s_kc = sp;
     const std::uint8_t* s_vc = sp + TILE * Lay::rsK;
@@ -455,9 +453,8 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
       // weights, and their staged codes, possibly stale, are finite look-ups). Looking the value
       // fragments up before the softmax (they do not depend on P) was measured slower: 614.7 vs 594.0 us
       // at batch 16 x 65,536, 4-bit (docs/CUDA_NOTES.md, run s3-4).
-      const std::uint32_t pb0 = pack_h2(s_p[(2 * tig) * kMmaHeads + gid], s_p[(2 * tig + 1) * kMmaHeads + gid]);
-      const std::uint32_t pb1 =
-          pack_h2(s_p[(2 * tig + 8) * kMmaHeads + gid], s_p[(2 * tig + 9) * kMmaHeads + gid]);
+      const std::uint32_t pb0 = pack_h2(s_p[p_at(2 * tig, gid)], s_p[p_at(2 * tig + 1, gid)]);
+      const std::uint32_t pb1 = pack_h2(s_p[p_at(2 * tig + 8, gid)], s_p[p_at(2 * tig + 9, gid)]);
       CodeSpan<VSPAN> v0, v1, v2, v3;
       const std::uint8_t* vr = s_vc + (tb + 2 * tig) * Lay::rsV + VSPAN * gid;
       v0.load(vr);
@@ -477,6 +474,11 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
         af[3] = __byte_perm(c2, c3, 0x7632);
         mma_f16(acc[j], af, pb0, pb1);
       }
+    }
+    {
+      const int ahead = cur == 0 ? kH16Stages - 1 : cur - 1;  // slot of tile it + kH16Stages - 1
+      if (it + kH16Stages - 1 < ntiles) issue(it + kH16Stages - 1, ahead);
+      cp_async_commit();
     }
     ring.store(cur, tid, pnext);  // tile it + kH16Stages reuses this slot (its copy follows a barrier)
     cur = cur + 1 == kH16Stages ? 0 : cur + 1;

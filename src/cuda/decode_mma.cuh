@@ -65,6 +65,12 @@ __host__ __device__ constexpr int mma_row_stride(int cb) {
 constexpr int kMmaStages = 4;
 constexpr int kMmaHeads = 8;
 
+/// A warp's P[16 tokens][8 heads] in shared memory: row t at 8 t, shifted by 8 floats when bit 2 of
+/// t is set, so the transposed reads of the value MMAs' B fragments (rows 2 tig + {0, 1, 8, 9} or
+/// tig + {0, 4}, column gid) and the float2 writes by (gid, tig) are free of bank conflicts.
+constexpr int kPWarpFloats = 16 * kMmaHeads + 8;
+__host__ __device__ constexpr int p_at(int t, int h) { return t * kMmaHeads + h + ((t & 4) ? 8 : 0); }
+
 /// 2^x by the special-function unit (ex2.approx.ftz: relative error ~2^-22; 2^-inf = 0).
 __device__ __forceinline__ float ex2_approx(float x) {
   float y;
@@ -116,8 +122,8 @@ __device__ __forceinline__ void softmax_core(const DecodeKernelArgs& a, float s[
   }
   const float wa = va ? nva : 0.0f, wc = vc ? nvc : 0.0f;  // (stale norms of invalid rows may be NaN)
   __syncwarp();
-  *reinterpret_cast<float2*>(s_p + gid * kMmaHeads + 2 * tig) = make_float2(p0 * wa, p1 * wa);
-  *reinterpret_cast<float2*>(s_p + (gid + 8) * kMmaHeads + 2 * tig) = make_float2(p2 * wc, p3 * wc);
+  *reinterpret_cast<float2*>(s_p + p_at(gid, 2 * tig)) = make_float2(p0 * wa, p1 * wa);
+  *reinterpret_cast<float2*>(s_p + p_at(gid + 8, 2 * tig)) = make_float2(p2 * wc, p3 * wc);
   __syncwarp();
 }
 
@@ -147,7 +153,7 @@ struct MmaLayout {
   static constexpr int tabs = 2 * 16 * 8;                   // ktab, vtab: float2[16] each
   static constexpr int qfrag = (D / 8) * 32 * 16;           // float4 per (kk, lane)
   static constexpr int qrot = kMmaHeads * D * 4;
-  static constexpr int pbuf = 4 * 16 * kMmaHeads * 4;       // per warp P[16][8]
+  static constexpr int pbuf = 4 * kPWarpFloats * 4;         // per warp P[16][8] (p_at)
   static constexpr int merge = 4 * kMmaHeads * (D + 2) * 4; // per warp acc[8][D] + m, l
   static constexpr int off_q = tabs, off_qrot = off_q + qfrag, off_p = off_qrot + qrot;
   static constexpr int pages = (kMmaStages * kMaxTilePages * 4 + 15) / 16 * 16;
@@ -178,7 +184,7 @@ __global__ void __launch_bounds__(128) decode_mma_kernel(const DecodeKernelArgs 
   const int b = blockIdx.y / a.num_kv_heads, g = blockIdx.y % a.num_kv_heads;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gid = lane >> 2, tig = lane & 3;
-  float* s_p = reinterpret_cast<float*>(smem + Lay::off_p) + warp * 16 * kMmaHeads;
+  float* s_p = reinterpret_cast<float*>(smem + Lay::off_p) + warp * kPWarpFloats;
 
   const int L = a.seq_lens[b];
   const int start = (a.window > 0 && L > a.window) ? L - a.window : 0;
@@ -313,7 +319,7 @@ __global__ void __launch_bounds__(128) decode_mma_kernel(const DecodeKernelArgs 
       // ---- values: O^T[16j + {gid, gid+8}][heads] += C_v^T[.., tokens] . P[tokens][heads]
 #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
-        const float pb0 = s_p[(8 * ks + tig) * kMmaHeads + gid], pb1 = s_p[(8 * ks + tig + 4) * kMmaHeads + gid];
+        const float pb0 = s_p[p_at(8 * ks + tig, gid)], pb1 = s_p[p_at(8 * ks + tig + 4, gid)];
         const float bh0 = tf32_hi(pb0), bh1 = tf32_hi(pb1), bl0 = pb0 - bh0, bl1 = pb1 - bh1;
         const std::uint8_t* ra = s_vc + (tb + 8 * ks + tig) * Lay::rsV;
         const std::uint8_t* rb = ra + 4 * Lay::rsV;
