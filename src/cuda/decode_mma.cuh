@@ -65,11 +65,15 @@ __host__ __device__ constexpr int mma_row_stride(int cb) {
 constexpr int kMmaStages = 4;
 constexpr int kMmaHeads = 8;
 
-/// A warp's P[16 tokens][8 heads] in shared memory: row t at 8 t, shifted by 8 floats when bit 2 of
-/// t is set, so the transposed reads of the value MMAs' B fragments (rows 2 tig + {0, 1, 8, 9} or
-/// tig + {0, 4}, column gid) and the float2 writes by (gid, tig) are free of bank conflicts.
-constexpr int kPWarpFloats = 16 * kMmaHeads + 8;
-__host__ __device__ constexpr int p_at(int t, int h) { return t * kMmaHeads + h + ((t & 4) ? 8 : 0); }
+/// A warp's P[16 tokens][8 heads] in shared memory: row t at 8 t + 8 (t / 4) (each group of 4 rows
+/// shifted by 8 more floats), so the transposed reads of the value MMAs' B fragments (rows
+/// 2 tig + {0, 1, 8, 9} or 8 ks + tig + {0, 4}, column gid) and the float2 writes by (gid, tig)
+/// hit 32 distinct banks.
+constexpr int kPWarpFloats = 16 * kMmaHeads + 24;
+__host__ __device__ constexpr int p_at(int t, int h) { return t * kMmaHeads + h + 8 * (t >> 2); }
+static_assert(p_at(15, 7) < kPWarpFloats && p_at(3, 7) < p_at(4, 0) && p_at(7, 7) < p_at(8, 0) &&
+                  p_at(11, 7) < p_at(12, 0),
+              "P rows must not overlap");
 
 /// 2^x by the special-function unit (ex2.approx.ftz: relative error ~2^-22; 2^-inf = 0).
 __device__ __forceinline__ float ex2_approx(float x) {
