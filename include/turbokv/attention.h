@@ -17,17 +17,59 @@
 
 namespace turbokv {
 
+/**
+ * Arithmetic of the CPU fused TurboQuant-MSE decode attention
+ * (cpu::attention_tq_mse, cpu::attention_tq_mse_batched, and
+ * cpu::attention_codec / _batched when every head is TurboQuant-MSE at an
+ * integer width, which is when they take the fused kernels). Every other
+ * attention (the references here, the other CPU codecs, the CUDA kernels)
+ * ignores it and computes as it always does.
+ */
+enum class AttentionPrecision {
+  /// Default: fp32 products and sums, within 1e-5 relative of attention_compressed
+  /// (turbokv/cpu.h); bit-identical to the results from before this field existed.
+  kFp32 = 0,
+  /**
+   * Opt-in, faster: bf16 dot products with fp32 accumulation (AVX512-BF16
+   * `vdpbf16ps`, two products per fp32 lane per instruction). Rounded to bf16
+   * (round-to-nearest-even, unit roundoff u = 2^-8; fp32 denormals become 0):
+   *   - scores: the rotated query Pi q (computed in fp64, rounded to fp32 as in
+   *     kFp32, then to bf16) and the key centroids c[code]; the products (exact
+   *     in fp32) are summed in fp32, then times the fp16 key norm and the
+   *     softmax scale in fp32;
+   *   - values: the softmax weight times the fp16 value norm, exp(logit - m) *
+   *     norm, per token, and the value centroids c[code]; summed in fp32 over
+   *     pairs of tokens.
+   * Everything else is as kFp32: the online softmax (max, exp, sum of weights,
+   * rescaling; updated per 64 tokens instead of 16) uses the unrounded fp32
+   * weights, the split-K merge and the rotation back are unchanged. vdpbf16ps flushes denormal inputs and
+   * results to zero. Measured error (tests/test_cpu_bf16.cpp: Gaussian
+   * data with an outlier channel, head_dim 16..512, every key/value width
+   * pair 1..4, GQA 1..16, 1..5563 tokens, window, soft-capping): relative L2
+   * error per head against the fp64 reference attention_compressed 3.7e-3 on
+   * average (~u) and at most 1.1e-2 over 1338 random heads (the test's
+   * tolerance: 2e-2 per head, 5e-3 on average); kFp32 stays within 1e-5.
+   * Needs simd_level() == SimdLevel::kAvx512 and cpu_has_avx512_bf16()
+   * (turbokv/simd.h); otherwise the call runs the kFp32 kernels and returns
+   * exactly their result. Source: src/cpu/tq_mse_bf16_avx512.cpp.
+   */
+  kBf16 = 1,
+};
+
 struct AttentionParams {
   double softmax_scale = 0;  ///< usually 1/sqrt(head_dim); must be > 0
   int window = 0;            ///< sliding window in tokens (0 = full attention)
   double softcap = 0;        ///< logit soft-capping value (0 = off)
+  /// Arithmetic of the CPU fused TurboQuant-MSE kernels (see AttentionPrecision); default kFp32.
+  AttentionPrecision precision = AttentionPrecision::kFp32;
 };
 
 /**
  * Validates the shape and parameters every decode attention shares; throws
  * std::invalid_argument naming the argument and value (`where` prefixes the
  * message): num_kv_heads > 0, num_heads a positive multiple of it,
- * softmax_scale positive and finite, window >= 0, softcap >= 0 and finite.
+ * softmax_scale positive and finite, window >= 0, softcap >= 0 and finite,
+ * precision one of the AttentionPrecision values.
  */
 void check_attention_params(const char* where, int num_heads, int num_kv_heads, const AttentionParams& p);
 

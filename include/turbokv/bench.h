@@ -15,7 +15,7 @@ namespace turbokv {
 
 struct BenchRow {
   std::string op;        ///< "decode_attention", "encode", "stream", ...
-  std::string method;    ///< e.g. "tq-mse", "fp16-dense"
+  std::string method;    ///< e.g. "tq-mse", "fp16-dense", "tq-mse bf16" (AttentionPrecision::kBf16, CPU with AVX512-BF16)
   double bits = 0;       ///< nominal bits (16 for fp16)
   std::size_t context = 0;  ///< tokens per sequence
   int head_dim = 0, num_heads = 0, num_kv_heads = 0, batch = 1, threads = 1;
@@ -28,7 +28,7 @@ struct BenchRow {
   double tokens_per_s = 0;      ///< context * batch / time (decode attention), tokens encoded / s (encode)
   double bits_per_element = 0;  ///< all-in bits per cached element (codes + per-token norms)
   double stream_time_us = 0;    ///< time to merely stream the same compressed bytes once (0 if not measured)
-  std::string simd;             ///< SIMD level the CPU kernels ran at ("avx512", "avx2", "scalar")
+  std::string simd;             ///< SIMD level the CPU kernels ran at ("avx512", "avx2", "scalar"; "avx512-bf16" for bf16 rows)
 };
 
 struct BenchOptions {

@@ -135,6 +135,9 @@ struct CodecHead {
  * Keys are scored from their codes; values are accumulated in the codec domain
  * and finalized once per head; online softmax over blocks of tokens; the
  * sequence is split over threads and merged by log-sum-exp (FlashDecoding).
+ * p.precision: honoured when every head is TurboQuant-MSE at an integer width
+ * (the fused kernels of cpu::attention_tq_mse, turbokv/cpu.h); the other paths
+ * compute in fp32 whatever it says.
  * Throws std::invalid_argument on bad shapes or parameters.
  */
 void attention_codec(const std::vector<CodecHead>& keys, const std::vector<CodecHead>& values,

@@ -8,7 +8,8 @@
 // The environment variable TURBOKV_SIMD=scalar|avx2|avx512 overrides the
 // detected level (read on first use; a level the CPU lacks is clamped to the
 // best one it has). ISA code lives only in per-ISA source files
-// (src/cpu/kernels_avx2.cpp, src/cpu/kernels_avx512.cpp, src/cpu/<method>_<isa>.cpp)
+// (src/cpu/kernels_avx2.cpp, src/cpu/kernels_avx512.cpp, src/cpu/<method>_<isa>.cpp;
+// src/cpu/tq_mse_bf16_avx512.cpp adds AVX512-BF16, used only where cpu_has_avx512_bf16())
 // compiled with their
 // own flags; everything else is built for baseline x86-64.
 #pragma once
@@ -28,6 +29,17 @@ SimdLevel parse_simd_level(const char* name);
 SimdLevel detected_simd_level();
 /// Every level this CPU can run, ascending (always starts with kScalar).
 std::vector<SimdLevel> available_simd_levels();
+
+/**
+ * Whether this CPU has AVX512-BF16 (cpuid leaf 7, subleaf 1, EAX bit 5:
+ * `vdpbf16ps`, `vcvtneps2bf16`) on top of detected_simd_level() == kAvx512
+ * (which also checks that the OS saves the AVX-512 state). Detected once;
+ * TURBOKV_SIMD and set_simd_level() do not change it. Used by
+ * AttentionPrecision::kBf16 (turbokv/attention.h), which runs its bf16 kernel
+ * only when this is true and simd_level() is kAvx512. Never throws. Source:
+ * src/cpu/simd.cpp (cpuid via <cpuid.h>, baseline x86-64 code).
+ */
+bool cpu_has_avx512_bf16();
 
 /// The level the fast path uses now: TURBOKV_SIMD if set, else detected_simd_level().
 SimdLevel simd_level();

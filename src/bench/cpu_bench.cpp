@@ -1,6 +1,7 @@
 // `turbokv bench --device cpu`: fused decode attention on the compressed codes
 // of any method (CpuCodec / attention_codec; TurboQuant-MSE by default) against the dense fp16 / fp32 baselines and a stream of the same
-// compressed bytes, timed in the same process on the same shapes.
+// compressed bytes, timed in the same process on the same shapes. TurboQuant-MSE at integer widths also gets a
+// "tq-mse bf16" row (AttentionPrecision::kBf16) where the CPU has AVX512-BF16.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -198,6 +199,21 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
         r.bits_per_element = 8.0 * cbytes / static_cast<double>(2 * elems);
         r.stream_time_us = ts;
         rows.push_back(r);
+        // TurboQuant-MSE at integer widths with AttentionPrecision::kBf16 (fused bf16 kernel), where the CPU has it.
+        if (method == Method::kTurboMse && bits == std::floor(bits) && simd_level() == SimdLevel::kAvx512 &&
+            cpu_has_avx512_bf16()) {
+          AttentionParams pb = p;
+          pb.precision = AttentionPrecision::kBf16;
+          const double tb = time_us([&] { cpu::attention_codec(keys, values, n, q.data(), H, pb, out.data(), 0, thr); }, reps, budget);
+          BenchRow rb = r;
+          rb.method = mname + " bf16";
+          rb.simd = "avx512-bf16";
+          rb.time_us = tb;
+          rb.speedup = t16 / tb;
+          rb.gbps = (cbytes + qbytes) / (tb * 1e3);
+          rb.tokens_per_s = n / (tb * 1e-6);
+          rows.push_back(rb);
+        }
         BenchRow rs = base;
         rs.op = "stream";
         rs.method = mname;

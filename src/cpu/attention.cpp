@@ -12,6 +12,7 @@
 #include "turbokv/cpu.h"
 #include "turbokv/cpu_codec.h"
 #include "turbokv/error.h"
+#include "turbokv/simd.h"
 
 namespace turbokv::cpu {
 namespace {
@@ -150,6 +151,10 @@ void run_tq(const std::vector<SeqView>& seqs, int num_heads, const AttentionPara
     spans.push_back({window_begin(ctx, p), ctx});
   }
   const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
+  // AttentionPrecision::kBf16 where the CPU can (AVX-512 level and AVX512-BF16); else the fp32 kernels.
+  void (*attend)(const detail::AttnJob&) = k.attend;
+  if (p.precision == AttentionPrecision::kBf16 && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
+    attend = detail::avx512_bf16_attend;
   run_split(
       spans, kvh, G, P, threads,
       [&](std::size_t s, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
@@ -170,7 +175,7 @@ void run_tq(const std::vector<SeqView>& seqs, int num_heads, const AttentionPara
         j.m = m;
         j.l = l;
         j.acc = acc;
-        k.attend(j);
+        attend(j);
       },
       [&](std::size_t s, int h, const float* acc, double inv_l) {
         const TqHead& vh = (*seqs[s].values)[static_cast<std::size_t>(h / G)];

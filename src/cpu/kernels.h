@@ -104,6 +104,14 @@ struct Kernels {
   void (*gemm_acc)(const float* w, int G, const float* y, int cnt, int dim, float* acc, std::size_t astride);
 };
 
+/**
+ * AttentionPrecision::kBf16 version of Kernels::attend at the AVX-512 level
+ * (tq_mse_bf16_avx512.cpp, AVX512-BF16): same job, same outputs m, l and acc in
+ * the 16-lane layout, computed with bf16 dot products (turbokv/attention.h says
+ * what is rounded). Call only when simd_level() is kAvx512 and cpu_has_avx512_bf16().
+ */
+void avx512_bf16_attend(const AttnJob& job);
+
 const Kernels& scalar_kernels();
 const Kernels& avx2_kernels();
 const Kernels& avx512_kernels();

@@ -9,6 +9,8 @@
 // lanes; reads group_bytes<BITS> bytes), fwht_lane (in-register Hadamard
 // stage), quantize, store_codes_u8, sumsq8 (the format's 8-lane order),
 // reduce_tokens (W vectors -> lane t = sum of vector slot(t)), exp.
+// With TURBOKV_KERNELS_SOURCES_ONLY defined, only the encode/decode kernels and
+// the token sources (TqSrc, DenseSrc) are compiled, for other kernels built on them.
 #pragma once
 
 #include <immintrin.h>
@@ -256,6 +258,7 @@ struct DenseSrc {
   }
 };
 
+#ifndef TURBOKV_KERNELS_SOURCES_ONLY  // defined by tq_mse_bf16_avx512.cpp: encode, convert, decode and the sources only
 // ---------------------------------------------------------------- attention
 
 inline int slot(int t) { return T::slot(t); }
@@ -668,6 +671,8 @@ const Kernels& table() {
   static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc};
   return k;
 }
+
+#endif  // TURBOKV_KERNELS_SOURCES_ONLY
 
 }  // namespace KNS
 }  // namespace turbokv::cpu::detail

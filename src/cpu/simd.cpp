@@ -1,6 +1,8 @@
 // Runtime SIMD level: cpuid once, TURBOKV_SIMD override, set_simd_level().
 #include "turbokv/simd.h"
 
+#include <cpuid.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <stdexcept>
@@ -41,6 +43,17 @@ SimdLevel detected_simd_level() {
     return avx512 ? SimdLevel::kAvx512 : SimdLevel::kAvx2;
   }();
   return level;
+}
+
+bool cpu_has_avx512_bf16() {
+  static const bool has = [] {
+    if (detected_simd_level() != SimdLevel::kAvx512) return false;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_max(0, nullptr) < 7) return false;
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a & (1u << 5)) != 0;  // leaf 7 subleaf 1 EAX bit 5: AVX512_BF16
+  }();
+  return has;
 }
 
 std::vector<SimdLevel> available_simd_levels() {

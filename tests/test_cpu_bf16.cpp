@@ -1,0 +1,344 @@
+// AttentionPrecision::kBf16: the fused TurboQuant-MSE decode attention with bf16
+// dot products (src/cpu/tq_mse_bf16_avx512.cpp) against the fp64 reference
+// attention_compressed, and the default kFp32 path unchanged by it.
+//
+// Tolerances, relative L2 error per head. bf16 keeps 8 significant bits: unit
+// roundoff u = 2^-8 = 3.9e-3 (round to nearest even). Each product rounds two
+// operands (rotated query and key centroid; weight * value norm and value
+// centroid), so one product is off by up to 2u(1 + u) = 7.8e-3; fp32
+// accumulation adds ~1e-7. Over the d (scores) or n (values) terms the errors
+// mostly cancel: the mean over heads is ~0.9u (3.5e-3) and the tail reaches ~3u
+// (1.2e-2 worst of 1338 random heads in RandomSweep, mostly head_dim 64 with
+// 4-bit keys). So kBf16Tol = 2e-2 (~5u) for any head, and kBf16MeanTol = 5e-3
+// for the mean over the sweep. ToleranceCanFail shows a 10% wrong softmax scale
+// in the same kernel, or a 5% wrong output, exceeds kBf16Tol.
+// Tests that need the kernel skip where the CPU lacks AVX512-BF16.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "test_util.h"
+#include "turbokv/attention.h"
+#include "turbokv/codec.h"
+#include "turbokv/cpu.h"
+#include "turbokv/cpu_codec.h"
+#include "turbokv/error.h"
+#include "turbokv/formats.h"
+#include "turbokv/half.h"
+#include "turbokv/simd.h"
+
+using namespace turbokv;
+
+namespace {
+
+constexpr double kBf16Tol = 2e-2;      // any head; see the file comment
+constexpr double kBf16MeanTol = 5e-3;  // mean over RandomSweep's heads
+constexpr double kFp32Tol = 1e-5;  // the kFp32 fast path's tolerance (test_cpu_attention.cpp)
+double g_worst = 0;                // worst bf16 relative error seen (printed when the test program ends)
+
+struct PrintWorst : ::testing::Environment {
+  void TearDown() override {
+    if (g_worst > 0)
+      std::printf("worst kBf16 relative L2 error per head against attention_compressed: %.3g (tolerance %.0e)\n",
+                  g_worst, kBf16Tol);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const g_print_worst = ::testing::AddGlobalTestEnvironment(new PrintWorst);
+
+#define SKIP_WITHOUT_BF16()                                                                          \
+  if (!cpu_has_avx512_bf16() || detected_simd_level() != SimdLevel::kAvx512)                         \
+  GTEST_SKIP() << "this CPU lacks AVX512-BF16 (cpuid leaf 7 subleaf 1 EAX bit 5): kBf16 runs the fp32 " \
+                  "kernels here (FallbackIsExact checks that)"
+
+AttentionParams params(int d, int window = 0, double softcap = 0,
+                       AttentionPrecision prec = AttentionPrecision::kBf16) {
+  AttentionParams p;
+  p.softmax_scale = 1.0 / std::sqrt(static_cast<double>(d));
+  p.window = window;
+  p.softcap = softcap;
+  p.precision = prec;
+  return p;
+}
+
+/// num_kv_heads TurboQuant-MSE heads of keys and values (reference codecs and fast codecs on the same bytes).
+struct Case {
+  int d, kvh, ratio, kbits, vbits;
+  std::size_t n;
+  std::uint64_t seed;
+  std::vector<std::unique_ptr<Codec>> rk, rv;
+  std::vector<std::unique_ptr<cpu::TqMse>> fk, fv;
+  std::vector<std::vector<std::uint8_t>> kb, vb;
+  std::vector<EncodedHead> keys, values;
+  std::vector<cpu::TqHead> fkeys, fvalues;
+
+  Case(int d_, int kvh_, int ratio_, std::size_t n_, int kbits_, int vbits_, std::uint64_t seed_, int fill = -1)
+      : d(d_), kvh(kvh_), ratio(ratio_), kbits(kbits_), vbits(vbits_), n(n_), seed(seed_) {
+    for (int g = 0; g < kvh; ++g) {
+      CodecConfig cfg;
+      cfg.head_dim = d;
+      cfg.seed = seed + g;
+      cfg.bits = kbits;
+      rk.push_back(make_codec(cfg));
+      fk.push_back(std::make_unique<cpu::TqMse>(cfg));
+      cfg.bits = vbits;
+      cfg.role = Role::kValue;
+      rv.push_back(make_codec(cfg));
+      fv.push_back(std::make_unique<cpu::TqMse>(cfg));
+      kb.emplace_back(rk[g]->encoded_bytes(n));
+      vb.emplace_back(rv[g]->encoded_bytes(n));
+      if (fill < 0) {
+        auto k = test::gaussian(n * d, seed * 31 + g), v = test::gaussian(n * d, seed * 37 + g);
+        for (std::size_t t = 0; t < n; ++t) k[t * d + 1] *= 6;  // an outlier channel
+        rk[g]->encode(k.data(), n, kb[g].data());
+        rv[g]->encode(v.data(), n, vb[g].data());
+      } else {  // every code 0 or every code max; norms 0.5 .. 2
+        std::memset(kb[g].data(), fill, n * fk[g]->code_bytes());
+        std::memset(vb[g].data(), fill, n * fv[g]->code_bytes());
+        for (std::size_t t = 0; t < n; ++t) {
+          store_half(kb[g].data() + n * fk[g]->code_bytes() + 2 * t, 0.5f + (t % 7) * 0.25f);
+          store_half(vb[g].data() + n * fv[g]->code_bytes() + 2 * t, 2.0f - (t % 5) * 0.25f);
+        }
+      }
+    }
+    for (int g = 0; g < kvh; ++g) {
+      keys.push_back({rk[g].get(), kb[g].data()});
+      values.push_back({rv[g].get(), vb[g].data()});
+      fkeys.push_back({fk[g].get(), kb[g].data()});
+      fvalues.push_back({fv[g].get(), vb[g].data()});
+    }
+  }
+  int heads() const { return kvh * ratio; }
+  std::vector<float> query() const { return test::gaussian(static_cast<std::size_t>(heads()) * d, seed + 5); }
+  std::string shape() const {
+    return detail::concat("d=", d, " kvh=", kvh, " gqa=", ratio, " n=", n, " kbits=", kbits, " vbits=", vbits,
+                          " seed=", seed);
+  }
+  std::vector<double> reference(const AttentionParams& p, std::size_t context = 0) const {
+    const auto q = query();
+    std::vector<double> want(q.size());
+    attention_compressed(keys, values, n, q.data(), heads(), p, want.data(), nullptr, context);
+    return want;
+  }
+  std::vector<float> fast(const AttentionParams& p, std::size_t context = 0, int threads = 1) const {
+    const auto q = query();
+    std::vector<float> got(q.size(), NAN);
+    cpu::attention_tq_mse(fkeys, fvalues, n, q.data(), heads(), p, got.data(), context, threads);
+    return got;
+  }
+  /// Worst per-head relative L2 error of `got` against `want`.
+  double worst(const std::vector<float>& got, const std::vector<double>& want) const {
+    double e = 0;
+    for (int h = 0; h < heads(); ++h) e = std::max(e, test::rel_err(got.data() + h * d, want.data() + h * d, d));
+    return e;
+  }
+  /// The bf16 kernel against the reference, 1 and 2 threads, at the AVX-512 level.
+  void check(const AttentionParams& p, std::size_t context = 0) {
+    ScopedSimdLevel lvl(SimdLevel::kAvx512);
+    const auto want = reference(p, context);
+    for (int threads : {1, 2}) {
+      const double e = worst(fast(p, context, threads), want);
+      g_worst = std::max(g_worst, e);
+      ASSERT_LT(e, kBf16Tol) << shape() << " threads=" << threads << " context=" << context << " window=" << p.window
+                             << " softcap=" << p.softcap;
+    }
+  }
+};
+
+}  // namespace
+
+TEST(CpuBf16, Lengths) {
+  SKIP_WITHOUT_BF16();
+  const int bits[][2] = {{4, 4}, {3, 2}, {2, 4}, {1, 3}, {4, 1}, {3, 3}, {2, 2}};
+  const std::size_t lens[] = {1, 2, 31, 64, 65, 1000, 4097};
+  for (int i = 0; i < 7; ++i) {
+    Case c(128, 2, 4, lens[i], bits[i][0], bits[i][1], 40 + i);
+    c.check(params(128));
+  }
+}
+
+TEST(CpuBf16, HeadDims) {
+  SKIP_WITHOUT_BF16();
+  int i = 0;
+  for (int d : {16, 64, 80, 96, 112, 128, 256, 512}) {
+    Case c(d, 2, 4, 300 + 33 * i, 1 + i % 4, 4 - i % 4, 60 + i);
+    c.check(params(d));
+    ++i;
+  }
+}
+
+TEST(CpuBf16, GqaRatios) {
+  SKIP_WITHOUT_BF16();
+  for (int ratio : {1, 2, 3, 4, 5, 8, 9, 16}) {
+    Case c(128, 2, ratio, 257 + 31 * ratio, 1 + ratio % 4, 1 + (ratio / 4) % 4, 80 + ratio);
+    c.check(params(128));
+  }
+}
+
+TEST(CpuBf16, AllWidths) {
+  SKIP_WITHOUT_BF16();
+  for (int kb = 1; kb <= 4; ++kb)
+    for (int vb = 1; vb <= 4; ++vb)
+      for (std::size_t n : {65, 1000}) {
+        Case c(kb % 2 ? 64 : 128, 2, 4, n, kb, vb, 100 + 4 * kb + vb);
+        c.check(params(c.d));
+      }
+}
+
+TEST(CpuBf16, WindowSoftcapContext) {
+  SKIP_WITHOUT_BF16();
+  Case c(128, 2, 4, 4097, 4, 3, 101);
+  c.check(params(128, 100));
+  c.check(params(128, 0, 5.0));
+  c.check(params(128), 333);
+  c.check(params(128, 50, 3.0), 421);
+  c.check(params(128, 5000));  // window longer than the sequence
+  Case c2(256, 1, 5, 1000, 2, 2, 102);
+  c2.check(params(256, 77, 2.0), 999);
+}
+
+TEST(CpuBf16, AllZeroAndAllMaxCodes) {
+  SKIP_WITHOUT_BF16();
+  for (int bits = 1; bits <= 4; ++bits)
+    for (int fill : {0x00, 0xFF}) {
+      Case c(bits % 2 ? 96 : 128, 2, 4, 97, bits, 5 - bits, 200 + bits, fill);
+      c.check(params(c.d));
+    }
+}
+
+TEST(CpuBf16, BatchedAndCodecPath) {
+  SKIP_WITHOUT_BF16();
+  ScopedSimdLevel lvl(SimdLevel::kAvx512);
+  const std::size_t lens[] = {1, 1000, 65, 4097, 31};
+  std::vector<std::unique_ptr<Case>> cases;
+  for (int i = 0; i < 5; ++i) cases.push_back(std::make_unique<Case>(128, 2, 4, lens[i], 4 - i % 3, 2 + i % 3, 300 + i));
+  const int H = 8, d = 128;
+  const AttentionParams p = params(d);
+  std::vector<std::vector<float>> qs, outs(cases.size(), std::vector<float>(H * d, NAN));
+  std::vector<cpu::TqSequence> seqs;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    qs.push_back(cases[i]->query());
+    seqs.push_back({cases[i]->fkeys, cases[i]->fvalues, cases[i]->n, 0, qs[i].data(), outs[i].data()});
+  }
+  cpu::attention_tq_mse_batched(seqs, H, p, 2);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const double e = cases[i]->worst(outs[i], cases[i]->reference(p));
+    g_worst = std::max(g_worst, e);
+    EXPECT_LT(e, kBf16Tol) << "batched " << cases[i]->shape();
+  }
+  // attention_codec takes the fused kernels when every head is TurboQuant-MSE: precision reaches them.
+  const Case& c = *cases[3];
+  std::vector<std::unique_ptr<Codec>> refs;
+  std::vector<std::unique_ptr<cpu::CpuCodec>> codecs;
+  std::vector<cpu::CodecHead> keys, values;
+  for (int g = 0; g < c.kvh; ++g) {
+    codecs.push_back(cpu::make_cpu_codec(*c.rk[g]));
+    keys.push_back({codecs.back().get(), c.kb[g].data()});
+    codecs.push_back(cpu::make_cpu_codec(*c.rv[g]));
+    values.push_back({codecs.back().get(), c.vb[g].data()});
+  }
+  const auto q = c.query();
+  std::vector<float> got(q.size()), fused(q.size());
+  cpu::attention_codec(keys, values, c.n, q.data(), H, p, got.data(), 0, 1);
+  cpu::attention_tq_mse(c.fkeys, c.fvalues, c.n, q.data(), H, p, fused.data(), 0, 1);
+  EXPECT_EQ(0, std::memcmp(got.data(), fused.data(), got.size() * sizeof(float)))
+      << "attention_codec with kBf16 must run the fused bf16 kernel";
+  EXPECT_LT(c.worst(got, c.reference(p)), kBf16Tol);
+}
+
+TEST(CpuBf16, RandomSweep) {
+  // 150 random shapes (head_dim 64 / 80 / 128, GQA 1..8, 50..5563 tokens, every key/value width pair).
+  SKIP_WITHOUT_BF16();
+  ScopedSimdLevel lvl(SimdLevel::kAvx512);
+  double sum = 0;
+  int heads = 0;
+  for (int s = 0; s < 150; ++s) {
+    const int d = s % 3 == 0 ? 64 : s % 3 == 1 ? 128 : 80;
+    Case c(d, 2, 1 + s % 8, 50 + 37 * static_cast<std::size_t>(s), 1 + s % 4, 1 + (s / 4) % 4, 1000 + s);
+    const AttentionParams p = params(d);
+    const auto want = c.reference(p);
+    const auto got = c.fast(p, 0, 1 + s % 2);
+    for (int h = 0; h < c.heads(); ++h) {
+      const double e = test::rel_err(got.data() + h * d, want.data() + h * d, d);
+      g_worst = std::max(g_worst, e);
+      sum += e;
+      ++heads;
+      ASSERT_LT(e, kBf16Tol) << c.shape() << " head " << h;
+    }
+  }
+  std::printf("RandomSweep: %d heads, mean relative error %.3g\n", heads, sum / heads);
+  EXPECT_LT(sum / heads, kBf16MeanTol);
+}
+
+TEST(CpuBf16, DiffersFromFp32) {
+  // The bf16 kernel really runs (its result is not the fp32 one) and is close to it.
+  SKIP_WITHOUT_BF16();
+  ScopedSimdLevel lvl(SimdLevel::kAvx512);
+  Case c(128, 2, 4, 1000, 3, 3, 400);
+  const auto a = c.fast(params(128, 0, 0, AttentionPrecision::kFp32));
+  const auto b = c.fast(params(128));
+  EXPECT_NE(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  std::vector<double> ad(a.begin(), a.end());
+  EXPECT_LT(c.worst(b, ad), kBf16Tol);
+}
+
+TEST(CpuBf16, Fp32Unchanged) {
+  // The default (kFp32) path: within the fp32 tolerance of the reference at every level, and the explicit
+  // kFp32 value is bit-identical to the default-constructed precision.
+  for (int i = 0; i < 4; ++i) {
+    Case c(i % 2 ? 64 : 128, 2, 1 + 3 * i, 65 + 500 * i, 1 + i, 4 - i, 500 + i);
+    AttentionParams def;
+    def.softmax_scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+    EXPECT_EQ(def.precision, AttentionPrecision::kFp32);
+    const auto want = c.reference(def);
+    for (SimdLevel l : available_simd_levels()) {
+      ScopedSimdLevel g(l);
+      for (int threads : {1, 2}) {
+        const auto a = c.fast(def, 0, threads);
+        const auto b = c.fast(params(c.d, 0, 0, AttentionPrecision::kFp32), 0, threads);
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << c.shape();
+        EXPECT_LT(c.worst(a, want), kFp32Tol) << c.shape() << " level=" << simd_level_name(l);
+      }
+    }
+  }
+}
+
+TEST(CpuBf16, FallbackIsExact) {
+  // Below the AVX-512 level (and on a CPU without AVX512-BF16 at any level) kBf16 returns exactly kFp32's result.
+  Case c(128, 2, 4, 1000, 4, 2, 600);
+  for (SimdLevel l : available_simd_levels()) {
+    if (l == SimdLevel::kAvx512 && cpu_has_avx512_bf16()) continue;
+    ScopedSimdLevel g(l);
+    const auto a = c.fast(params(128, 0, 0, AttentionPrecision::kFp32), 0, 2);
+    const auto b = c.fast(params(128), 0, 2);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << simd_level_name(l);
+  }
+}
+
+TEST(CpuBf16, ToleranceCanFail) {
+  // The check is not vacuous: a 10% wrong softmax scale in the bf16 kernel, or a 5% wrong output, exceeds it.
+  SKIP_WITHOUT_BF16();
+  ScopedSimdLevel lvl(SimdLevel::kAvx512);
+  Case c(128, 2, 4, 1000, 4, 4, 700);
+  const AttentionParams p = params(128);
+  const auto want = c.reference(p);
+  AttentionParams wrong = p;
+  wrong.softmax_scale *= 1.1;
+  EXPECT_GT(c.worst(c.fast(wrong), want), kBf16Tol);
+  auto got = c.fast(p);
+  EXPECT_LT(c.worst(got, want), kBf16Tol);
+  for (auto& x : got) x *= 1.05f;
+  EXPECT_GT(c.worst(got, want), kBf16Tol);
+}
+
+TEST(CpuBf16, InvalidPrecisionRejected) {
+  Case c(64, 1, 2, 10, 2, 2, 800);
+  AttentionParams p = params(64);
+  p.precision = static_cast<AttentionPrecision>(7);
+  const auto q = c.query();
+  std::vector<float> out(q.size());
+  EXPECT_THROW(cpu::attention_tq_mse(c.fkeys, c.fvalues, c.n, q.data(), c.heads(), p, out.data()),
+               std::invalid_argument);
+}
