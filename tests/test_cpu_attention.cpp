@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "test_util.h"
+#include "tq_heads.h"
 #include "turbokv/attention.h"
 #include "turbokv/codec.h"
 #include "turbokv/cpu.h"
@@ -25,53 +26,8 @@ namespace {
 constexpr double kAttnTol = 1e-5;
 double g_worst = 0;  // worst relative error seen (printed by the last test)
 
-struct TqCase {
-  int d, kvh, ratio, kbits, vbits;
-  std::size_t n;
-  std::uint64_t seed;
-  std::vector<std::unique_ptr<Codec>> rk, rv;
-  std::vector<std::unique_ptr<cpu::TqMse>> fk, fv;
-  std::vector<std::vector<std::uint8_t>> kb, vb;
-  std::vector<EncodedHead> keys, values;
-  std::vector<cpu::TqHead> fkeys, fvalues;
-
-  TqCase(int d_, int kvh_, int ratio_, std::size_t n_, int kbits_, int vbits_, std::uint64_t seed_, int fill = -1)
-      : d(d_), kvh(kvh_), ratio(ratio_), kbits(kbits_), vbits(vbits_), n(n_), seed(seed_) {
-    for (int g = 0; g < kvh; ++g) {
-      CodecConfig cfg;
-      cfg.head_dim = d;
-      cfg.seed = seed + g;
-      cfg.bits = kbits;
-      rk.push_back(make_codec(cfg));
-      fk.push_back(std::make_unique<cpu::TqMse>(cfg));
-      cfg.bits = vbits;
-      cfg.role = Role::kValue;
-      rv.push_back(make_codec(cfg));
-      fv.push_back(std::make_unique<cpu::TqMse>(cfg));
-      kb.emplace_back(rk[g]->encoded_bytes(n));
-      vb.emplace_back(rv[g]->encoded_bytes(n));
-      if (fill < 0) {
-        auto k = test::gaussian(n * d, seed * 31 + g), v = test::gaussian(n * d, seed * 37 + g);
-        for (std::size_t t = 0; t < n; ++t) k[t * d + 1] *= 6;  // an outlier channel
-        rk[g]->encode(k.data(), n, kb[g].data());
-        rv[g]->encode(v.data(), n, vb[g].data());
-      } else {  // every code 0 or every code max; norms 0.5 .. 2
-        std::memset(kb[g].data(), fill, n * fk[g]->code_bytes());
-        std::memset(vb[g].data(), fill, n * fv[g]->code_bytes());
-        for (std::size_t t = 0; t < n; ++t) {
-          store_half(kb[g].data() + n * fk[g]->code_bytes() + 2 * t, 0.5f + (t % 7) * 0.25f);
-          store_half(vb[g].data() + n * fv[g]->code_bytes() + 2 * t, 2.0f - (t % 5) * 0.25f);
-        }
-      }
-    }
-    for (int g = 0; g < kvh; ++g) {
-      keys.push_back({rk[g].get(), kb[g].data()});
-      values.push_back({rv[g].get(), vb[g].data()});
-      fkeys.push_back({fk[g].get(), kb[g].data()});
-      fvalues.push_back({fv[g].get(), vb[g].data()});
-    }
-  }
-  int heads() const { return kvh * ratio; }
+struct TqCase : test::TqMseHeads {
+  using TqMseHeads::TqMseHeads;
   std::string shape(const char* extra = "") const {
     return detail::concat("d=", d, " kvh=", kvh, " gqa=", ratio, " n=", n, " kbits=", kbits, " vbits=", vbits,
                           " seed=", seed, " level=", simd_level_name(simd_level()), extra);
