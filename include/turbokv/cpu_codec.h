@@ -137,9 +137,34 @@ struct CodecHead {
  * sequence is split over threads and merged by log-sum-exp (FlashDecoding).
  * p.precision: honoured when every head is TurboQuant-MSE at an integer width
  * (the fused kernels of cpu::attention_tq_mse, turbokv/cpu.h); the other paths
- * compute in fp32 whatever it says.
+ * compute in fp32 whatever it says. Which path runs: attention_codec_path.
  * Throws std::invalid_argument on bad shapes or parameters.
  */
+/// The kernel family attention_codec / attention_codec_batched run (the batched call takes a
+/// fused path only when every sequence qualifies).
+enum class CodecAttentionPath {
+  /// Every key and value head TurboQuant-MSE at an integer width (1..4 bits): the fused
+  /// kernels of cpu::attention_tq_mse (tokens in lanes, a GQA group per pass).
+  kTqMseFused,
+  /// Keys TurboQuant-Prod (bits 1..4, head_dim a multiple of 16 up to 512, sketch rows m a
+  /// multiple of 8 up to 512) and values TurboQuant-MSE at an integer width, at the AVX2 or
+  /// AVX-512 level: one fused fp32 kernel scoring ||x|| (<Pi q, c[code]> + kappa gamma
+  /// <S Pi q, signs>) (arXiv 2504.19874, Algorithm 2; the signs as a 1-bit codebook {-1, +1})
+  /// for a whole GQA group per pass, values as in kTqMseFused.
+  kTqProdFused,
+  /// Anything else: the codec-domain path (a block decoded once per GQA group) where both
+  /// codecs have a codec domain, per-head scores / accumulation otherwise.
+  kGeneric,
+};
+
+/**
+ * The path attention_codec takes for these heads at the current simd_level() (the
+ * same decision, without running it; for tests and tools). Never throws: heads that
+ * attention_codec would reject (null codecs, keys.size() != values.size()) give
+ * kGeneric.
+ */
+CodecAttentionPath attention_codec_path(const std::vector<CodecHead>& keys, const std::vector<CodecHead>& values);
+
 void attention_codec(const std::vector<CodecHead>& keys, const std::vector<CodecHead>& values,
                      std::size_t num_tokens, const float* q, int num_heads, const AttentionParams& p, float* out,
                      std::size_t context = 0, int threads = 0);

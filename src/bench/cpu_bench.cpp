@@ -1,7 +1,8 @@
 // `turbokv bench --device cpu`: fused decode attention on the compressed codes
 // of any method (CpuCodec / attention_codec; TurboQuant-MSE by default) against the dense fp16 / fp32 baselines and a stream of the same
 // compressed bytes, timed in the same process on the same shapes. TurboQuant-MSE at integer widths also gets a
-// "tq-mse bf16" row (AttentionPrecision::kBf16) where the CPU has AVX512-BF16.
+// "tq-mse bf16" row (AttentionPrecision::kBf16) where the CPU has AVX512-BF16; TurboQuant-Prod at integer widths
+// also gets "tq-prod+mse-v" rows (Prod keys, TurboQuant-MSE values: fused, and the generic path in the same run).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -58,6 +59,42 @@ void fill_normalish(float* x, std::size_t n, std::uint64_t seed) {
     }
   }
 }
+
+/// Forwards every attention call to a fast codec but hides its type from attention_codec, which then
+/// takes its generic codec-domain path: the in-run "generic" comparison for the fused paths.
+class OpaqueCodec final : public cpu::CpuCodec {
+ public:
+  explicit OpaqueCodec(const cpu::CpuCodec& c) : CpuCodec(c.reference()), c_(&c) {}
+  const char* isa() const override { return c_->isa(); }
+  std::size_t query_state_size() const override { return c_->query_state_size(); }
+  void scores(const float* state, const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+              float* out) const override {
+    c_->scores(state, codes, n, t0, t1, out);
+  }
+  std::size_t accumulator_size() const override { return c_->accumulator_size(); }
+  void accumulate(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1, const float* w,
+                  float* acc) const override {
+    c_->accumulate(codes, n, t0, t1, w, acc);
+  }
+  void finalize(const float* acc, double scale, float* out) const override { c_->finalize(acc, scale, out); }
+  std::size_t domain_size() const override { return c_->domain_size(); }
+  void decode_domain(const std::uint8_t* codes, std::size_t n, std::size_t t0, std::size_t t1,
+                     float* y) const override {
+    c_->decode_domain(codes, n, t0, t1, y);
+  }
+
+ protected:
+  void do_encode(const float*, std::size_t, std::size_t, std::size_t, std::uint8_t*) const override {
+    throw std::logic_error("OpaqueCodec: attention only");
+  }
+  void do_decode(const std::uint8_t*, std::size_t, std::size_t, std::size_t, float*) const override {
+    throw std::logic_error("OpaqueCodec: attention only");
+  }
+  void do_prepare_query(const float* q, float* state) const override { c_->prepare_query(q, state); }
+
+ private:
+  const cpu::CpuCodec* c_;
+};
 
 }  // namespace
 
@@ -213,6 +250,50 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
           rb.gbps = (cbytes + qbytes) / (tb * 1e3);
           rb.tokens_per_s = n / (tb * 1e-6);
           rows.push_back(rb);
+        }
+        // TurboQuant-Prod keys with TurboQuant-MSE values at the same width (the paper's pairing: Prod for
+        // inner products, MSE for values): the fused kernel ("tq-prod+mse-v") and, in the same run, the
+        // generic codec-domain path on the same bytes ("tq-prod+mse-v generic").
+        if (method == Method::kTurboProd && bits == std::floor(bits)) {
+          CodecConfig vc = cfg;
+          vc.method = Method::kTurboMse;
+          vc.role = Role::kValue;
+          std::vector<std::unique_ptr<Codec>> mrefs;
+          std::vector<std::unique_ptr<cpu::CpuCodec>> mcodecs, opaque;
+          std::vector<std::vector<std::uint8_t>> mvb(static_cast<std::size_t>(kvh));
+          std::vector<cpu::CodecHead> mvalues, okeys;
+          double mbytes = 0;
+          for (int g = 0; g < kvh; ++g) {
+            vc.seed = 0x7b5eedull + static_cast<std::uint64_t>(g);
+            for (std::size_t t = 0; t < n; ++t) std::memcpy(&rowbuf[t * du], &v32[(t * kvh + g) * du], du * 4);
+            mrefs.push_back(make_codec(vc));
+            mcodecs.push_back(cpu::make_cpu_codec(*mrefs.back()));
+            mvb[g].resize(mcodecs.back()->encoded_bytes(n));
+            mcodecs.back()->encode(rowbuf.data(), n, mvb[g].data(), thr);
+            mvalues.push_back({mcodecs.back().get(), mvb[g].data()});
+            opaque.push_back(std::make_unique<OpaqueCodec>(*keys[g].codec));
+            okeys.push_back({opaque.back().get(), keys[g].codes});
+            mbytes += static_cast<double>(kb[g].size() + mvb[g].size());
+          }
+          std::vector<std::uint8_t> mall;
+          for (int g = 0; g < kvh; ++g) {
+            mall.insert(mall.end(), kb[g].begin(), kb[g].end());
+            mall.insert(mall.end(), mvb[g].begin(), mvb[g].end());
+          }
+          const double tms = time_us([&] { cpu::stream_bytes(mall.data(), mall.size(), thr); }, reps, budget);
+          for (int generic = 0; generic < 2; ++generic) {
+            const auto& kk = generic ? okeys : keys;
+            const double tm = time_us([&] { cpu::attention_codec(kk, mvalues, n, q.data(), H, p, out.data(), 0, thr); }, reps, budget);
+            BenchRow rm = r;
+            rm.method = mname + "+mse-v" + (generic ? " generic" : "");
+            rm.time_us = tm;
+            rm.speedup = t16 / tm;
+            rm.gbps = (mbytes + qbytes) / (tm * 1e3);
+            rm.tokens_per_s = n / (tm * 1e-6);
+            rm.bits_per_element = 8.0 * mbytes / static_cast<double>(2 * elems);
+            rm.stream_time_us = tms;
+            rows.push_back(rm);
+          }
         }
         BenchRow rs = base;
         rs.op = "stream";

@@ -1,4 +1,5 @@
-// Fused decode attention (TurboQuant-MSE and the dense baselines) and the
+// Fused decode attention (TurboQuant-MSE, TurboQuant-Prod keys with
+// TurboQuant-MSE values, the generic codec paths and the dense baselines) and the
 // memory-stream baseline: argument checks, the split of (sequence, KV head,
 // head chunk, token chunk) work items over the pool, the log-sum-exp merge
 // and the final rotation back. The per-block math is in the kernels.
@@ -281,12 +282,84 @@ std::uint64_t stream_bytes(const std::uint8_t* data, std::size_t bytes, int thre
 
 namespace {
 
+/// The path run_codec takes: every key and value head of every sequence must qualify for a fused one.
+CodecAttentionPath choose_path(const std::vector<CodecSeqView>& seqs) {
+  bool mse = true, prod = kernels().attend_prod != nullptr;
+  for (const CodecSeqView& sq : seqs) {
+    if (sq.keys->size() != sq.values->size()) return CodecAttentionPath::kGeneric;
+    for (std::size_t g = 0; g < sq.keys->size(); ++g) {
+      const CpuCodec* k = (*sq.keys)[g].codec;
+      const TqMse* v = detail::as_tq_mse((*sq.values)[g].codec);
+      mse = mse && v && detail::as_tq_mse(k);
+      prod = prod && v && detail::as_tq_prod(k);
+    }
+  }
+  return mse ? CodecAttentionPath::kTqMseFused : prod ? CodecAttentionPath::kTqProdFused : CodecAttentionPath::kGeneric;
+}
+
+/// TurboQuant-Prod keys + TurboQuant-MSE values (choose_path): the fused kernel (Kernels::attend_prod),
+/// all query heads of a GQA group per pass over the codes, split like run_tq.
+void run_prod(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
+  const int kvh = static_cast<int>(seqs[0].keys->size());
+  const int G = num_heads / kvh;
+  const int d = (*seqs[0].keys)[0].codec->head_dim();
+  const auto& k = kernels();
+  const int lanes = k.lanes;
+  const int P = detail::layout_floats(d / 8, lanes);
+  std::size_t S = 0;
+  for (const CodecSeqView& sq : seqs)
+    for (const CodecHead& kh : *sq.keys) S = std::max(S, kh.codec->query_state_size());
+  // Prepared queries [seq][head][S] = [Pi q (d) | S Pi q (mp)], each by its KV head's codec.
+  std::vector<float> states(seqs.size() * static_cast<std::size_t>(num_heads) * S);
+  std::vector<Span> spans;
+  for (std::size_t si = 0; si < seqs.size(); ++si) {
+    for (int h = 0; h < num_heads; ++h)
+      (*seqs[si].keys)[static_cast<std::size_t>(h / G)].codec->prepare_query(
+          seqs[si].q + static_cast<std::size_t>(h) * d, states.data() + (si * num_heads + h) * S);
+    const std::size_t ctx = seqs[si].ctx ? seqs[si].ctx : seqs[si].n;
+    spans.push_back({window_begin(ctx, p), ctx});
+  }
+  const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
+  run_split(
+      spans, kvh, G, P, threads,
+      [&](std::size_t si, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
+        const CodecHead& kh = (*seqs[si].keys)[static_cast<std::size_t>(g)];
+        const CodecHead& vh = (*seqs[si].values)[static_cast<std::size_t>(g)];
+        detail::ProdAttnJob j;
+        j.ks = detail::as_tq_prod(kh.codec);
+        j.vs = &detail::as_tq_mse(vh.codec)->state();
+        j.kcodes = kh.codes;
+        j.vcodes = vh.codes;
+        j.n = seqs[si].n;
+        j.t0 = t0;
+        j.t1 = t1;
+        j.qs = states.data() + (si * num_heads + static_cast<std::size_t>(g * G + h0)) * S;
+        j.qstride = static_cast<int>(S);
+        j.G = hc;
+        j.scale = scale;
+        j.softcap = softcap;
+        j.m = m;
+        j.l = l;
+        j.acc = acc;
+        k.attend_prod(j);
+      },
+      [&](std::size_t si, int h, const float* acc, double inv_l) {
+        const TqMse* vt = detail::as_tq_mse((*seqs[si].values)[static_cast<std::size_t>(h / G)].codec);
+        detail::finalize_output(vt->state(), acc, lanes, inv_l, seqs[si].out + static_cast<std::size_t>(h) * d);
+      });
+}
+
 /// Fused decode attention over validated sequences of any codecs (one pool job).
 void run_codec(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
   const int kvh = static_cast<int>(seqs[0].keys->size());
   const int d = (*seqs[0].keys)[0].codec->head_dim();
+  const CodecAttentionPath path = choose_path(seqs);
+  if (path == CodecAttentionPath::kTqProdFused) {
+    run_prod(seqs, num_heads, p, threads);
+    return;
+  }
   // Every head TurboQuant-MSE at integer widths: the fused kernels (GQA group in one pass).
-  {
+  if (path == CodecAttentionPath::kTqMseFused) {
     std::vector<std::vector<TqHead>> tk(seqs.size()), tv(seqs.size());
     std::vector<SeqView> views;
     bool all = true;
@@ -386,6 +459,10 @@ void run_codec(const std::vector<CodecSeqView>& seqs, int num_heads, const Atten
 }
 
 }  // namespace
+
+CodecAttentionPath attention_codec_path(const std::vector<CodecHead>& keys, const std::vector<CodecHead>& values) {
+  return choose_path({CodecSeqView{&keys, &values, 0, 0, nullptr, nullptr}});
+}
 
 void attention_codec(const std::vector<CodecHead>& keys, const std::vector<CodecHead>& values,
                      std::size_t num_tokens, const float* q, int num_heads, const AttentionParams& p, float* out,

@@ -83,6 +83,42 @@ struct DenseJob {
   float* acc = nullptr;  ///< [G][dim]
 };
 
+/**
+ * A TurboQuant-Prod key codec (src/cpu/tq_prod.cpp) seen by the fused attention
+ * kernel: token t of an n-token block holds code_bytes bytes at t * code_bytes
+ * ([packed(dim, mse_bits) MSE codes][packed(m, 1) sign bits], formats.h), then
+ * fp16 (||x||, gamma) at n * code_bytes + 4 t. The two code fields are read as
+ * two TurboQuant-MSE-like code streams with the same token stride: `mse`
+ * (mse_bits-wide codes, codebook cb16, ng = dim / 8) and `sgn` (1-bit codes of the
+ * "codebook" {-1, +1}, ng = m / 8, starting mse_bytes into each token). Only
+ * code_bytes, ng and cb16 of the two TqStates are set.
+ */
+struct ProdKeyState {
+  int dim = 0;       ///< head_dim, multiple of 16, <= 512
+  int m = 0;         ///< sketch rows, multiple of 8, <= 512
+  int mse_bits = 0;  ///< b - 1, 0..3
+  std::size_t mse_bytes = 0, code_bytes = 0;
+  float kappa = 0;   ///< float(sqrt(pi/2) / m) (the reference's Sketch::kappa)
+  TqState mse, sgn;
+};
+
+/// One (KV head, token range) piece of decode attention with TurboQuant-Prod keys and
+/// TurboQuant-MSE values for G query heads (fields as AttnJob).
+struct ProdAttnJob {
+  const ProdKeyState* ks = nullptr;
+  const TqState* vs = nullptr;
+  const std::uint8_t* kcodes = nullptr;
+  const std::uint8_t* vcodes = nullptr;
+  std::size_t n = 0, t0 = 0, t1 = 0;
+  const float* qs = nullptr;  ///< [G][qstride] prepared queries: Pi q (dim floats), then S Pi q (m floats)
+  int qstride = 0;
+  int G = 1;
+  float scale = 1, softcap = 0;
+  float* m = nullptr;
+  float* l = nullptr;
+  float* acc = nullptr;  ///< [G][P] in the value layout (P = layout_floats(dim / 8, lanes))
+};
+
 struct Kernels {
   int lanes = 1;
   /// x: [count, dim] fp32 rows; writes codes (token-major, code_bytes each, every byte) and fp32 norms.
@@ -102,6 +138,8 @@ struct Kernels {
   void (*dots)(const float* q, std::size_t qstride, int G, const float* y, int cnt, int dim, float* out);
   /// acc[h * astride + i] += sum_t w[h * cnt + t] * y[t * dim + i] for h < G, i < dim.
   void (*gemm_acc)(const float* w, int G, const float* y, int cnt, int dim, float* acc, std::size_t astride);
+  /// Fused attention, TurboQuant-Prod keys + TurboQuant-MSE values (nullptr at the scalar level).
+  void (*attend_prod)(const ProdAttnJob& job);
 };
 
 /**

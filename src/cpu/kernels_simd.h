@@ -150,6 +150,7 @@ struct TqSrc {
   F lo, hi;
   int ng;
   bool transpose = false;  ///< keys: also keep the groups token-in-lane (gt) for scoring
+  bool scalars = true;     ///< load the block's fp16 norms (false: the owner reads its own scalars)
   alignas(64) std::int32_t g[TB * kMaxNv * W];   // [token][group]
   alignas(64) std::int32_t gt[kMaxNv * W * TB];  // [group][token]
   alignas(64) float norms[TB];
@@ -180,7 +181,7 @@ struct TqSrc {
         T::transpose(r);
         for (int j = 0; j < W; ++j) T::storei(gt + (v * W + j) * TB, r[j]);
       }
-      load_norms(t, cnt);
+      if (scalars) load_norms(t, cnt);
       return;
     }
     direct = !transpose && in_place;
@@ -209,7 +210,7 @@ struct TqSrc {
         for (int j = 0; j < W; ++j) T::storei(gt + (v * W + j) * TB, r[j]);
       }
     }
-    load_norms(t, cnt);
+    if (scalars) load_norms(t, cnt);
   }
   void load_norms(std::size_t t, int cnt) {
     const std::uint8_t* nb = block + n * st->code_bytes + 2 * t;
@@ -433,6 +434,143 @@ void value_block(const Src& src, int cnt, const float* pw, float* acc, int G, in
   }
 }
 
+// ---- TurboQuant-Prod keys (Zandieh et al., arXiv 2504.19874, Algorithm 2): score / ||x|| =
+// <Pi q, c[mse codes]> + kappa gamma <S Pi q, signs>: two code streams with tokens in lanes. The
+// sign bits are 1-bit codes of the "codebook" {-1, +1} against u = S Pi q. 1- and 2-bit streams
+// (the signs; MSE codes at b = 2, 3) are scored four bits at a time through per-head 16-entry
+// tables (NibbleTables): two / four look-ups and adds per group of 8 coordinates and head instead
+// of eight FMAs. 3-bit MSE codes (b = 4) go through tq_scores_block.
+
+/// Per-head 16-entry tables for a BITS-bit (1 or 2) code stream with tokens in lanes: for head h,
+/// code group j (8 coordinates) and nibble k < 2 BITS (4 / BITS coordinates), entry e =
+/// sum_c cb[code c of e] * q_h[8j + (4 / BITS) k + c] (fp32, c ascending).
+template <int BITS>
+struct NibbleTables {
+  static constexpr int NK = 2 * BITS;
+  static constexpr int CPN = 4 / BITS;
+  static constexpr int kHi = W == 16 ? 0 : 8;  // second half of a table for T::lut
+  std::vector<float> buf;
+  float* tab = nullptr;                         // [G][ng][NK][16] in buf, 64-byte aligned
+  int ng = 0;
+
+  void build(const float* q, int G, int stride, int ng_, const float* cb) {
+    ng = ng_;
+    buf.resize(static_cast<std::size_t>(G) * ng * NK * 16 + 16);
+    const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(buf.data());
+    tab = buf.data() + ((64 - a % 64) % 64) / sizeof(float);
+    for (int h = 0; h < G; ++h)
+      for (int j = 0; j < ng; ++j)
+        for (int k = 0; k < NK; ++k) {
+          const float* qq = q + static_cast<std::size_t>(h) * stride + 8 * j + CPN * k;
+          float* o = tab + (static_cast<std::size_t>(h * ng + j) * NK + k) * 16;
+          for (int e = 0; e < 16; ++e) {
+            float acc = 0.0f;
+            for (int c = 0; c < CPN; ++c) acc += cb[(e >> (BITS * c)) & ((1 << BITS) - 1)] * qq[c];
+            o[e] = acc;
+          }
+        }
+  }
+
+  template <int GH, class Src, int... K>
+  void score_t(const Src& src, int h0, float* out, std::integer_sequence<int, K...>) const {
+    F a[2][GH];
+    for (int h = 0; h < GH; ++h) a[0][h] = a[1][h] = T::zero();
+    for (int j = 0; j < ng; ++j) {
+      const I g = src.trow(j);
+      auto step = [&](auto kc) {
+        constexpr int k = decltype(kc)::value;
+        const I gk = T::template srli<4 * k>(g);
+        for (int h = 0; h < GH; ++h) {
+          const float* tb = tab + (static_cast<std::size_t>((h0 + h) * ng + j) * NK + k) * 16;
+          a[k & 1][h] = T::add(a[k & 1][h], T::template lut<T::kNeedWide>(gk, T::load(tb), T::load(tb + kHi)));
+        }
+      };
+      (step(std::integral_constant<int, K>{}), ...);
+    }
+    for (int h = 0; h < GH; ++h) T::store(out + h * W, T::add(a[0][h], a[1][h]));
+  }
+
+  /// out[h * W + i] = <q_h, codes of token i> for the G heads (src: the stream's TqSrc, transposed).
+  template <class Src>
+  void score(const Src& src, int G, float* out) const {
+    constexpr int M = T::kScoreHeads;
+    constexpr auto seq = std::make_integer_sequence<int, NK>{};
+    int h0 = 0;
+    for (; h0 + M <= G; h0 += M) score_t<M>(src, h0, out + h0 * W, seq);
+    float* o = out + h0 * W;
+    switch (G - h0) {
+      case 1: score_t<1>(src, h0, o, seq); break;
+      case 2: score_t<2>(src, h0, o, seq); break;
+      case 3: score_t<3>(src, h0, o, seq); break;
+      case 4: if constexpr (M > 4) score_t<4>(src, h0, o, seq); break;
+      case 5: if constexpr (M > 5) score_t<5>(src, h0, o, seq); break;
+      case 6: if constexpr (M > 6) score_t<6>(src, h0, o, seq); break;
+      case 7: if constexpr (M > 7) score_t<7>(src, h0, o, seq); break;
+      default: break;
+    }
+  }
+};
+
+template <int MB>
+struct ProdSrc {
+  static constexpr bool kIsTq = true;       // scores come token-in-lane (attend_block)
+  static constexpr bool kOwnScores = true;  // ... from score_block
+  static constexpr bool kHasNorm = true;
+  static constexpr bool kMseTables = MB == 1 || MB == 2;
+  const ProdKeyState* ps;
+  const std::uint8_t* block;
+  std::size_t n;
+  TqSrc<MB == 0 ? 1 : MB> mse;  // unused when MB == 0 (b = 1: signs only)
+  TqSrc<1> sgn;
+  NibbleTables<1> stab;                            // signs against S Pi q
+  NibbleTables<(MB == 2 ? 2 : 1)> mtab;            // MSE codes against Pi q (MB 1, 2)
+  bool built = false;                              // tables: on the first score_block (q fixed per job)
+  alignas(64) float norms[TB];
+  alignas(64) float kg[TB];       // kappa * gamma per token
+  alignas(64) float sd[16 * W];   // sign-part dots [G][W]
+
+  ProdSrc(const ProdKeyState& s, const std::uint8_t* b, std::size_t n_)
+      : ps(&s), block(b), n(n_), mse(s.mse, b, n_), sgn(s.sgn, b + s.mse_bytes, n_) {
+    const std::size_t total = n_ * (s.code_bytes + 4);
+    mse.block_bytes = total;
+    sgn.block_bytes = total - s.mse_bytes;
+    mse.transpose = sgn.transpose = true;
+    mse.scalars = sgn.scalars = false;
+  }
+  void stage(std::size_t t, int cnt) {
+    if constexpr (MB > 0) mse.stage(t, cnt);
+    sgn.stage(t, cnt);
+    const std::uint8_t* sc = block + n * ps->code_bytes + 4 * t;
+    for (int i = 0; i < TB; ++i) {
+      const bool in = i < cnt;
+      norms[i] = in ? half_to_float(static_cast<std::uint16_t>(sc[4 * i] | (sc[4 * i + 1] << 8))) : 0.0f;
+      kg[i] = in ? ps->kappa * half_to_float(static_cast<std::uint16_t>(sc[4 * i + 2] | (sc[4 * i + 3] << 8))) : 0.0f;
+    }
+  }
+  F norm_vec() const { return T::load(norms); }
+
+  /// out[h * W + i] = <Pi q_h, c[code_i]> + kappa gamma_i <S Pi q_h, signs_i>; q: [G][stride] = [Pi q | S Pi q].
+  void score_block(const float* q, int G, int stride, float* out) {
+    if (!built) {
+      static constexpr float kSigns[2] = {-1.0f, 1.0f};  // sign bit 0 = -1, 1 = +1 (formats.h)
+      stab.build(q + ps->dim, G, stride, sgn.ng, kSigns);
+      if constexpr (kMseTables) mtab.build(q, G, stride, mse.ng, ps->mse.cb16);
+      built = true;
+    }
+    stab.score(sgn, G, sd);
+    const F k = T::load(kg);
+    if constexpr (MB > 0) {
+      if constexpr (kMseTables)
+        mtab.score(mse, G, out);
+      else
+        tq_scores_block(mse, q, G, stride, out);
+      for (int h = 0; h < G; ++h) T::store(out + h * W, T::fma(k, T::load(sd + h * W), T::load(out + h * W)));
+    } else {
+      for (int h = 0; h < G; ++h) T::store(out + h * W, T::mul(k, T::load(sd + h * W)));
+    }
+  }
+};
+
 inline void attend_init(int G, int P, float* m, float* lv, float* acc) {
   for (int h = 0; h < G; ++h) {
     m[h] = -INFINITY;
@@ -449,7 +587,9 @@ inline void attend_block(KSrc& ks, VSrc& vs, std::size_t t, int cnt, const float
                          float scale, float softcap, float* m, float* lv, float* acc, float* dots, float* pw) {
   ks.stage(t, cnt);
   vs.stage(t, cnt);
-  if constexpr (KSrc::kIsTq)
+  if constexpr (requires { KSrc::kOwnScores; })
+    ks.score_block(qp, G, d, dots);  // token-in-lane scores without the norm, like tq_scores_block
+  else if constexpr (KSrc::kIsTq)
     tq_scores_block(ks, qp, G, d, dots);
   else
     dense_score_block(ks, cnt, qp, G, P, dots);
@@ -521,6 +661,33 @@ void attend_k(const AttnJob& j) {
     case 2: attend_tq<KB, 2>(j); break;
     case 3: attend_tq<KB, 3>(j); break;
     default: attend_tq<KB, 4>(j); break;
+  }
+}
+
+template <int MB, int VB>
+void attend_prod_t(const ProdAttnJob& j) {
+  ProdSrc<MB> ks(*j.ks, j.kcodes, j.n);
+  TqSrc<VB> vs(*j.vs, j.vcodes, j.n);
+  const int P = layout_floats(j.vs->ng, W);
+  attend_loop(ks, vs, j.t0, j.t1, j.qs, j.G, P, j.qstride, j.scale, j.softcap, j.m, j.l, j.acc);
+}
+
+template <int MB>
+void attend_prod_k(const ProdAttnJob& j) {
+  switch (j.vs->bits) {
+    case 1: attend_prod_t<MB, 1>(j); break;
+    case 2: attend_prod_t<MB, 2>(j); break;
+    case 3: attend_prod_t<MB, 3>(j); break;
+    default: attend_prod_t<MB, 4>(j); break;
+  }
+}
+
+void attend_prod(const ProdAttnJob& j) {
+  switch (j.ks->mse_bits) {
+    case 0: attend_prod_k<0>(j); break;
+    case 1: attend_prod_k<1>(j); break;
+    case 2: attend_prod_k<2>(j); break;
+    default: attend_prod_k<3>(j); break;
   }
 }
 
@@ -668,7 +835,7 @@ void gemm_acc(const float* w, int G, const float* y, int cnt, int dim, float* ac
 
 /// This ISA's kernel table (kernels.h).
 const Kernels& table() {
-  static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc};
+  static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, attend_prod};
   return k;
 }
 

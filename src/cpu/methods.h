@@ -27,6 +27,11 @@ std::unique_ptr<CpuCodec> make_cpu_fp16(const Codec& ref);
 /// takes the fused TurboQuant-MSE kernels).
 const TqMse* as_tq_mse(const CpuCodec* c);
 
+struct ProdKeyState;  // kernels.h
+/// The fused-kernel view of a make_cpu_tq_prod codec (sketch rows m <= 512), else nullptr
+/// (attention_codec then takes the fused TurboQuant-Prod kernel when values are TurboQuant-MSE).
+const ProdKeyState* as_tq_prod(const CpuCodec* c);
+
 /// Wraps the reference codec (fp64 inside, fp32 at the interface): the scalar level.
 std::unique_ptr<CpuCodec> make_cpu_reference(const Codec& ref);
 

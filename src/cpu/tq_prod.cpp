@@ -23,6 +23,8 @@ namespace turbokv::cpu::detail {
 namespace {
 
 constexpr std::size_t kChunk = 64;
+/// Sketch rows the fused attention kernel covers (its staging buffers hold 512 / 8 groups).
+constexpr int kProdFusedMaxRows = 512;
 
 /// The reference's rotation (Rotation(head_dim, rotation, seed)), codebook
 /// (lloyd_max_codebook(head_dim, bits - 1, codebook)) and sketch, for the kernels.
@@ -73,7 +75,10 @@ class TqProdCodec final : public CpuCodec {
   TqProdCodec(const Codec& ref, const ProdKernels& k)
       : CpuCodec(ref), k_(&k), rot_(ref.config().head_dim, ref.config().rotation, ref.config().seed) {
     init_state(ref.config(), ps_, rot_);
+    init_key_state();
   }
+  /// The view of the fused attention kernel (kernels.h), or nullptr where it does not cover m.
+  const ProdKeyState* key_state() const { return ps_.sk.m <= kProdFusedMaxRows ? &ks_ : nullptr; }
   const char* isa() const override { return k_->qjl->isa; }
   std::size_t query_state_size() const override { return static_cast<std::size_t>(ps_.d + ps_.sk.mp); }
   std::size_t accumulator_size() const override { return static_cast<std::size_t>(ps_.d + ps_.sk.mp); }
@@ -128,12 +133,37 @@ class TqProdCodec final : public CpuCodec {
   }
 
  private:
+  void init_key_state() {
+    ks_.dim = ps_.d;
+    ks_.m = ps_.sk.m;
+    ks_.mse_bits = ps_.bits;
+    ks_.mse_bytes = ps_.mse_bytes;
+    ks_.code_bytes = ps_.code_bytes;
+    ks_.kappa = ps_.sk.kappa_f;
+    ks_.mse.dim = ps_.d;
+    ks_.mse.bits = ps_.bits;
+    ks_.mse.ng = ps_.d / 8;
+    ks_.mse.code_bytes = ps_.code_bytes;
+    for (int i = 0; i < 16; ++i) ks_.mse.cb16[i] = ps_.cb16[i];
+    ks_.sgn.dim = ps_.sk.m;
+    ks_.sgn.bits = 1;
+    ks_.sgn.ng = ps_.sk.m / 8;
+    ks_.sgn.code_bytes = ps_.code_bytes;
+    for (int i = 0; i < 16; ++i) ks_.sgn.cb16[i] = (i & 1) ? 1.0f : -1.0f;  // sign bit 1 = +1
+  }
+
   const ProdKernels* k_;
   Rotation rot_;
   ProdState ps_;
+  ProdKeyState ks_;
 };
 
 }  // namespace
+
+const ProdKeyState* as_tq_prod(const CpuCodec* c) {
+  const auto* t = dynamic_cast<const TqProdCodec*>(c);
+  return t ? t->key_state() : nullptr;
+}
 
 std::unique_ptr<CpuCodec> make_cpu_tq_prod(const Codec& ref) {
   const CodecConfig& c = ref.config();
