@@ -297,6 +297,22 @@ CodecAttentionPath choose_path(const std::vector<CodecSeqView>& seqs) {
   return mse ? CodecAttentionPath::kTqMseFused : prod ? CodecAttentionPath::kTqProdFused : CodecAttentionPath::kGeneric;
 }
 
+/// Every query head's prepared state by its KV head's key codec: states [seq][head][S] (S floats a
+/// head, >= every key codec's query_state_size()), and one token span per sequence (window, context).
+void prepare_queries(const std::vector<CodecSeqView>& seqs, int num_heads, int d, std::size_t S,
+                     const AttentionParams& p, std::vector<float>& states, std::vector<Span>& spans) {
+  const int G = num_heads / static_cast<int>(seqs[0].keys->size());
+  states.assign(seqs.size() * static_cast<std::size_t>(num_heads) * S, 0.0f);
+  spans.clear();
+  for (std::size_t si = 0; si < seqs.size(); ++si) {
+    for (int h = 0; h < num_heads; ++h)
+      (*seqs[si].keys)[static_cast<std::size_t>(h / G)].codec->prepare_query(
+          seqs[si].q + static_cast<std::size_t>(h) * d, states.data() + (si * num_heads + h) * S);
+    const std::size_t ctx = seqs[si].ctx ? seqs[si].ctx : seqs[si].n;
+    spans.push_back({window_begin(ctx, p), ctx});
+  }
+}
+
 /// TurboQuant-Prod keys + TurboQuant-MSE values (choose_path): the fused kernel (Kernels::attend_prod),
 /// all query heads of a GQA group per pass over the codes, split like run_tq.
 void run_prod(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
@@ -310,15 +326,9 @@ void run_prod(const std::vector<CodecSeqView>& seqs, int num_heads, const Attent
   for (const CodecSeqView& sq : seqs)
     for (const CodecHead& kh : *sq.keys) S = std::max(S, kh.codec->query_state_size());
   // Prepared queries [seq][head][S] = [Pi q (d) | S Pi q (mp)], each by its KV head's codec.
-  std::vector<float> states(seqs.size() * static_cast<std::size_t>(num_heads) * S);
+  std::vector<float> states;
   std::vector<Span> spans;
-  for (std::size_t si = 0; si < seqs.size(); ++si) {
-    for (int h = 0; h < num_heads; ++h)
-      (*seqs[si].keys)[static_cast<std::size_t>(h / G)].codec->prepare_query(
-          seqs[si].q + static_cast<std::size_t>(h) * d, states.data() + (si * num_heads + h) * S);
-    const std::size_t ctx = seqs[si].ctx ? seqs[si].ctx : seqs[si].n;
-    spans.push_back({window_begin(ctx, p), ctx});
-  }
+  prepare_queries(seqs, num_heads, d, S, p, states, spans);
   const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
   run_split(
       spans, kvh, G, P, threads,
@@ -392,15 +402,9 @@ void run_codec(const std::vector<CodecSeqView>& seqs, int num_heads, const Atten
       S = std::max(S, (*sq.keys)[static_cast<std::size_t>(g)].codec->query_state_size());
     }
   // Prepared queries [seq][head][S]; one token span per sequence.
-  std::vector<float> states(seqs.size() * static_cast<std::size_t>(num_heads) * S);
+  std::vector<float> states;
   std::vector<Span> spans;
-  for (std::size_t si = 0; si < seqs.size(); ++si) {
-    for (int h = 0; h < num_heads; ++h)
-      (*seqs[si].keys)[static_cast<std::size_t>(h / G)].codec->prepare_query(
-          seqs[si].q + static_cast<std::size_t>(h) * d, states.data() + (si * num_heads + h) * S);
-    const std::size_t ctx = seqs[si].ctx ? seqs[si].ctx : seqs[si].n;
-    spans.push_back({window_begin(ctx, p), ctx});
-  }
+  prepare_queries(seqs, num_heads, d, S, p, states, spans);
   const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
   constexpr std::size_t kBlock = 64;
   const auto& kern = kernels();
