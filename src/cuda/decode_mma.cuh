@@ -133,17 +133,15 @@ __device__ __forceinline__ void softmax_core(const DecodeKernelArgs& a, float s[
 
 /// One warp's online-softmax step over its 16 tokens of a tile (softmax_core) for norms staged as
 /// the 4-byte words of norm_at (rows at or past n are not tokens).
-/// kNormLow: the staged key word is TurboQuant-Prod's [||x|| | gamma] (norm in the low half), not
-/// the 4-byte word holding the fp16 norm of norm_at.
-template <int J, bool kNormLow = false>
+template <int J>
 __device__ __forceinline__ void mma_softmax_step(const DecodeKernelArgs& a, float s[4], float m[2], float l[2],
                                                  float (&acc)[J][4], const std::uint32_t* s_kn,
                                                  const std::uint32_t* s_vn, int tb, int n, int t0, int gid, int tig,
                                                  float* s_p) {
   const int ta = tb + gid, tc = tb + gid + 8;  // tile rows of s[0..1] and s[2..3]
   const bool va = ta < n, vc = tc < n;
-  const float nka = va ? (kNormLow ? norm_at(s_kn[ta], 0, 0) : norm_at(s_kn[ta], t0 + ta, a.page_shift)) : 0.0f;
-  const float nkc = vc ? (kNormLow ? norm_at(s_kn[tc], 0, 0) : norm_at(s_kn[tc], t0 + tc, a.page_shift)) : 0.0f;
+  const float nka = va ? norm_at(s_kn[ta], t0 + ta, a.page_shift) : 0.0f;
+  const float nkc = vc ? norm_at(s_kn[tc], t0 + tc, a.page_shift) : 0.0f;
   const float nva = va ? norm_at(s_vn[ta], t0 + ta, a.page_shift) : 0.0f;
   const float nvc = vc ? norm_at(s_vn[tc], t0 + tc, a.page_shift) : 0.0f;
   softmax_core(a, s, va, vc, nka, nkc, nva, nvc, m, l, acc, gid, tig, s_p);
