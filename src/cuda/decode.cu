@@ -31,54 +31,65 @@ __global__ void widen_kernel(const T* __restrict__ x, std::size_t n, float* __re
     y[i] = static_cast<float>(x[i]);
 }
 
-/// Block-wide max (kMax) or sum of one value per thread; red: 32 floats of shared memory. Every
-/// thread gets the result.
-template <bool kMax>
-__device__ float block_reduce(float v, float* red) {
-  for (int off = 16; off > 0; off >>= 1) {
-    const float o = __shfl_xor_sync(0xffffffffu, v, off);
-    v = kMax ? fmaxf(v, o) : v + o;
-  }
-  const int warp = threadIdx.x / 32, nw = (blockDim.x + 31) / 32;
-  if (threadIdx.x % 32 == 0) red[warp] = v;
-  __syncthreads();
-  v = red[0];
-  for (int w = 1; w < nw; ++w) v = kMax ? fmaxf(v, red[w]) : v + red[w];
-  __syncthreads();  // red is reused by the next reduction
-  return v;
-}
-
-/// Log-sum-exp merge of one (sequence, head)'s splits, then the inverse value rotation. Shared
-/// memory: y[d], the split weights w[splits], red[32]. The split loops run across threads (the
-/// serial version spent ~12 us at batch 1 in dependent global loads).
+/// Log-sum-exp merge of one (sequence, head)'s splits, then the inverse value rotation. Thread
+/// (lane l, column c) of the block (blockDim.x a multiple of d / 4) folds splits l, l + SL, ... of
+/// the float4 column c into a running (m, l, acc) with its loads issued eight splits at a time (one
+/// round trip to L2 for up to 8 SL splits: at batch 1 the merge is latency-bound), then the SL lanes
+/// are merged through shared memory: part[SL][d], pm[SL], pl[SL], y[d].
 template <class T>
 __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __restrict__ ws_ml, int splits,
                                int d, const float* __restrict__ vsigns, float vscale, void* __restrict__ out) {
-  extern __shared__ float y[];
-  float* w = y + d;
-  float* red = w + splits;
+  extern __shared__ float part[];
+  const int C = d / 4, SL = blockDim.x / C;
+  const int lane = threadIdx.x / C, c = threadIdx.x % C;
+  float* pm = part + SL * d;
+  float* pl = pm + SL;
+  float* y = pl + SL;
   // Launched as a programmatic dependent of the split kernel (launch_combine): wait until that grid
   // has completed and its workspace writes are visible (a no-op for an ordinary launch).
   asm volatile("griddepcontrol.wait;" ::: "memory");
   const std::size_t bh = blockIdx.x;
-  const float* ml = ws_ml + bh * splits * 2;
-  float mloc = -INFINITY;
-  for (int s = threadIdx.x; s < splits; s += blockDim.x) mloc = fmaxf(mloc, ml[2 * s]);
-  const float M = block_reduce<true>(mloc, red);
-  float lloc = 0.0f;
-  for (int s = threadIdx.x; s < splits; s += blockDim.x) {
-    const float m = ml[2 * s];
-    const float f = m == -INFINITY ? 0.0f : exp2f(m - M);
-    w[s] = f;
-    lloc += f * ml[2 * s + 1];
+  const float2* ml = reinterpret_cast<const float2*>(ws_ml) + bh * splits;
+  const float4* acc = reinterpret_cast<const float4*>(ws_acc) + bh * splits * static_cast<std::size_t>(C);
+  float m = -INFINITY, l = 0.0f;
+  float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (lane < SL) {
+    for (int s0 = lane; s0 < splits; s0 += 8 * SL) {
+      float2 mv[8];
+      float4 av[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const int s = s0 + k * SL;
+        mv[k] = s < splits ? ml[s] : make_float2(-INFINITY, 0.0f);
+        av[k] = s < splits ? acc[static_cast<std::size_t>(s) * C + c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        if (mv[k].x == -INFINITY) continue;  // an empty split (or past the last)
+        const float mn = fmaxf(m, mv[k].x);
+        const float f0 = exp2f(m - mn), f1 = exp2f(mv[k].x - mn);  // m = -inf: f0 = 0
+        l = l * f0 + mv[k].y * f1;
+        o.x = o.x * f0 + av[k].x * f1;
+        o.y = o.y * f0 + av[k].y * f1;
+        o.z = o.z * f0 + av[k].z * f1;
+        o.w = o.w * f0 + av[k].w * f1;
+        m = mn;
+      }
+    }
+    reinterpret_cast<float4*>(part)[lane * C + c] = o;
+    if (c == 0) pm[lane] = m, pl[lane] = l;
   }
-  const float invL = 1.0f / block_reduce<false>(lloc, red);  // its barriers also publish w
-  const float* acc_bh = ws_acc + bh * splits * static_cast<std::size_t>(d);
+  __syncthreads();
   for (int i = threadIdx.x; i < d; i += blockDim.x) {
-    float acc = 0.0f;
-#pragma unroll 4
-    for (int s = 0; s < splits; ++s) acc += w[s] * acc_bh[static_cast<std::size_t>(s) * d + i];
-    y[i] = acc * invL;
+    float M = -INFINITY;
+    for (int k = 0; k < SL; ++k) M = fmaxf(M, pm[k]);
+    float sum = 0.0f, L = 0.0f;
+    for (int k = 0; k < SL; ++k) {
+      const float w = pm[k] == -INFINITY ? 0.0f : exp2f(pm[k] - M);
+      sum += w * part[k * d + i];
+      L += w * pl[k];
+    }
+    y[i] = sum / L;
   }
   if (vsigns == nullptr) {
     for (int i = threadIdx.x; i < d; i += blockDim.x) store_out<T>(out, bh * d + i, y[i]);
@@ -113,8 +124,9 @@ const float* query_f32(const DecodeArgs& args, float* ws_q, cudaStream_t s) {
 void launch_combine(const DecodeArgs& args, const DecodeKernelArgs& ka, int splits, const float* vsigns, float vscale,
                     cudaStream_t s) {
   const unsigned bh = static_cast<unsigned>(std::size_t(args.batch) * args.num_heads);
-  const int threads = std::min(args.head_dim, 256);
-  const std::size_t smem = (args.head_dim + splits + 32) * sizeof(float);  // y, w, red (combine_kernel)
+  const int threads = 256;  // a multiple of head_dim / 4 (64, 128, 256): 256 / (head_dim / 4) split lanes
+  const int lanes = threads / (args.head_dim / 4);
+  const std::size_t smem = (std::size_t(lanes) * args.head_dim + 2 * lanes + args.head_dim) * sizeof(float);
   // Programmatic dependent launch: the combine grid is launched while the split kernel still runs
   // (which signals griddepcontrol.launch_dependents) and waits in griddepcontrol.wait, so its launch
   // latency overlaps the decode (batch 1 is latency-bound).

@@ -83,11 +83,11 @@ struct CodeSpan {
   }
 };
 
-/// cp.async pipeline depth: 3 tiles (2 in flight during compute) keeps the d128 4-bit block at
-/// ~71 KB of shared memory, 3 blocks per SM (4 stages: 82 KB, 2 blocks).
+/// cp.async pipeline depth of each warp: 3 steps of 16 tokens (2 in flight while one is computed).
 constexpr int kH16Stages = 3;
 
-/// NW warps per block, 16 tokens each: tiles of 16 * NW tokens. PROD: TurboQuant-Prod keys, KB = their
+/// NW warps per block, each with a private pipeline of 16-token steps (split chunks are multiples of
+/// kTileT = 16 NW tokens, warp w takes steps w, w + NW, ...). PROD: TurboQuant-Prod keys, KB = their
 /// MSE bits (0..3), rows [MSE codes (D * KB / 8 bytes)][QJL signs (D / 8 bytes, m = D)].
 template <int D, int KB, int VB, int NW, bool PROD = false>
 struct H16Layout {
@@ -95,46 +95,28 @@ struct H16Layout {
   static constexpr int cbM = D * KB / 8;
   static constexpr int cbK = cbM + (PROD ? D / 8 : 0), cbV = D * VB / 8;
   /// Key rows: dense where a lane's span is 2..16 bytes (the four lanes of a row read it whole, so
-  /// a phase of the warp's look-up reads consecutive rows: conflict-free; the full-tile copy then
-  /// writes consecutive bytes); otherwise, and for values (lanes of a phase read four rows two
-  /// apart), padded to an odd number of 16-byte units (mma_row_stride).
+  /// a phase of the warp's look-up reads consecutive rows: conflict-free); otherwise, and for values
+  /// (lanes of a phase read four rows two apart), padded to an odd number of 16-byte units
+  /// (mma_row_stride).
   static constexpr bool kDenseK = !PROD && (cbK == 8 || cbK == 16 || cbK == 32 || cbK == 64);
   static constexpr int rsK = kDenseK ? cbK : mma_row_stride(cbK), rsV = mma_row_stride(cbV);
-  static constexpr int stage = kTileT * (rsK + rsV) + 2 * kTileT * 4;
+  static constexpr int NBK = PROD ? 4 : 2;  // staged key-norm bytes per token
+  /// One warp step: [key codes 16 x rsK][value codes 16 x rsV][key norms 16 x NBK][value norms 16 x 2].
+  static constexpr int wstep = 16 * (rsK + rsV) + 16 * NBK + 32;
   static constexpr int ktab = (1 << (2 * KB)) * 32 * 4, vtab = (1 << (2 * VB)) * 32 * 4;
   static constexpr int qrot = kMmaHeads * D * 4;
   static constexpr int pbuf = NW * kPWarpFloats * 4;          // per warp P[16][8] (p_at)
   static constexpr int merge = NW * kMmaHeads * (D + 2) * 4;  // per warp acc[8][D] + m, l
-  static constexpr int pages = (kH16Stages * (kTileT + 1) * 4 + 15) / 16 * 16;
-  static constexpr int stages_bytes = kH16Stages * stage;
+  static constexpr int stages_bytes = NW * kH16Stages * wstep;
   /// Layout after the tables (which take ktab + (shared ? 0 : vtab) bytes).
   static constexpr int stab = PROD ? 4 * 32 * 4 : 0;            // sign-pair table: 4 entries per lane
   static constexpr int qsfrag = PROD ? (D / 16) * 32 * 8 : 0;  // (S Pi q) B fragments: uint2 per (kk, lane)
   static constexpr int qsk = PROD ? qrot : 0;                  // S Pi q of the 8 heads (setup only)
-  static constexpr int off_qrot = 0, off_p = off_qrot + qrot, off_pg = off_p + pbuf, off_stab = off_pg + pages,
-                       off_qs = off_stab + stab, off_qsk = off_qs + qsfrag, off_stage = off_qsk + qsk;
+  static constexpr int off_qrot = 0, off_p = off_qrot + qrot, off_stab = off_p + pbuf, off_qs = off_stab + stab,
+                       off_qsk = off_qs + qsfrag, off_stage = off_qsk + qsk;
   static constexpr int rest = off_stage + (stages_bytes > merge ? stages_bytes : merge);
   static constexpr int bytes(bool shared_tab) { return ktab + (shared_tab ? 0 : vtab) + rest; }
-};
-
-/// PageRing (decode.cuh) for tiles of TILE tokens.
-template <int TILE>
-struct PageRingT {
-  std::int32_t* s;         // [stages][TILE + 1], shared
-  const std::int32_t* pt;  // this sequence's page-table row
-  int shift, t_begin, t_end, stages;
-  __device__ int first(int it) const { return (t_begin + it * TILE) >> shift; }
-  __device__ int count(int it) const {
-    const int t0 = t_begin + it * TILE, t1 = min(t_end, t0 + TILE) - 1;
-    return (t1 >> shift) - (t0 >> shift) + 1;
-  }
-  __device__ int fetch(int it, int ntiles, int tid) const {
-    return (pt && it < ntiles && tid < count(it)) ? __ldg(pt + first(it) + tid) : 0;
-  }
-  __device__ void store(int slot, int tid, int v) const {
-    if (tid < TILE + 1) s[slot * (TILE + 1) + tid] = v;
-  }
-  __device__ const std::int32_t* slot(int sl) const { return s + sl * (TILE + 1); }
+  static_assert(wstep % 16 == 0 && off_stage % 16 == 0, "16-byte aligned warp steps");
 };
 
 /// The half2 pair at entry e of this lane's copy of a pair table; tab: shared-window address of
@@ -147,71 +129,55 @@ __device__ __forceinline__ std::uint32_t pair_at(std::uint32_t tab, std::uint32_
   return v;
 }
 
-// Staging of one pool's tile (codes + norms) into a pipeline stage. Tiles start at multiples of
-// TILE tokens (absolute positions), so a tile lies inside one page (page_size >= TILE) or starts at
-// a page boundary (page_size < TILE). Norms are staged as NBY bytes per token: NBY = 2, the fp16
-// norm (TurboQuant-MSE); NBY = 4, TurboQuant-Prod's [||x|| | gamma] word.
-// pool_g: the pool + g * stride (this KV head's block of page 0); pstride = num_kv_heads * stride
-// (bytes between pages); pg: the tile's page ids (pg[0] = page of t0).
-
-/// Chunks half, half + 2, ... of one CB-byte row (16-byte chunks; 8 where CB is not a multiple of
-/// 16): the two threads of a row together read whole 32-byte sectors.
-template <int CB>
-__device__ __forceinline__ void copy_row_half(std::uint8_t* dst, const std::uint8_t* src, unsigned half) {
-  constexpr int CH = CB % 16 == 0 ? 16 : 8, CPT = CB / CH;
-  dst += CH * half, src += CH * half;
-#pragma unroll
-  for (int q = 0; q < CPT; q += 2)
-    if (q + 1 < CPT || half == 0) cp_async_n<CH>(dst + CH * q, src + CH * q);
-}
-
-/// A full tile (TILE tokens, all of the sequence; NT = 2 * TILE threads) when page_size * 2 >= 16:
-/// threads 2r and 2r + 1 copy row r of the keys and of the values (one page look-up for both: 1.6x
-/// fewer instructions than a chunk-per-lane mapping with a look-up per chunk, measured in SASS; the
-/// price is some 2-way bank conflicts of the asynchronous shared-memory writes) and, every 16 / NBK
-/// (keys) or 8 (values) rows, a 16-byte chunk of norms.
-template <int CBK, int RSK, int CBV, int RSV, int TILE, int NBK>
-__device__ __forceinline__ void issue_full_h16(std::uint8_t* s_kc, std::uint8_t* s_vc, std::uint8_t* s_kn,
-                                               std::uint8_t* s_vn, const std::uint8_t* kpool_g,
-                                               const std::uint8_t* vpool_g, unsigned kps, unsigned vps, int shift,
-                                               const std::int32_t* pg, int t0, int tid) {
-  const unsigned row = static_cast<unsigned>(tid) >> 1, half = static_cast<unsigned>(tid) & 1u;
+/// Copies one warp step of one pool (positions p0 .. p0 + 15, p0 a multiple of 16) into the warp's
+/// stage: codes as 16 rows of RS bytes at s_codes, norms as NBY bytes per token at s_norm (NBY = 2:
+/// the fp16 norm of TurboQuant-MSE; NBY = 4: TurboQuant-Prod's [||x|| | gamma] word). pool_g: the
+/// pool + g * stride (this KV head's block of page 0); pstride: bytes between pages (fits 32 bits,
+/// checked by the host); page: this lane's page id (fast: the page of p0 in every lane; otherwise
+/// lane r holds the page of row r mod 16). fast (page_size >= 16): the 16 rows are consecutive
+/// slots of one page, so codes and norms are two contiguous ranges and are copied whole (rows
+/// outside [lo, n) lie in the same allocated page; the caller masks them). Otherwise only rows
+/// [lo, n) are copied, each from its own page. All 32 lanes must call it (it shuffles).
+template <int CB, int RS, int NBY>
+__device__ __forceinline__ void warp_copy(std::uint8_t* s_codes, std::uint8_t* s_norm, const std::uint8_t* pool_g,
+                                          unsigned pstride, int shift, bool fast, unsigned page, int p0, int lo,
+                                          int n, int lane) {
+  constexpr int CH = CB % 16 == 0 ? 16 : 8, CPR = CB / CH, NC = 16 * CPR;
   const unsigned pmask = (1u << shift) - 1u;
-  const unsigned page = static_cast<unsigned>(pg[row >> shift]);
-  const unsigned slot = (static_cast<unsigned>(t0) + row) & pmask;  // token's index in its page
-  // 32 x 32 -> 64-bit page offsets (one IMAD.WIDE.U32): page ids and page strides fit 32 bits.
-  const std::uint8_t* kblk = kpool_g + static_cast<std::uint64_t>(page) * kps;
-  const std::uint8_t* vblk = vpool_g + static_cast<std::uint64_t>(page) * vps;
-  copy_row_half<CBK>(s_kc + row * RSK, kblk + slot * CBK, half);
-  copy_row_half<CBV>(s_vc + row * RSV, vblk + slot * CBV, half);
-  constexpr unsigned KR = 16 / NBK;  // rows per 16-byte chunk of key norms
-  if (half == 0 && row % KR == 0) cp_async_n<16>(s_kn + row * NBK, kblk + ((pmask + 1u) * CBK + slot * NBK));
-  if (half == 1 && row % 8 == 0) cp_async_n<16>(s_vn + row * 2, vblk + ((pmask + 1u) * CBV + slot * 2));
-}
-
-/// Rows [lo, n) of a tile (any page size): per-token addresses; codes by cp.async, norms by
-/// cp.async (NBY = 4) or a plain 2-byte load and store (NBY = 2; only the first and last tile of
-/// a split can be partial).
-template <int CB, int RS, int NT, int NBY>
-__device__ __forceinline__ void issue_part_h16(std::uint8_t* s_codes, std::uint8_t* s_norm,
-                                               const std::uint8_t* pool_g, std::size_t pstride, int shift,
-                                               const std::int32_t* pg, int t0, int lo, int n, int tid) {
-  constexpr int CH = CB % 16 == 0 ? 16 : 8, CPT = CB / CH;
-  const int pmask = (1 << shift) - 1, first = t0 >> shift;
-  for (int c = lo * CPT + tid; c < n * CPT; c += NT) {
-    const int tok = c / CPT, piece = c - tok * CPT, pos = t0 + tok;
-    const std::uint8_t* src = pool_g + static_cast<std::size_t>(pg[(pos >> shift) - first]) * pstride +
-                              static_cast<unsigned>((pos & pmask) * CB + CH * piece);
-    cp_async_n<CH>(s_codes + tok * RS + CH * piece, src);
+  if (fast) {
+    const unsigned slot = static_cast<unsigned>(p0) & pmask;
+    const std::uint8_t* blk = pool_g + static_cast<std::uint64_t>(page) * pstride;  // one IMAD.WIDE.U32
+    const std::uint8_t* src = blk + slot * CB;
+#pragma unroll
+    for (int c0 = 0; c0 < NC; c0 += 32) {
+      const int c = c0 + lane;
+      if (NC % 32 == 0 || c < NC) {
+        const int row = c / CPR, piece = c - row * CPR;
+        cp_async_n<CH>(s_codes + row * RS + piece * CH, src + c * CH);
+      }
+    }
+    if (lane < NBY) cp_async_n<16>(s_norm + 16 * lane, blk + ((pmask + 1u) * CB + slot * NBY) + 16 * lane);
+    return;
   }
-  for (int i = lo + tid; i < n; i += NT) {
-    const int pos = t0 + i;
-    const std::uint8_t* src = pool_g + static_cast<std::size_t>(pg[(pos >> shift) - first]) * pstride +
-                              static_cast<unsigned>((pmask + 1) * CB + (pos & pmask) * NBY);
+#pragma unroll
+  for (int c0 = 0; c0 < NC; c0 += 32) {
+    const int c = c0 + lane, row = min(c, NC - 1) / CPR, piece = c - row * CPR;
+    const unsigned pg = __shfl_sync(0xffffffffu, page, row);
+    if (c < NC && row >= lo && row < n) {
+      const unsigned pos = static_cast<unsigned>(p0 + row);
+      cp_async_n<CH>(s_codes + row * RS + piece * CH,
+                     pool_g + static_cast<std::uint64_t>(pg) * pstride + ((pos & pmask) * CB + piece * CH));
+    }
+  }
+  const int row = lane;
+  if (row < 16 && row >= lo && row < n) {
+    const unsigned pos = static_cast<unsigned>(p0 + row);
+    const std::uint8_t* src =
+        pool_g + static_cast<std::uint64_t>(page) * pstride + ((pmask + 1u) * CB + (pos & pmask) * NBY);
     if constexpr (NBY == 4) {
-      cp_async_n<4>(s_norm + 4 * i, src);
+      cp_async_n<4>(s_norm + 4 * row, src);
     } else {
-      reinterpret_cast<unsigned short*>(s_norm)[i] = __ldg(reinterpret_cast<const unsigned short*>(src));
+      reinterpret_cast<unsigned short*>(s_norm)[row] = __ldg(reinterpret_cast<const unsigned short*>(src));
     }
   }
 }
@@ -221,7 +187,6 @@ template <int D, int KB, int VB, int NW, bool PROD = false>
 __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelArgs a) {
   using Lay = H16Layout<D, KB, VB, NW, PROD>;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;
-  static_assert(NT == 2 * TILE, "issue_full_h16: two threads per row");
   constexpr int KSPAN = Lay::cbM / 4;   // bytes of a key row's MSE codes per lane (D/4 dims)
   constexpr int SSPAN = D / 32;         // PROD: bytes of a key row's sign bits per lane (D/4 rows of S)
   constexpr int VSPAN = Lay::cbV / 8;   // bytes of a value row per lane (D/8 dims)
@@ -235,7 +200,6 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
   std::uint8_t* rest = smem + Lay::ktab + (share ? 0 : Lay::vtab);
   float* s_qrot = reinterpret_cast<float*>(rest + Lay::off_qrot);
   std::uint8_t* stages = rest + Lay::off_stage;
-  std::int32_t* s_pg = reinterpret_cast<std::int32_t*>(rest + Lay::off_pg);
 
   const int split = blockIdx.x;
   const int b = blockIdx.y / a.num_kv_heads, g = blockIdx.y % a.num_kv_heads;
@@ -243,8 +207,8 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
   const int gid = lane >> 2, tig = lane & 3;
   float* s_p = reinterpret_cast<float*>(rest + Lay::off_p) + warp * kPWarpFloats;
 
-  // Tiles start at multiples of TILE (absolute positions); tokens before `start` (sliding window)
-  // in the first tile are masked.
+  // Split chunks start at multiples of TILE (absolute positions), so every warp step starts at a
+  // multiple of 16; tokens before `start` (sliding window) are masked.
   const int L = a.seq_lens[b];
   const int start = (a.window > 0 && L > a.window) ? L - a.window : 0;
   const int start_al = start & ~(TILE - 1);
@@ -253,44 +217,42 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
   chunk = (chunk + TILE - 1) / TILE * TILE;
   const int t_begin = start_al + split * chunk;
   const int t_end = min(L, t_begin + chunk);
-  const int ntiles = t_begin < t_end ? (t_end - t_begin + TILE - 1) / TILE : 0;
 
-  const PageRingT<TILE> ring{s_pg, a.pages + static_cast<std::size_t>(b) * a.max_pages, a.page_shift, t_begin, t_end,
-                             kH16Stages};
+  // This warp's steps: it -> positions p0(it) = t_begin + 16 (warp + NW it), while < t_end.
+  const int wbeg = t_begin + 16 * warp;
+  const int ntw = wbeg < t_end ? (t_end - wbeg + TILE - 1) / TILE : 0;
+  const std::int32_t* ptab = a.pages + static_cast<std::size_t>(b) * a.max_pages;
   const std::uint8_t* kpool_g = a.kpool + static_cast<std::size_t>(g) * a.kstride;
   const std::uint8_t* vpool_g = a.vpool + static_cast<std::size_t>(g) * a.vstride;
-  const std::size_t kpstride = static_cast<std::size_t>(a.num_kv_heads) * a.kstride;
-  const std::size_t vpstride = static_cast<std::size_t>(a.num_kv_heads) * a.vstride;
-  constexpr int NBK = PROD ? 4 : 2;  // staged key-norm bytes per token
-  const unsigned kpstride32 = static_cast<unsigned>(kpstride), vpstride32 = static_cast<unsigned>(vpstride);
-  // Full tiles take the fixed-address copy when a page's norms fill 16-byte chunks.
-  const bool full_ok = (1 << a.page_shift) * 2 >= 16;
-  auto issue = [&](int it, int sl) {
-    std::uint8_t* sp = stages + sl * Lay::stage;
-    const int t0 = t_begin + it * TILE, n = min(TILE, t_end - t0), lo = max(start - t0, 0);
-    std::uint8_t* s_kn = sp + TILE * (Lay::rsK + Lay::rsV);
-    std::uint8_t* s_vn = s_kn + TILE * 4;
-    const std::int32_t* pg = ring.slot(sl);
-    if (full_ok && n == TILE && lo == 0) {
-      issue_full_h16<Lay::cbK, Lay::rsK, Lay::cbV, Lay::rsV, TILE, NBK>(sp, sp + TILE * Lay::rsK, s_kn, s_vn, kpool_g,
-                                                                        vpool_g, kpstride32, vpstride32,
-                                                                        a.page_shift, pg, t0, tid);
-    } else {
-      issue_part_h16<Lay::cbK, Lay::rsK, NT, NBK>(sp, s_kn, kpool_g, kpstride, a.page_shift, pg, t0, lo, n, tid);
-      issue_part_h16<Lay::cbV, Lay::rsV, NT, 2>(sp + TILE * Lay::rsK, s_vn, vpool_g, vpstride, a.page_shift, pg, t0,
-                                                lo, n, tid);
-    }
+  constexpr int NBK = Lay::NBK;
+  // Page strides fit 32 bits (checked by the host: page_stride * num_kv_heads < 4 GiB).
+  const unsigned kps = static_cast<unsigned>(a.num_kv_heads * a.kstride);
+  const unsigned vps = static_cast<unsigned>(a.num_kv_heads * a.vstride);
+  // page_size >= 16: a step lies in one page (one page id per warp, whole-range copies).
+  const bool fast = a.page_shift >= 4;
+  std::uint8_t* wst = stages + warp * (kH16Stages * Lay::wstep);  // this warp's steps
+  // The page id(s) of step it (0 past the warp's last step or the split's end; see warp_copy).
+  auto page_of = [&](int it) -> unsigned {
+    const int pos = wbeg + TILE * it + (fast ? 0 : (lane & 15));
+    return (it < ntw && pos < t_end) ? static_cast<unsigned>(__ldg(ptab + (pos >> a.page_shift))) : 0u;
   };
-  // Pipeline: tiles it + 1 and it + 2 are in flight while tile it is computed. Page ids are staged
-  // in a ring one tile ahead of their copies (slot it % kH16Stages holds tile it's pages, stored at
-  // the end of iteration it - kH16Stages; the barrier of the next iteration publishes them).
-  for (int it = 0; it < kH16Stages; ++it) ring.store(it, tid, ring.fetch(it, ntiles, tid));
-  __syncthreads();
+  auto issue = [&](int it, int sl, unsigned page) {
+    std::uint8_t* sp = wst + sl * Lay::wstep;
+    const int p0 = wbeg + TILE * it, n = min(16, t_end - p0), lo = max(start - p0, 0);
+    if (lo >= n) return;  // no token of the window (warp-uniform): nothing to copy or compute
+    std::uint8_t* s_kn = sp + 16 * (Lay::rsK + Lay::rsV);
+    warp_copy<Lay::cbK, Lay::rsK, NBK>(sp, s_kn, kpool_g, kps, a.page_shift, fast, page, p0, lo, n, lane);
+    warp_copy<Lay::cbV, Lay::rsV, 2>(sp + 16 * Lay::rsK, s_kn + 16 * NBK, vpool_g, vps, a.page_shift, fast, page, p0,
+                                     lo, n, lane);
+  };
+  // Pipeline, private to each warp (no block barrier in the main loop): steps it + 1 and it + 2 are
+  // in flight while step it is computed; page ids are loaded one step ahead of their copies.
 #pragma unroll
   for (int it = 0; it < kH16Stages - 1; ++it) {
-    if (it < ntiles) issue(it, it);
+    if (it < ntw) issue(it, it, page_of(it));
     cp_async_commit();
   }
+  unsigned pnext = page_of(kH16Stages - 1);
 
   // Pair tables, one copy per lane: entry e = (code lo) | (code hi) << B -> half2(c[lo], c[hi]).
   {
@@ -379,22 +341,19 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
 #pragma unroll
   for (int j = 0; j < D / 16; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
-  int cur = 0;  // stage slot of tile it (= it % kH16Stages)
-  for (int it = 0; it < ntiles; ++it) {
-    const int pnext = ring.fetch(it + kH16Stages, ntiles, tid);
-    cp_async_wait<kH16Stages - 2>();  // tile it has landed (tile it + 1 may still be in flight)
-    // One barrier per tile: it publishes tile it, and every warp has finished tile it - 1, whose
-    // stage slot the copy of tile it + kH16Stages - 1 reuses (issued after this tile's compute, so
-    // the copies' address registers are released while the warp waits at the next barrier).
-    __syncthreads();
-    const std::uint8_t* sp = stages + cur * Lay::stage;
-    const std::uint8_t* s_kc = sp;
-    const std::uint8_t* s_vc = sp + TILE * Lay::rsK;
-    const std::uint8_t* s_kn = sp + TILE * (Lay::rsK + Lay::rsV);  // key norms: NBK bytes per token
-    const __half* s_vn = reinterpret_cast<const __half*>(s_kn + TILE * 4);
-    const int t0 = t_begin + it * TILE, n = min(TILE, t_end - t0), lo = max(start - t0, 0);
-    const int tb = warp * 16;
-    if (tb < n && tb + 16 > lo) {
+  int cur = 0;  // stage slot of step it (= it % kH16Stages)
+  for (int it = 0; it < ntw; ++it) {
+    cp_async_wait<kH16Stages - 2>();  // step it has landed (step it + 1 may still be in flight)
+    // Publishes step it to the warp's lanes, and orders every lane's reads of step it - 1, whose
+    // slot the copy of step it + kH16Stages - 1 (issued after this step's compute) reuses.
+    __syncwarp();
+    const std::uint8_t* s_kc = wst + cur * Lay::wstep;
+    const std::uint8_t* s_vc = s_kc + 16 * Lay::rsK;
+    const std::uint8_t* s_kn = s_vc + 16 * Lay::rsV;  // key norms: NBK bytes per token
+    const __half* s_vn = reinterpret_cast<const __half*>(s_kn + 16 * NBK);
+    const int p0 = wbeg + TILE * it, n = min(16, t_end - p0), lo = max(start - p0, 0);
+    constexpr int tb = 0;
+    if (lo < n) {
       // ---- scores: S[token tb + {gid, gid+8}][head 2tig + {0,1}]
       float s[4];
       {
@@ -476,11 +435,11 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
       }
     }
     {
-      const int ahead = cur == 0 ? kH16Stages - 1 : cur - 1;  // slot of tile it + kH16Stages - 1
-      if (it + kH16Stages - 1 < ntiles) issue(it + kH16Stages - 1, ahead);
+      const int ahead = cur == 0 ? kH16Stages - 1 : cur - 1;  // slot of step it + kH16Stages - 1
+      if (it + kH16Stages - 1 < ntw) issue(it + kH16Stages - 1, ahead, pnext);
       cp_async_commit();
     }
-    ring.store(cur, tid, pnext);  // tile it + kH16Stages reuses this slot (its copy follows a barrier)
+    pnext = page_of(it + kH16Stages);
     cur = cur + 1 == kH16Stages ? 0 : cur + 1;
   }
   cp_async_wait<0>();
