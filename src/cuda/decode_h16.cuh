@@ -81,7 +81,20 @@ struct CodeSpan {
     if (sh + PB <= 32) return (w[wi] >> sh) & ((1u << PB) - 1u);
     return __funnelshift_r(w[wi], w[wi + 1], sh) & ((1u << PB) - 1u);
   }
+  /// Byte offset (field p << 8) | lanebyte of a pair-table entry (H16Layout::tab; lanebyte < 256):
+  /// one PRMT for byte-wide fields (byte 1 = the code byte, byte 0 = lanebyte, bytes 2, 3 = 0).
+  template <int PB>
+  __device__ __forceinline__ std::uint32_t row_addr(int p, std::uint32_t lanebyte) const {
+    const int bit = p * PB, wi = bit / 32, sh = bit % 32;
+    if (PB == 8) return __byte_perm(w[wi], lanebyte, 0x5504u | ((sh / 8) << 4));
+    return (field<PB>(p) << 8) | lanebyte;
+  }
 };
+
+/// Byte offset ((byte k of x) << 8) | lanebyte (one PRMT).
+__device__ __forceinline__ std::uint32_t byte_addr(std::uint32_t x, int k, std::uint32_t lanebyte) {
+  return __byte_perm(x, lanebyte, 0x5504u | (k << 4));
+}
 
 /// cp.async pipeline depth of each warp: 3 steps of 16 tokens (2 in flight while one is computed).
 constexpr int kH16Stages = 3;
@@ -103,29 +116,33 @@ struct H16Layout {
   static constexpr int NBK = PROD ? 4 : 2;  // staged key-norm bytes per token
   /// One warp step: [key codes 16 x rsK][value codes 16 x rsV][key norms 16 x NBK][value norms 16 x 2].
   static constexpr int wstep = 16 * (rsK + rsV) + 16 * NBK + 32;
-  static constexpr int ktab = (1 << (2 * KB)) * 32 * 4, vtab = (1 << (2 * VB)) * 32 * 4;
+  /// Pair tables: row e (256 bytes) holds the key entry e of lane L at byte 4 L and, when values
+  /// have their own codebook, the value entry e at 128 + 4 L (so a look-up address is
+  /// (e << 8) | lane byte: one PRMT for byte-wide fields; 32 lanes hit 32 banks).
+  static constexpr int KE = KB > 0 ? 1 << (2 * KB) : 0, VE = 1 << (2 * VB);
+  static constexpr int tab = (KE > VE ? KE : VE) * 256;
   static constexpr int qrot = kMmaHeads * D * 4;
   static constexpr int pbuf = NW * kPWarpFloats * 4;          // per warp P[16][8] (p_at)
   static constexpr int merge = NW * kMmaHeads * (D + 2) * 4;  // per warp acc[8][D] + m, l
   static constexpr int stages_bytes = NW * kH16Stages * wstep;
-  /// Layout after the tables (which take ktab + (shared ? 0 : vtab) bytes).
-  static constexpr int stab = PROD ? 4 * 32 * 4 : 0;            // sign-pair table: 4 entries per lane
+  /// Layout after the tables (tab bytes).
+  static constexpr int stab = PROD ? 4 * 256 : 0;              // sign-pair table: 4 rows as in tab
   static constexpr int qsfrag = PROD ? (D / 16) * 32 * 8 : 0;  // (S Pi q) B fragments: uint2 per (kk, lane)
   static constexpr int qsk = PROD ? qrot : 0;                  // S Pi q of the 8 heads (setup only)
   static constexpr int off_qrot = 0, off_p = off_qrot + qrot, off_stab = off_p + pbuf, off_qs = off_stab + stab,
                        off_qsk = off_qs + qsfrag, off_stage = off_qsk + qsk;
   static constexpr int rest = off_stage + (stages_bytes > merge ? stages_bytes : merge);
-  static constexpr int bytes(bool shared_tab) { return ktab + (shared_tab ? 0 : vtab) + rest; }
+  static constexpr int bytes() { return tab + rest; }
   static_assert(wstep % 16 == 0 && off_stage % 16 == 0, "16-byte aligned warp steps");
 };
 
-/// The half2 pair at entry e of this lane's copy of a pair table; tab: shared-window address of
-/// the table + 4 * lane. One LEA + one LDS (written in PTX so the compiler keeps the address a
-/// single shift-add instead of re-deriving e * 32 + lane; not volatile: a pure load of a table
-/// written before the main loop's barriers, ordered after them by its data dependence on the codes).
-__device__ __forceinline__ std::uint32_t pair_at(std::uint32_t tab, std::uint32_t e) {
+/// The 32-bit word at byte off of a pair table (shared-window address tab, warp-uniform): one LDS
+/// (written in PTX so the compiler keeps the address one register plus the uniform base; not
+/// volatile: a pure load of a table written before the main loop's barriers, ordered after them by
+/// its data dependence on the codes).
+__device__ __forceinline__ std::uint32_t lds_at(std::uint32_t tab, std::uint32_t off) {
   std::uint32_t v;
-  asm("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(tab + (e << 7)));
+  asm("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(tab + off));
   return v;
 }
 
@@ -195,9 +212,8 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
   // waits for this grid's completion in griddepcontrol.wait.
   asm volatile("griddepcontrol.launch_dependents;");
   const bool share = a.vtab_shared != 0 && KB == VB;
-  std::uint32_t* s_ktab = reinterpret_cast<std::uint32_t*>(smem);
-  std::uint32_t* s_vtab = share ? s_ktab : s_ktab + Lay::ktab / 4;
-  std::uint8_t* rest = smem + Lay::ktab + (share ? 0 : Lay::vtab);
+  std::uint32_t* s_tab = reinterpret_cast<std::uint32_t*>(smem);
+  std::uint8_t* rest = smem + Lay::tab;
   float* s_qrot = reinterpret_cast<float*>(rest + Lay::off_qrot);
   std::uint8_t* stages = rest + Lay::off_stage;
 
@@ -207,11 +223,11 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
   const int gid = lane >> 2, tig = lane & 3;
   float* s_p = reinterpret_cast<float*>(rest + Lay::off_p) + warp * kPWarpFloats;
 
-  // Split chunks start at multiples of TILE (absolute positions), so every warp step starts at a
-  // multiple of 16; tokens before `start` (sliding window) are masked.
+  // Split chunks start at multiples of 16 (absolute positions), and so does every warp step;
+  // tokens before `start` (sliding window) are masked.
   const int L = a.seq_lens[b];
   const int start = (a.window > 0 && L > a.window) ? L - a.window : 0;
-  const int start_al = start & ~(TILE - 1);
+  const int start_al = start & ~15;
   const int len = L - start_al;
   int chunk = (len + a.num_splits - 1) / a.num_splits;
   chunk = (chunk + TILE - 1) / TILE * TILE;
@@ -254,26 +270,28 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
   }
   unsigned pnext = page_of(kH16Stages - 1);
 
-  // Pair tables, one copy per lane: entry e = (code lo) | (code hi) << B -> half2(c[lo], c[hi]).
+  // Pair tables (H16Layout::tab), one copy per lane: entry e = (code lo) | (code hi) << B ->
+  // half2(c[lo], c[hi]). Lane j < 16 of each warp holds centroid j; entries are gathered by shuffles.
   {
-    constexpr int KE = 1 << (2 * KB), VE = 1 << (2 * VB);
-    if (KB > 0)
-      for (int i = tid; i < KE * 32; i += NT) {
-        const int e = i / 32;
-        s_ktab[i] = pack_h2(a.kcent[e & ((1 << KB) - 1)], a.kcent[e >> KB]);
-      }
+    constexpr int KE = Lay::KE, VE = Lay::VE, R = KE > VE ? KE : VE;
+    const float kc = (KB > 0 && lane < (1 << KB)) ? __ldg(a.kcent + lane) : 0.0f;
+    const float vc = lane < (1 << VB) ? __ldg(a.vcent + lane) : 0.0f;
+    for (int i = tid; i < R * 64; i += NT) {  // warp-uniform trip counts (R * 64 is a multiple of 64)
+      const int e = i >> 6;
+      const bool val = (i & 32) != 0;  // words 32..63 of a row: the value table
+      const int lo = val ? e & ((1 << VB) - 1) : e & ((1 << (KB > 0 ? KB : 1)) - 1);
+      const int hi = val ? e >> VB : e >> (KB > 0 ? KB : 1);
+      const float clo = __shfl_sync(0xffffffffu, val ? vc : kc, lo & 15);
+      const float chi = __shfl_sync(0xffffffffu, val ? vc : kc, hi & 15);
+      if (val ? (!share && e < VE) : e < KE) s_tab[i] = pack_h2(clo, chi);
+    }
     if constexpr (PROD) {  // sign pairs: bit 1 -> +1, bit 0 -> -1
       std::uint32_t* s_stab = reinterpret_cast<std::uint32_t*>(rest + Lay::off_stab);
-      for (int i = tid; i < 4 * 32; i += NT) {
-        const int e = i / 32;
-        s_stab[i] = pack_h2((e & 1) ? 1.0f : -1.0f, (e & 2) ? 1.0f : -1.0f);
+      for (int i = tid; i < 4 * 64; i += NT) {
+        const int e = i >> 6;
+        if ((i & 32) == 0) s_stab[i] = pack_h2((e & 1) ? 1.0f : -1.0f, (e & 2) ? 1.0f : -1.0f);
       }
     }
-    if (!share)
-      for (int i = tid; i < VE * 32; i += NT) {
-        const int e = i / 32;
-        s_vtab[i] = pack_h2(a.vcent[e & ((1 << VB) - 1)], a.vcent[e >> VB]);
-      }
   }
   // Rotated, pre-scaled queries of the block's (up to) 8 heads.
   for (int idx = tid; idx < kMmaHeads * D; idx += NT) {
@@ -328,11 +346,11 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
     }
     __syncthreads();
   }
-  const std::uint32_t stab =
-      static_cast<std::uint32_t>(__cvta_generic_to_shared(reinterpret_cast<std::uint32_t*>(rest + Lay::off_stab) + lane));
+  // Table bases (warp-uniform) and this lane's byte in a table row (values: + 128 with their own codebook).
+  const std::uint32_t stab = static_cast<std::uint32_t>(__cvta_generic_to_shared(rest + Lay::off_stab));
   (void)stab;
-  const std::uint32_t ktab = static_cast<std::uint32_t>(__cvta_generic_to_shared(s_ktab + lane));
-  const std::uint32_t vtab = static_cast<std::uint32_t>(__cvta_generic_to_shared(s_vtab + lane));
+  const std::uint32_t tabs = static_cast<std::uint32_t>(__cvta_generic_to_shared(s_tab));
+  const std::uint32_t klane = 4u * lane, vlane = klane + (share ? 0u : 128u);
 
   // Per-thread state: heads 2*tig, 2*tig+1; acc[j] = O^T[rows gid, gid+8 of block j][heads 2tig + {0,1}],
   // row gid <-> dim 2 * (gid * D/16 + j), row gid + 8 <-> that + 1.
@@ -366,10 +384,10 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
 #pragma unroll
           for (int kk = 0; kk < D / 16; ++kk) {
             std::uint32_t af[4];
-            af[0] = pair_at(ktab, k0.template field<2 * KB>(2 * kk));
-            af[1] = pair_at(ktab, k1.template field<2 * KB>(2 * kk));
-            af[2] = pair_at(ktab, k0.template field<2 * KB>(2 * kk + 1));
-            af[3] = pair_at(ktab, k1.template field<2 * KB>(2 * kk + 1));
+            af[0] = lds_at(tabs, k0.template row_addr<2 * KB>(2 * kk, klane));
+            af[1] = lds_at(tabs, k1.template row_addr<2 * KB>(2 * kk, klane));
+            af[2] = lds_at(tabs, k0.template row_addr<2 * KB>(2 * kk + 1, klane));
+            af[3] = lds_at(tabs, k1.template row_addr<2 * KB>(2 * kk + 1, klane));
             mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
           }
         }
@@ -384,10 +402,10 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
 #pragma unroll
           for (int kk = 0; kk < D / 16; ++kk) {
             std::uint32_t af[4];
-            af[0] = pair_at(stab, g0.template field<2>(2 * kk));
-            af[1] = pair_at(stab, g1.template field<2>(2 * kk));
-            af[2] = pair_at(stab, g0.template field<2>(2 * kk + 1));
-            af[3] = pair_at(stab, g1.template field<2>(2 * kk + 1));
+            af[0] = lds_at(stab, g0.template row_addr<2>(2 * kk, klane));
+            af[1] = lds_at(stab, g1.template row_addr<2>(2 * kk, klane));
+            af[2] = lds_at(stab, g0.template row_addr<2>(2 * kk + 1, klane));
+            af[3] = lds_at(stab, g1.template row_addr<2>(2 * kk + 1, klane));
             const uint2 qf = s_qs[kk * 32 + lane];
             mma_f16(sg, af, qf.x, qf.y);
           }
@@ -420,18 +438,41 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
       v1.load(vr + Lay::rsV);
       v2.load(vr + 8 * Lay::rsV);
       v3.load(vr + 9 * Lay::rsV);
+      if constexpr (VB == 4) {
+        // Cross-token pair indices: for a byte of two tokens' rows (dims d0, d1 of block j), the
+        // index (token 2tig's code) | (token 2tig+1's code) << 4 of dim d0 (d1) is a table entry whose
+        // half2 is the A register (tokens 2tig, 2tig + 1) at that dim: four bytes per LOP3.
+        constexpr std::uint32_t m = 0x0F0F0F0Fu;
 #pragma unroll
-      for (int j = 0; j < D / 16; ++j) {
-        const std::uint32_t c0 = pair_at(vtab, v0.template field<2 * VB>(j));
-        const std::uint32_t c1 = pair_at(vtab, v1.template field<2 * VB>(j));
-        const std::uint32_t c2 = pair_at(vtab, v2.template field<2 * VB>(j));
-        const std::uint32_t c3 = pair_at(vtab, v3.template field<2 * VB>(j));
-        std::uint32_t af[4];
-        af[0] = __byte_perm(c0, c1, 0x5410);  // (tok 2tig, 2tig+1) at dim d0
-        af[1] = __byte_perm(c0, c1, 0x7632);  // same tokens at dim d1
-        af[2] = __byte_perm(c2, c3, 0x5410);  // (tok 2tig+8, 2tig+9) at d0
-        af[3] = __byte_perm(c2, c3, 0x7632);
-        mma_f16(acc[j], af, pb0, pb1);
+        for (int wq = 0; wq < VSPAN / 4; ++wq) {
+          const std::uint32_t lo01 = (v0.w[wq] & m) | ((v1.w[wq] << 4) & ~m);
+          const std::uint32_t hi01 = ((v0.w[wq] >> 4) & m) | (v1.w[wq] & ~m);
+          const std::uint32_t lo23 = (v2.w[wq] & m) | ((v3.w[wq] << 4) & ~m);
+          const std::uint32_t hi23 = ((v2.w[wq] >> 4) & m) | (v3.w[wq] & ~m);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            std::uint32_t af[4];
+            af[0] = lds_at(tabs, byte_addr(lo01, k, vlane));  // (tok 2tig, 2tig+1) at dim d0
+            af[1] = lds_at(tabs, byte_addr(hi01, k, vlane));  // same tokens at dim d1
+            af[2] = lds_at(tabs, byte_addr(lo23, k, vlane));  // (tok 2tig+8, 2tig+9) at d0
+            af[3] = lds_at(tabs, byte_addr(hi23, k, vlane));
+            mma_f16(acc[4 * wq + k], af, pb0, pb1);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < D / 16; ++j) {
+          const std::uint32_t c0 = lds_at(tabs, v0.template row_addr<2 * VB>(j, vlane));
+          const std::uint32_t c1 = lds_at(tabs, v1.template row_addr<2 * VB>(j, vlane));
+          const std::uint32_t c2 = lds_at(tabs, v2.template row_addr<2 * VB>(j, vlane));
+          const std::uint32_t c3 = lds_at(tabs, v3.template row_addr<2 * VB>(j, vlane));
+          std::uint32_t af[4];
+          af[0] = __byte_perm(c0, c1, 0x5410);  // (tok 2tig, 2tig+1) at dim d0
+          af[1] = __byte_perm(c0, c1, 0x7632);  // same tokens at dim d1
+          af[2] = __byte_perm(c2, c3, 0x5410);  // (tok 2tig+8, 2tig+9) at d0
+          af[3] = __byte_perm(c2, c3, 0x7632);
+          mma_f16(acc[j], af, pb0, pb1);
+        }
       }
     }
     {
@@ -496,18 +537,16 @@ template <int D, int KB, int VB, int NW, bool PROD = false>
 void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
   auto kernel = decode_h16_kernel<D, KB, VB, NW, PROD>;
   using Lay = H16Layout<D, KB, VB, NW, PROD>;
-  const bool shared_tab = !PROD && a.vtab_shared != 0 && KB == VB;
-  const int smem = Lay::bytes(shared_tab);
+  const int smem = Lay::bytes();
   // Driver calls once per instance (and device: the process uses one), not per launch: at batch 1
   // the decode itself takes tens of microseconds.
   static const bool attr_set = [&] {
-    TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Lay::bytes(false)));
+    TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     return true;
   }();
   (void)attr_set;
   if (shape.occupancy) {
-    static int occ[2] = {-1, -1};
-    int& o = occ[shared_tab ? 1 : 0];
+    static int o = -1;
     if (o < 0) TKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, kernel, 32 * NW, smem));
     *shape.occupancy = o;
     return;
@@ -516,12 +555,13 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
   TKV_CHECK_LAUNCH();
 }
 
-/// 8 warps per block (128-token tiles): measured against 4 warps on the H200 (docs/CUDA_NOTES.md,
-/// v8 runs): 704 vs 781 us at batch 16 x 65,536 tokens, 4-bit, 32/8 heads (two blocks of 8 warps
-/// per SM instead of three of 4: more warps share each pair table).
+/// 16 warps per block (one block per SM: the 64 KB 4-bit pair table is shared by all 16 warps);
+/// 8 at head_dim 256 (its 3-stage warp pipelines take 107 KB, its registers allow 8 warps per SM).
+/// History (docs/CUDA_NOTES.md): 8 warps against 4 in v8 (704 vs 781 us at batch 16 x 65,536,
+/// 4-bit, 32/8 heads); v11 moved d64/d128 from two blocks of 8 warps to one of 16.
 template <int D, int KB, int VB, bool PROD = false>
 void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
-  launch_h16_nw<D, KB, VB, 8, PROD>(shape, stream, a);
+  launch_h16_nw<D, KB, VB, (D == 256 ? 8 : 16), PROD>(shape, stream, a);
 }
 
 template <int KB, bool PROD = false>
