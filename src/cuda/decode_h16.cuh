@@ -96,8 +96,8 @@ __device__ __forceinline__ std::uint32_t byte_addr(std::uint32_t x, int k, std::
   return __byte_perm(x, lanebyte, 0x5504u | (k << 4));
 }
 
-/// cp.async pipeline depth of each warp: 3 steps of 16 tokens (2 in flight while one is computed).
-constexpr int kH16Stages = 3;
+/// Largest dynamic shared memory of one block on sm_90 (227 KB).
+constexpr int kMaxBlockSmem = 232448;
 
 /// NW warps per block, each with a private pipeline of 16-token steps (split chunks are multiples of
 /// kTileT = 16 NW tokens, warp w takes steps w, w + NW, ...). PROD: TurboQuant-Prod keys, KB = their
@@ -112,7 +112,12 @@ struct H16Layout {
   /// (lanes of a phase read four rows two apart), padded to an odd number of 16-byte units
   /// (mma_row_stride).
   static constexpr bool kDenseK = !PROD && (cbK == 8 || cbK == 16 || cbK == 32 || cbK == 64);
-  static constexpr int rsK = kDenseK ? cbK : mma_row_stride(cbK), rsV = mma_row_stride(cbV);
+  /// kBulk: key and value rows dense, so a step of a page (page_size >= 16) is four contiguous
+  /// ranges, copied by one lane with cp.async.bulk (TMA) onto a per-(warp, slot) mbarrier. Values
+  /// are then read as rows tig + 4 r (r = 0..3: four consecutive rows per load, conflict-free) and
+  /// the P fragments follow the same token order.
+  static constexpr bool kBulk = kDenseK && (cbV == 8 || cbV == 16 || cbV == 32 || cbV == 64);
+  static constexpr int rsK = kDenseK ? cbK : mma_row_stride(cbK), rsV = kBulk ? cbV : mma_row_stride(cbV);
   static constexpr int NBK = PROD ? 4 : 2;  // staged key-norm bytes per token
   /// One warp step: [key codes 16 x rsK][value codes 16 x rsV][key norms 16 x NBK][value norms 16 x 2].
   static constexpr int wstep = 16 * (rsK + rsV) + 16 * NBK + 32;
@@ -123,13 +128,22 @@ struct H16Layout {
   static constexpr int tab = (KE > VE ? KE : VE) * 256;
   static constexpr int qrot = kMmaHeads * D * 4;
   static constexpr int pbuf = NW * kPWarpFloats * 4;          // per warp P[16][8] (p_at)
+  static constexpr int qp = qrot > pbuf ? qrot : pbuf;        // Pi q (set-up) and P (main loop) overlaid
   static constexpr int merge = NW * kMmaHeads * (D + 2) * 4;  // per warp acc[8][D] + m, l
-  static constexpr int stages_bytes = NW * kH16Stages * wstep;
+  /// Pipeline depth of each warp: 4 steps of 16 tokens (3 in flight while one is computed) where the
+  /// block still fits, else 3.
+  static constexpr int mbar = kBulk ? NW * 4 * 8 : 0;  // kBulk: one mbarrier per (warp, slot)
+  static constexpr int base_bytes(int st) {
+    return tab + qp + mbar + (PROD ? 4 * 256 + (D / 16) * 32 * 8 + kMmaHeads * D * 4 : 0) +
+           (NW * st * wstep > merge ? NW * st * wstep : merge);
+  }
+  static constexpr int kStages = base_bytes(4) <= kMaxBlockSmem ? 4 : 3;
+  static constexpr int stages_bytes = NW * kStages * wstep;
   /// Layout after the tables (tab bytes).
   static constexpr int stab = PROD ? 4 * 256 : 0;              // sign-pair table: 4 rows as in tab
   static constexpr int qsfrag = PROD ? (D / 16) * 32 * 8 : 0;  // (S Pi q) B fragments: uint2 per (kk, lane)
   static constexpr int qsk = PROD ? qrot : 0;                  // S Pi q of the 8 heads (setup only)
-  static constexpr int off_qrot = 0, off_p = off_qrot + qrot, off_stab = off_p + pbuf, off_qs = off_stab + stab,
+  static constexpr int off_qrot = 0, off_p = 0, off_mbar = qp, off_stab = off_mbar + mbar, off_qs = off_stab + stab,
                        off_qsk = off_qs + qsfrag, off_stage = off_qsk + qsk;
   static constexpr int rest = off_stage + (stages_bytes > merge ? stages_bytes : merge);
   static constexpr int bytes() { return tab + rest; }
@@ -144,6 +158,34 @@ __device__ __forceinline__ std::uint32_t lds_at(std::uint32_t tab, std::uint32_t
   std::uint32_t v;
   asm("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(tab + off));
   return v;
+}
+
+// mbarrier and bulk-copy (TMA) primitives (PTX ISA 8.0, sm_90) on shared-window addresses.
+__device__ __forceinline__ void mbar_init(std::uint32_t bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(std::uint32_t bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+/// Arrives on bar when this thread's earlier cp.async copies have completed (counts one arrival).
+__device__ __forceinline__ void mbar_arrive_cp_async(std::uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT;\n}" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+/// bytes (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst, completing
+/// bytes of bar's transaction count.
+__device__ __forceinline__ void bulk_copy(std::uint32_t dst, const void* src, unsigned bytes, std::uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
 }
 
 /// Copies one warp step of one pool (positions p0 .. p0 + 15, p0 a multiple of 16) into the warp's
@@ -246,36 +288,90 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
   const unsigned vps = static_cast<unsigned>(a.num_kv_heads * a.vstride);
   // page_size >= 16: a step lies in one page (one page id per warp, whole-range copies).
   const bool fast = a.page_shift >= 4;
-  std::uint8_t* wst = stages + warp * (kH16Stages * Lay::wstep);  // this warp's steps
+  std::uint8_t* wst = stages + warp * (Lay::kStages * Lay::wstep);  // this warp's steps
   // The page id(s) of step it (0 past the warp's last step or the split's end; see warp_copy).
   auto page_of = [&](int it) -> unsigned {
     const int pos = wbeg + TILE * it + (fast ? 0 : (lane & 15));
     return (it < ntw && pos < t_end) ? static_cast<unsigned>(__ldg(ptab + (pos >> a.page_shift))) : 0u;
   };
+  // kBulk: this warp's mbarriers, one per slot (expected arrivals: lane 0 with the transaction bytes
+  // of a bulk-copied step; all 32 lanes with cp.async.mbarrier.arrive when pages are < 16 tokens).
+  const std::uint32_t wbar = static_cast<std::uint32_t>(__cvta_generic_to_shared(rest + Lay::off_mbar)) + warp * 32;
+  if constexpr (Lay::kBulk) {
+    if (lane == 0)
+      for (int sl = 0; sl < Lay::kStages; ++sl) mbar_init(wbar + 8 * sl, fast ? 1 : 32);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    __syncwarp();
+  }
   auto issue = [&](int it, int sl, unsigned page) {
     std::uint8_t* sp = wst + sl * Lay::wstep;
     const int p0 = wbeg + TILE * it, n = min(16, t_end - p0), lo = max(start - p0, 0);
+    if constexpr (Lay::kBulk) {
+      const std::uint32_t bar = wbar + 8 * sl;
+      if (fast) {
+        if (lane == 0) {
+          if (lo >= n) {
+            mbar_arrive(bar);  // no token of the window: complete the phase, copy nothing
+          } else {
+            constexpr unsigned K = 16 * Lay::cbK, V = 16 * Lay::cbV;
+            const unsigned pmask = (1u << a.page_shift) - 1u, slot = static_cast<unsigned>(p0) & pmask;
+            const std::uint8_t* kb = kpool_g + static_cast<std::uint64_t>(page) * kps;
+            const std::uint8_t* vb = vpool_g + static_cast<std::uint64_t>(page) * vps;
+            const std::uint32_t d = static_cast<std::uint32_t>(__cvta_generic_to_shared(sp));
+            mbar_expect_tx(bar, K + V + 64);
+            bulk_copy(d, kb + slot * Lay::cbK, K, bar);
+            bulk_copy(d + K, vb + slot * Lay::cbV, V, bar);
+            bulk_copy(d + K + V, kb + ((pmask + 1u) * Lay::cbK + slot * 2), 32, bar);
+            bulk_copy(d + K + V + 32, vb + ((pmask + 1u) * Lay::cbV + slot * 2), 32, bar);
+          }
+        }
+        return;
+      }
+      if (lo < n) {
+        std::uint8_t* s_kn = sp + 16 * (Lay::rsK + Lay::rsV);
+        warp_copy<Lay::cbK, Lay::rsK, NBK>(sp, s_kn, kpool_g, kps, a.page_shift, false, page, p0, lo, n, lane);
+        warp_copy<Lay::cbV, Lay::rsV, 2>(sp + 16 * Lay::rsK, s_kn + 16 * NBK, vpool_g, vps, a.page_shift, false, page,
+                                         p0, lo, n, lane);
+      }
+      mbar_arrive_cp_async(bar);
+      return;
+    }
     if (lo >= n) return;  // no token of the window (warp-uniform): nothing to copy or compute
     std::uint8_t* s_kn = sp + 16 * (Lay::rsK + Lay::rsV);
     warp_copy<Lay::cbK, Lay::rsK, NBK>(sp, s_kn, kpool_g, kps, a.page_shift, fast, page, p0, lo, n, lane);
     warp_copy<Lay::cbV, Lay::rsV, 2>(sp + 16 * Lay::rsK, s_kn + 16 * NBK, vpool_g, vps, a.page_shift, fast, page, p0,
                                      lo, n, lane);
   };
-  // Pipeline, private to each warp (no block barrier in the main loop): steps it + 1 and it + 2 are
-  // in flight while step it is computed; page ids are loaded one step ahead of their copies.
+  // Set-up loads first (page ids of the first steps, centroids, this warp's query head), so their
+  // latencies overlap: at batch 1 the set-up is a third of the kernel.
+  unsigned pg0[Lay::kStages];
 #pragma unroll
-  for (int it = 0; it < kH16Stages - 1; ++it) {
-    if (it < ntw) issue(it, it, page_of(it));
-    cp_async_commit();
+  for (int it = 0; it < Lay::kStages; ++it) pg0[it] = page_of(it);
+  const float kc = (KB > 0 && lane < (1 << KB)) ? __ldg(a.kcent + lane) : 0.0f;
+  const float vc = lane < (1 << VB) ? __ldg(a.vcent + lane) : 0.0f;
+  // Warp n < 8 rotates query head n of the block: lane L holds dims [E L, E L + E).
+  constexpr int E = D / 32;
+  float qv[E];
+  {
+    const int hg = blockIdx.z * kMmaHeads + warp;
+    const bool has = warp < kMmaHeads && hg < a.group;
+    const float* qh = a.q + (static_cast<std::size_t>(b) * a.num_heads + g * a.group + (has ? hg : 0)) * D + E * lane;
+#pragma unroll
+    for (int e = 0; e < E; ++e) qv[e] = has ? __ldg(qh + e) * __ldg(a.ksigns + E * lane + e) : 0.0f;
   }
-  unsigned pnext = page_of(kH16Stages - 1);
+  // Pipeline, private to each warp (no block barrier in the main loop): up to kStages - 1 steps in
+  // flight while one is computed; page ids are loaded one step ahead of their copies.
+#pragma unroll
+  for (int it = 0; it < Lay::kStages - 1; ++it) {
+    if (it < ntw) issue(it, it, pg0[it]);
+    if constexpr (!Lay::kBulk) cp_async_commit();
+  }
+  unsigned pnext = pg0[Lay::kStages - 1];
 
   // Pair tables (H16Layout::tab), one copy per lane: entry e = (code lo) | (code hi) << B ->
   // half2(c[lo], c[hi]). Lane j < 16 of each warp holds centroid j; entries are gathered by shuffles.
   {
     constexpr int KE = Lay::KE, VE = Lay::VE, R = KE > VE ? KE : VE;
-    const float kc = (KB > 0 && lane < (1 << KB)) ? __ldg(a.kcent + lane) : 0.0f;
-    const float vc = lane < (1 << VB) ? __ldg(a.vcent + lane) : 0.0f;
     for (int i = tid; i < R * 64; i += NT) {  // warp-uniform trip counts (R * 64 is a multiple of 64)
       const int e = i >> 6;
       const bool val = (i & 32) != 0;  // words 32..63 of a row: the value table
@@ -293,26 +389,32 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
       }
     }
   }
-  // Rotated, pre-scaled queries of the block's (up to) 8 heads.
-  for (int idx = tid; idx < kMmaHeads * D; idx += NT) {
-    const int n = idx / D, d = idx % D;
-    const int hg = blockIdx.z * kMmaHeads + n;
-    float qv = 0.0f;
-    if (hg < a.group) qv = a.q[(static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg) * D + d] * a.ksigns[d];
-    s_qrot[idx] = qv;
+  // Rotated queries of the block's (up to) 8 heads: the Hadamard butterflies (u, w) -> (u + w, u - w)
+  // for h = 1, 2, 4, ... as in the reference (same operands, same rounding), h < E in registers,
+  // the rest across lanes; then Pi q to shared memory for the fragments below.
+  if (warp < kMmaHeads) {
+#pragma unroll
+    for (int h = 1; h < E; h <<= 1)
+#pragma unroll
+      for (int e = 0; e < E; ++e)
+        if ((e & h) == 0) {
+          const float u = qv[e], w = qv[e + h];
+          qv[e] = u + w;
+          qv[e + h] = u - w;
+        }
+#pragma unroll
+    for (int h = 1; h < 32; h <<= 1) {
+      const bool upper = (lane & h) != 0;
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float o = __shfl_xor_sync(0xffffffffu, qv[e], h);
+        qv[e] = upper ? o - qv[e] : qv[e] + o;
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e) s_qrot[warp * D + E * lane + e] = qv[e];
   }
   __syncthreads();
-  for (int h = 1; h < D; h <<= 1) {
-    for (int p = tid; p < kMmaHeads * D / 2; p += NT) {
-      const int vec = p / (D / 2), pp = p % (D / 2);
-      const int j = (pp / h) * 2 * h + pp % h;
-      float* x = s_qrot + vec * D;
-      const float u = x[j], w = x[j + h];
-      x[j] = u + w;
-      x[j + h] = u - w;
-    }
-    __syncthreads();
-  }
   // This lane's B fragments of Pi q (head gid): k-slots 2tig+{0,1} -> dims D/4*tig + 4kk + {0,1},
   // k-slots 2tig+8+{0,1} -> dims D/4*tig + 4kk + {2,3}.
   std::uint32_t qb[D / 16][2];
@@ -332,9 +434,9 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
     const float f = a.qscale * a.kappa;
     for (int idx = tid; idx < kMmaHeads * D; idx += NT) {  // a.sketch = S^T [D][m]: lanes read consecutive i
       const int n = idx / D, i = idx % D;
-      const float* qv = s_qrot + n * D;
+      const float* qn = s_qrot + n * D;
       float acc = 0.0f;
-      for (int j = 0; j < D; ++j) acc = fmaf(__ldg(a.sketch + static_cast<std::size_t>(j) * D + i), qv[j], acc);
+      for (int j = 0; j < D; ++j) acc = fmaf(__ldg(a.sketch + static_cast<std::size_t>(j) * D + i), qn[j], acc);
       s_qsk[idx] = acc * f;
     }
     __syncthreads();
@@ -344,8 +446,8 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
       const float* qr = s_qsk + g2 * D + (D / 4) * t2 + 4 * kk;
       qs_w[idx] = make_uint2(pack_h2(qr[0], qr[1]), pack_h2(qr[2], qr[3]));
     }
-    __syncthreads();
   }
+  __syncthreads();  // every read of Pi q is done: its space becomes the warps' P buffers
   // Table bases (warp-uniform) and this lane's byte in a table row (values: + 128 with their own codebook).
   const std::uint32_t stab = static_cast<std::uint32_t>(__cvta_generic_to_shared(rest + Lay::off_stab));
   (void)stab;
@@ -359,11 +461,19 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
 #pragma unroll
   for (int j = 0; j < D / 16; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
-  int cur = 0;  // stage slot of step it (= it % kH16Stages)
+  constexpr bool kCopyFirst = !PROD;
+  int cur = 0;               // stage slot of step it (= it % kStages)
+  std::uint32_t phase = 0;   // kBulk: parity of slot cur's current use (= (it / kStages) & 1)
   for (int it = 0; it < ntw; ++it) {
-    cp_async_wait<kH16Stages - 2>();  // step it has landed (step it + 1 may still be in flight)
+    if constexpr (Lay::kBulk) {
+      mbar_wait(wbar + 8 * cur, phase);  // step it has landed
+    } else {
+      cp_async_wait<Lay::kStages - 2>();  // step it has landed (step it + 1 may still be in flight)
+    }
     // Publishes step it to the warp's lanes, and orders every lane's reads of step it - 1, whose
-    // slot the copy of step it + kH16Stages - 1 (issued after this step's compute) reuses.
+    // slot the copy of step it + kStages - 1 reuses. That copy is issued before this step's compute
+    // (kCopyFirst: one more step of lead; H200 run s4-5, b16 x 64k: 4-bit 392.3 vs 394.0 us, 3-bit
+    // 408.8 vs 429.8) except for Prod keys (4-bit: 546.2 vs 518.8 us after the compute).
     __syncwarp();
     const std::uint8_t* s_kc = wst + cur * Lay::wstep;
     const std::uint8_t* s_vc = s_kc + 16 * Lay::rsK;
@@ -371,6 +481,12 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
     const __half* s_vn = reinterpret_cast<const __half*>(s_kn + 16 * NBK);
     const int p0 = wbeg + TILE * it, n = min(16, t_end - p0), lo = max(start - p0, 0);
     constexpr int tb = 0;
+    if constexpr (kCopyFirst) {
+      const int ahead = cur == 0 ? Lay::kStages - 1 : cur - 1;  // slot of step it + kStages - 1
+      if (it + Lay::kStages - 1 < ntw) issue(it + Lay::kStages - 1, ahead, pnext);
+      if constexpr (!Lay::kBulk) cp_async_commit();
+      pnext = page_of(it + Lay::kStages);
+    }
     if (lo < n) {
       // ---- scores: S[token tb + {gid, gid+8}][head 2tig + {0,1}]
       float s[4];
@@ -430,14 +546,18 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
       // weights, and their staged codes, possibly stale, are finite look-ups). Looking the value
       // fragments up before the softmax (they do not depend on P) was measured slower: 614.7 vs 594.0 us
       // at batch 16 x 65,536, 4-bit (docs/CUDA_NOTES.md, run s3-4).
-      const std::uint32_t pb0 = pack_h2(s_p[p_at(2 * tig, gid)], s_p[p_at(2 * tig + 1, gid)]);
-      const std::uint32_t pb1 = pack_h2(s_p[p_at(2 * tig + 8, gid)], s_p[p_at(2 * tig + 9, gid)]);
+      // k-slots 2tig, 2tig+1, 2tig+8, 2tig+9 of the value mma are tokens r0..r3: 2tig + {0, 1, 8, 9}
+      // (padded rows), or tig + {0, 4, 8, 12} (kBulk's dense rows: each load reads 4 consecutive rows).
+      constexpr int R1 = Lay::kBulk ? 4 : 1, R2 = 8, R3 = Lay::kBulk ? 12 : 9;
+      const int r0 = Lay::kBulk ? tig : 2 * tig;
+      const std::uint32_t pb0 = pack_h2(s_p[p_at(r0, gid)], s_p[p_at(r0 + R1, gid)]);
+      const std::uint32_t pb1 = pack_h2(s_p[p_at(r0 + R2, gid)], s_p[p_at(r0 + R3, gid)]);
       CodeSpan<VSPAN> v0, v1, v2, v3;
-      const std::uint8_t* vr = s_vc + (tb + 2 * tig) * Lay::rsV + VSPAN * gid;
+      const std::uint8_t* vr = s_vc + (tb + r0) * Lay::rsV + VSPAN * gid;
       v0.load(vr);
-      v1.load(vr + Lay::rsV);
-      v2.load(vr + 8 * Lay::rsV);
-      v3.load(vr + 9 * Lay::rsV);
+      v1.load(vr + R1 * Lay::rsV);
+      v2.load(vr + R2 * Lay::rsV);
+      v3.load(vr + R3 * Lay::rsV);
       if constexpr (VB == 4) {
         // Cross-token pair indices: for a byte of two tokens' rows (dims d0, d1 of block j), the
         // index (token 2tig's code) | (token 2tig+1's code) << 4 of dim d0 (d1) is a table entry whose
@@ -475,13 +595,14 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
         }
       }
     }
-    {
-      const int ahead = cur == 0 ? kH16Stages - 1 : cur - 1;  // slot of step it + kH16Stages - 1
-      if (it + kH16Stages - 1 < ntw) issue(it + kH16Stages - 1, ahead, pnext);
-      cp_async_commit();
+    if constexpr (!kCopyFirst) {
+      const int ahead = cur == 0 ? Lay::kStages - 1 : cur - 1;  // slot of step it + kStages - 1
+      if (it + Lay::kStages - 1 < ntw) issue(it + Lay::kStages - 1, ahead, pnext);
+      if constexpr (!Lay::kBulk) cp_async_commit();
+      pnext = page_of(it + Lay::kStages);
     }
-    pnext = page_of(it + kH16Stages);
-    cur = cur + 1 == kH16Stages ? 0 : cur + 1;
+    cur = cur + 1 == Lay::kStages ? 0 : cur + 1;
+    phase ^= cur == 0 ? 1u : 0u;
   }
   cp_async_wait<0>();
   __syncthreads();

@@ -22,10 +22,13 @@ namespace {
 constexpr double kTqDecodeRelTol = 2e-5;
 /// The default fp16 tensor-core kernel rounds Pi q, the centroids and the
 /// softmax weights (times value norms) to fp16 (relative error <= 2^-11 each,
-/// fp32 accumulation); on these inputs (logits of standard deviation ~3) that
-/// moves the output by a few 1e-4 relative: 2e-3 leaves margin and still fails
-/// on any wrong index (an error there is O(1)).
-constexpr double kTqDecodeH16RelTol = 2e-3;
+/// fp32 accumulation). On these inputs (logits of standard deviation ~3, soft-
+/// capped cases included) the worst sequence over the cases measured 1.7e-3 to
+/// 1.95e-3 in the H200 runs of sessions 3-4 (fresh seeds each run; docs/
+/// CUDA_NOTES.md), so 2e-3 was too tight for a test with random seeds: 3e-3. It
+/// still fails on any wrong index, row, norm or weight (an error there is
+/// O(1e-2) or more: a 1% norm error alone moves the output by ~1e-2).
+constexpr double kTqDecodeH16RelTol = 3e-3;
 constexpr double kF16DecodeRelTol = 2e-5;
 
 struct DecodeCase {
@@ -181,6 +184,9 @@ TEST(CudaDecode, TqMseMatchesReference) {
       {128, 4, 4, 32, 8, 256, 300, 0, {4097, 1000, 129}},
       {64, 3, 2, 9, 3, 8, 0, 0, {1000, 4097, 8}},
       {256, 2, 4, 8, 2, 512, 0, 3, {2000, 513}},
+      // pages under 16 tokens with dense rows (per-row copies onto the bulk path's mbarriers)
+      {128, 4, 4, 32, 8, 8, 0, 0, {1000, 17}},
+      {128, 2, 2, 8, 2, 4, 50, 0, {300, 1}},
       // soft-capping (cap 5 bites: logits here have standard deviation ~3), 16-bit query / output
       {128, 4, 4, 32, 8, 16, 0, 0, {1000, 77}, 5.0f},
       {256, 3, 2, 8, 2, 64, 0, 0, {300}, 2.0f, cuda::IoType::kF16},
