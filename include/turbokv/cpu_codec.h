@@ -137,7 +137,8 @@ struct CodecHead {
  * sequence is split over threads and merged by log-sum-exp (FlashDecoding).
  * p.precision: honoured when every head is TurboQuant-MSE at an integer width
  * (the fused kernels of cpu::attention_tq_mse, turbokv/cpu.h); the other paths
- * compute in fp32 whatever it says. Which path runs: attention_codec_path.
+ * (fractional TurboQuant-MSE widths included) compute in fp32 whatever it says.
+ * Which path runs: attention_codec_path.
  * Throws std::invalid_argument on bad shapes or parameters.
  */
 /// The kernel family attention_codec / attention_codec_batched run (the batched call takes a
@@ -152,6 +153,16 @@ enum class CodecAttentionPath {
   /// <S Pi q, signs>) (arXiv 2504.19874, Algorithm 2; the signs as a 1-bit codebook {-1, +1})
   /// for a whole GQA group per pass, values as in kTqMseFused.
   kTqProdFused,
+  /// Every key and value head TurboQuant-MSE, at least one at a fractional width (1.5, 2.5, 3.5: the
+  /// outlier split of formats.h, both parts' dims multiples of 16 up to 512, i.e. head_dim a multiple of
+  /// 32 up to 1024, from make_cpu_codec on a calibrated reference), the others at integer widths, at the
+  /// AVX2 or AVX-512 level: one fused fp32 kernel per GQA group and pass over the codes (keys and values
+  /// may mix fractional and integer widths). A fractional key scores
+  /// ||x_o|| <Pi_o q_o, c_o[codes_o]> + ||x_r|| <Pi_r q_r, c_r[codes_r]> (arXiv 2504.19874, Algorithm 1
+  /// per part, split after Sec. 4.3), each part token-in-lane like kTqMseFused; a fractional value is
+  /// accumulated in each part's rotated domain (weights times the part's norm) and rotated back once
+  /// per output head. Ignores p.precision (fp32).
+  kTqMseSplitFused,
   /// Anything else: the codec-domain path (a block decoded once per GQA group) where both
   /// codecs have a codec domain, per-head scores / accumulation otherwise.
   kGeneric,

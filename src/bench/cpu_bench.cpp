@@ -1,7 +1,9 @@
 // `turbokv bench --device cpu`: fused decode attention on the compressed codes
 // of any method (CpuCodec / attention_codec; TurboQuant-MSE by default) against the dense fp16 / fp32 baselines and a stream of the same
 // compressed bytes, timed in the same process on the same shapes. TurboQuant-MSE at integer widths also gets a
-// "tq-mse bf16" row (AttentionPrecision::kBf16) where the CPU has AVX512-BF16; TurboQuant-Prod at integer widths
+// "tq-mse bf16" row (AttentionPrecision::kBf16) where the CPU has AVX512-BF16; TurboQuant-MSE at fractional
+// widths (1.5, 2.5, 3.5: the fused split kernel) also gets a "tq-mse generic" row (the generic codec-domain path
+// on the same bytes, same run); TurboQuant-Prod at integer widths
 // also gets "tq-prod+mse-v" rows (Prod keys, TurboQuant-MSE values: fused, and the generic path in the same run).
 #include <algorithm>
 #include <chrono>
@@ -250,6 +252,27 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
           rb.gbps = (cbytes + qbytes) / (tb * 1e3);
           rb.tokens_per_s = n / (tb * 1e-6);
           rows.push_back(rb);
+        }
+        // Fractional TurboQuant-MSE (outlier split): the row above is the fused split kernel
+        // (CodecAttentionPath::kTqMseSplitFused); "tq-mse generic" times the generic codec-domain path on
+        // the same bytes in the same run.
+        if (method == Method::kTurboMse && bits != std::floor(bits)) {
+          std::vector<std::unique_ptr<cpu::CpuCodec>> opaque;
+          std::vector<cpu::CodecHead> okeys, ovalues;
+          for (int g = 0; g < kvh; ++g) {
+            opaque.push_back(std::make_unique<OpaqueCodec>(*keys[g].codec));
+            okeys.push_back({opaque.back().get(), keys[g].codes});
+            opaque.push_back(std::make_unique<OpaqueCodec>(*values[g].codec));
+            ovalues.push_back({opaque.back().get(), values[g].codes});
+          }
+          const double tg = time_us([&] { cpu::attention_codec(okeys, ovalues, n, q.data(), H, p, out.data(), 0, thr); }, reps, budget);
+          BenchRow rg = r;
+          rg.method = mname + " generic";
+          rg.time_us = tg;
+          rg.speedup = t16 / tg;
+          rg.gbps = (cbytes + qbytes) / (tg * 1e3);
+          rg.tokens_per_s = n / (tg * 1e-6);
+          rows.push_back(rg);
         }
         // TurboQuant-Prod keys with TurboQuant-MSE values at the same width (the paper's pairing: Prod for
         // inner products, MSE for values): the fused kernel ("tq-prod+mse-v") and, in the same run, the

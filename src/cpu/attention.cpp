@@ -1,6 +1,6 @@
-// Fused decode attention (TurboQuant-MSE, TurboQuant-Prod keys with
-// TurboQuant-MSE values, the generic codec paths and the dense baselines) and the
-// memory-stream baseline: argument checks, the split of (sequence, KV head,
+// Fused decode attention (TurboQuant-MSE at integer and fractional widths,
+// TurboQuant-Prod keys with TurboQuant-MSE values, the generic codec paths and
+// the dense baselines) and the memory-stream baseline: argument checks, the split of (sequence, KV head,
 // head chunk, token chunk) work items over the pool, the log-sum-exp merge
 // and the final rotation back. The per-block math is in the kernels.
 #include <algorithm>
@@ -284,17 +284,23 @@ namespace {
 
 /// The path run_codec takes: every key and value head of every sequence must qualify for a fused one.
 CodecAttentionPath choose_path(const std::vector<CodecSeqView>& seqs) {
-  bool mse = true, prod = kernels().attend_prod != nullptr;
+  bool mse = true, prod = kernels().attend_prod != nullptr, split = kernels().attend_split != nullptr;
   for (const CodecSeqView& sq : seqs) {
     if (sq.keys->size() != sq.values->size()) return CodecAttentionPath::kGeneric;
     for (std::size_t g = 0; g < sq.keys->size(); ++g) {
       const CpuCodec* k = (*sq.keys)[g].codec;
-      const TqMse* v = detail::as_tq_mse((*sq.values)[g].codec);
-      mse = mse && v && detail::as_tq_mse(k);
+      const CpuCodec* vc = (*sq.values)[g].codec;
+      const TqMse* v = detail::as_tq_mse(vc);
+      const bool ki = detail::as_tq_mse(k) != nullptr;
+      mse = mse && v && ki;
       prod = prod && v && detail::as_tq_prod(k);
+      split = split && (ki || detail::as_tq_split(k)) && (v || detail::as_tq_split(vc));
     }
   }
-  return mse ? CodecAttentionPath::kTqMseFused : prod ? CodecAttentionPath::kTqProdFused : CodecAttentionPath::kGeneric;
+  return mse     ? CodecAttentionPath::kTqMseFused
+         : prod  ? CodecAttentionPath::kTqProdFused
+         : split ? CodecAttentionPath::kTqMseSplitFused
+                 : CodecAttentionPath::kGeneric;
 }
 
 /// Every query head's prepared state by its KV head's key codec: states [seq][head][S] (S floats a
@@ -359,6 +365,67 @@ void run_prod(const std::vector<CodecSeqView>& seqs, int num_heads, const Attent
       });
 }
 
+/// TurboQuant-MSE keys and values, some of them fractional (choose_path): the fused split kernel
+/// (Kernels::attend_split; heads with integer widths on both sides run the integer-width sources there
+/// with this call's accumulator stride), all query heads of a GQA group per pass over the codes, split
+/// like run_tq.
+void run_split_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
+  const int kvh = static_cast<int>(seqs[0].keys->size());
+  const int G = num_heads / kvh;
+  const int d = (*seqs[0].keys)[0].codec->head_dim();
+  const auto& k = kernels();
+  const int lanes = k.lanes;
+  // Value accumulator floats: the largest of every value head's layout.
+  int P = 0;
+  for (const CodecSeqView& sq : seqs)
+    for (const CodecHead& vh : *sq.values) {
+      const detail::SplitHeadState* x = detail::as_tq_split(vh.codec);
+      P = std::max(P, x ? x->split_acc_floats(lanes) : detail::layout_floats(d / 8, lanes));
+    }
+  // Prepared queries [seq][head][d]: [Pi_o q_o | Pi_r q_r] for split keys, Pi q otherwise (natural order).
+  std::vector<float> states;
+  std::vector<Span> spans;
+  prepare_queries(seqs, num_heads, d, static_cast<std::size_t>(d), p, states, spans);
+  const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
+  run_split(
+      spans, kvh, G, P, threads,
+      [&](std::size_t si, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
+        const CodecHead& kh = (*seqs[si].keys)[static_cast<std::size_t>(g)];
+        const CodecHead& vh = (*seqs[si].values)[static_cast<std::size_t>(g)];
+        const float* qs = states.data() + (si * num_heads + static_cast<std::size_t>(g * G + h0)) * d;
+        const detail::SplitHeadState* kx = detail::as_tq_split(kh.codec);
+        const detail::SplitHeadState* vx = detail::as_tq_split(vh.codec);
+        detail::SplitAttnJob j;
+        j.kx = kx;
+        j.ks = kx ? nullptr : &detail::as_tq_mse(kh.codec)->state();
+        j.vx = vx;
+        j.vs = vx ? nullptr : &detail::as_tq_mse(vh.codec)->state();
+        j.kcodes = kh.codes;
+        j.vcodes = vh.codes;
+        j.n = seqs[si].n;
+        j.t0 = t0;
+        j.t1 = t1;
+        j.qs = qs;
+        j.qstride = d;
+        j.P = P;
+        j.G = hc;
+        j.scale = scale;
+        j.softcap = softcap;
+        j.m = m;
+        j.l = l;
+        j.acc = acc;
+        k.attend_split(j);
+      },
+      [&](std::size_t si, int h, const float* acc, double inv_l) {
+        const CpuCodec* vc = (*seqs[si].values)[static_cast<std::size_t>(h / G)].codec;
+        float* out = seqs[si].out + static_cast<std::size_t>(h) * d;
+        if (const detail::SplitHeadState* x = detail::as_tq_split(vc))
+          detail::finalize_split_output(*x, acc, lanes, inv_l, out);
+        else
+          detail::finalize_output(detail::as_tq_mse(vc)->state(), acc, lanes, inv_l, out);
+      });
+}
+
 /// Fused decode attention over validated sequences of any codecs (one pool job).
 void run_codec(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
   const int kvh = static_cast<int>(seqs[0].keys->size());
@@ -366,6 +433,10 @@ void run_codec(const std::vector<CodecSeqView>& seqs, int num_heads, const Atten
   const CodecAttentionPath path = choose_path(seqs);
   if (path == CodecAttentionPath::kTqProdFused) {
     run_prod(seqs, num_heads, p, threads);
+    return;
+  }
+  if (path == CodecAttentionPath::kTqMseSplitFused) {
+    run_split_fused(seqs, num_heads, p, threads);
     return;
   }
   // Every head TurboQuant-MSE at integer widths: the fused kernels (GQA group in one pass).

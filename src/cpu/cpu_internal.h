@@ -17,5 +17,8 @@ void check_finite_16(const char* where, const char* arg, const std::uint16_t* x,
 void prepare_query(const TqState& st, const float* q, int lanes, float* qp);
 /// out[dim] = Pi^T acc * inv_l (acc in the layout of `lanes`; rotated back in fp64).
 void finalize_output(const TqState& st, const float* acc, int lanes, double inv_l, float* out);
+/// Fractional TurboQuant-MSE values: out[head_dim] = each part's Pi_p^T acc_p * inv_l scattered to the
+/// part's channels (acc in the layout of `lanes`, SplitHeadState in kernels.h; rotated back in fp64).
+void finalize_split_output(const SplitHeadState& s, const float* acc, int lanes, double inv_l, float* out);
 
 }  // namespace turbokv::cpu::detail

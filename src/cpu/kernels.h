@@ -119,6 +119,63 @@ struct ProdAttnJob {
   float* acc = nullptr;  ///< [G][P] in the value layout (P = layout_floats(dim / 8, lanes))
 };
 
+/**
+ * A fractional TurboQuant-MSE codec (width b + 0.5, the outlier split; src/cpu/tq_mse_split.cpp,
+ * formats.h) seen by the fused attention kernel: token t of an n-token block holds row_bytes code
+ * bytes at t * row_bytes ([packed(d_o, b + 1) outlier part][packed(d - d_o, b) rest]), then fp16
+ * (||x_o||, ||x_r||) at n * row_bytes + 4 t. part[p] views part p as a TurboQuant-MSE code stream
+ * whose token stride is the whole row (dim, bits, ng, cb16 set; code_bytes = row_bytes), starting
+ * code_offset[p] bytes into each row. A prepared query is [Pi_o q_o | Pi_r q_r] (part[0].dim then
+ * part[1].dim floats, natural order: the split codec's query state); a value accumulator holds
+ * part 0 in the layout of `lanes` (top of this file) at 0 and part 1 at split_acc_offset(lanes), or
+ * both parts packed in one layout (packed(lanes)).
+ * own[p] (the part's full TqState: rotation, layouts) and channels[p] (the part's channels,
+ * ascending) serve finalize_split_output (cpu_internal.h).
+ */
+struct SplitHeadState {
+  int dim = 0;  ///< head_dim = part[0].dim + part[1].dim; each part a multiple of 16, <= 512
+  std::size_t row_bytes = 0;
+  std::size_t code_offset[2] = {0, 0};
+  TqState part[2];
+  const TqState* own[2] = {nullptr, nullptr};
+  std::vector<int> channels[2];
+  /// True when both parts' code groups fit one register of a `lanes`-lane kernel (2 ng <= lanes,
+  /// lanes > 1): the kernel then holds them packed (part 0 in lanes [0, ng), part 1 in [ng, 2 ng)), and
+  /// so does the value accumulator: float s * lanes + j = part 0 coordinate 8 j + s for j < ng, part 1
+  /// coordinate 8 (j - ng) + s for ng <= j < 2 ng, padding beyond (8 * lanes floats).
+  bool packed(int lanes) const { return lanes > 1 && 2 * part[0].ng <= lanes && part[0].ng == part[1].ng; }
+  /// Offset of part 1 in a value accumulator of a `lanes`-lane kernel (not packed).
+  int split_acc_offset(int lanes) const;
+  /// Floats of a value accumulator of a `lanes`-lane kernel (both parts).
+  int split_acc_floats(int lanes) const;
+};
+
+/**
+ * One (KV head, token range) piece of decode attention for G query heads where keys, values or
+ * both are fractional TurboQuant-MSE (SplitHeadState) and the rest TurboQuant-MSE at an integer
+ * width (TqState): exactly one of kx / ks and one of vx / vs is set (ks with vs: the integer-width
+ * sources of AttnJob, with this job's accumulator stride P). Fields as AttnJob; qs: [G][qstride] prepared queries (a split key's query
+ * state, or Pi q for integer keys); acc: [G][P] with P >= the value accumulator's floats
+ * (layout_floats(vs->ng, lanes) or vx->split_acc_floats(lanes)).
+ */
+struct SplitAttnJob {
+  const SplitHeadState* kx = nullptr;
+  const TqState* ks = nullptr;
+  const SplitHeadState* vx = nullptr;
+  const TqState* vs = nullptr;
+  const std::uint8_t* kcodes = nullptr;
+  const std::uint8_t* vcodes = nullptr;
+  std::size_t n = 0, t0 = 0, t1 = 0;
+  const float* qs = nullptr;
+  int qstride = 0;
+  int P = 0;
+  int G = 1;
+  float scale = 1, softcap = 0;
+  float* m = nullptr;
+  float* l = nullptr;
+  float* acc = nullptr;
+};
+
 struct Kernels {
   int lanes = 1;
   /// x: [count, dim] fp32 rows; writes codes (token-major, code_bytes each, every byte) and fp32 norms.
@@ -140,6 +197,8 @@ struct Kernels {
   void (*gemm_acc)(const float* w, int G, const float* y, int cnt, int dim, float* acc, std::size_t astride);
   /// Fused attention, TurboQuant-Prod keys + TurboQuant-MSE values (nullptr at the scalar level).
   void (*attend_prod)(const ProdAttnJob& job);
+  /// Fused attention with fractional TurboQuant-MSE keys and / or values (nullptr at the scalar level).
+  void (*attend_split)(const SplitAttnJob& job);
 };
 
 /**
@@ -158,6 +217,10 @@ const Kernels& kernels();
 
 /// P for a kernel of `lanes` lanes.
 inline int layout_floats(int ng, int lanes) { return ((ng + lanes - 1) / lanes) * 8 * lanes; }
+inline int SplitHeadState::split_acc_offset(int lanes) const { return layout_floats(part[0].ng, lanes); }
+inline int SplitHeadState::split_acc_floats(int lanes) const {
+  return packed(lanes) ? 8 * lanes : layout_floats(part[0].ng, lanes) + layout_floats(part[1].ng, lanes);
+}
 /// Rotated coordinate held at float f of the layout, or -1 for padding.
 inline int layout_coord(int f, int ng, int lanes) {
   const int k = f / lanes, j = f % lanes, v = k / 8, s = k % 8;

@@ -47,6 +47,10 @@ struct T {
     return _mm256_blendv_ps(_mm256_set1_ps(fill), v, keep);
   }
   static I srl(I v, int n) { return _mm256_srl_epi32(v, _mm_cvtsi32_si128(n)); }
+  static I srlv(I v, I n) { return _mm256_srlv_epi32(v, n); }
+  /// Lane i: b where mask lane i is all ones, else a (mask lanes are 0 or ~0).
+  static I selecti(I mask, I a, I b) { return _mm256_blendv_epi8(a, b, mask); }
+  static F select(I mask, F a, F b) { return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(mask)); }
   template <int N>
   static I srli(I v) {
     if constexpr (N == 0) return v; else return _mm256_srli_epi32(v, N);

@@ -43,6 +43,10 @@ struct T {
     return _mm512_mask_blend_ps(static_cast<__mmask16>((1u << cnt) - 1u), _mm512_set1_ps(fill), v);
   }
   static I srl(I v, int n) { return _mm512_srl_epi32(v, _mm_cvtsi32_si128(n)); }
+  static I srlv(I v, I n) { return _mm512_srlv_epi32(v, n); }
+  /// Lane i: b where mask lane i is non-zero, else a.
+  static I selecti(I mask, I a, I b) { return _mm512_mask_blend_epi32(_mm512_test_epi32_mask(mask, mask), a, b); }
+  static F select(I mask, F a, F b) { return _mm512_mask_blend_ps(_mm512_test_epi32_mask(mask, mask), a, b); }
   template <int N>
   static I srli(I v) {
     if constexpr (N == 0) return v; else return _mm512_srli_epi32(v, N);

@@ -8,7 +8,8 @@
 // codebook look-up), groups<BITS> (W groups of 8 packed codes into 32-bit
 // lanes; reads group_bytes<BITS> bytes), fwht_lane (in-register Hadamard
 // stage), quantize, store_codes_u8, sumsq8 (the format's 8-lane order),
-// reduce_tokens (W vectors -> lane t = sum of vector slot(t)), exp.
+// reduce_tokens (W vectors -> lane t = sum of vector slot(t)), exp, srlv (lane-wise
+// shifts), selecti / select (lane-wise choice by a 0 / ~0 mask; fractional TurboQuant-MSE).
 // With TURBOKV_KERNELS_SOURCES_ONLY defined, only the encode/decode kernels and
 // the token sources (TqSrc, DenseSrc) are compiled, for other kernels built on them.
 #pragma once
@@ -229,6 +230,8 @@ struct TqSrc {
   }
   /// Group j of every token of the block, token i in lane i.
   I trow(int j) const { return T::loadi(gt + j * TB); }
+  /// Value weight of token i (every lane): the probability (tq_value_chunk).
+  F weight(float p, int) const { return T::set1(p); }
   template <int S>
   F code(I gv) const { return T::template lut<WIDE>(T::template srli<BITS * S>(gv), lo, hi); }
 };
@@ -334,7 +337,7 @@ inline void tq_value_chunk(const Src& src, int cnt, const float* pw, float* acc,
   for (int i = 0; i < cnt; ++i) {
     const I gv = src.group(i, v);
     F w[GH];
-    for (int h = 0; h < GH; ++h) w[h] = T::set1(pw[(h0 + h) * TB + i]);
+    for (int h = 0; h < GH; ++h) w[h] = src.weight(pw[(h0 + h) * TB + i], i);
     auto step = [&](auto sc) {
       constexpr int s = decltype(sc)::value;
       const F c = src.template code<S0 + s>(gv);
@@ -571,6 +574,228 @@ struct ProdSrc {
   }
 };
 
+// ---- Fractional TurboQuant-MSE (width b + 0.5, the outlier split; Zandieh et al., arXiv 2504.19874,
+// Algorithm 1 per part, split after Sec. 4.3): two TurboQuant-MSE code streams per token row (outlier
+// part b + 1 bits, rest b bits), each with its own rotation, codebook and fp16 norm. Keys:
+// score = ||x_o|| <Pi_o q_o, c_o[codes_o]> + ||x_r|| <Pi_r q_r, c_r[codes_r]>, each part scored token-in-lane
+// by tq_scores_block; values: each part accumulated in its own rotated domain (SplitHeadState, kernels.h),
+// weights times that part's norm. Two layouts: where both parts' code groups fit one register
+// (SplitHeadState::packed: head_dim <= 8 W, e.g. 128 at AVX-512) SplitPacked* holds them side by side
+// (one transpose, one value pass with per-lane shifts and codebooks, tq_value); otherwise SplitKeySrc /
+// SplitValSrc run the two parts as two TqSrc streams (tq_scores_block, value_block).
+
+/// The fp16 norm pairs (||x_o||, ||x_r||) of tokens [t, t + cnt) of a split block (at sc = the block's
+/// scalars + 4 t) -> n0[i], n1[i] (0 for i >= cnt).
+inline void load_split_norms(const std::uint8_t* sc, int cnt, float* n0, float* n1) {
+  alignas(64) float pair[2 * TB];
+  if (cnt == TB) {
+    T::store(pair, T::from_f16(reinterpret_cast<const std::uint16_t*>(sc)));
+    T::store(pair + W, T::from_f16(reinterpret_cast<const std::uint16_t*>(sc) + W));
+  } else {
+    for (int i = 0; i < 2 * TB; ++i)
+      pair[i] = i < 2 * cnt ? half_to_float(static_cast<std::uint16_t>(sc[2 * i] | (sc[2 * i + 1] << 8))) : 0.0f;
+  }
+  for (int i = 0; i < TB; ++i) n0[i] = pair[2 * i], n1[i] = pair[2 * i + 1];
+}
+
+/// The two part streams of a split block (BL = the rest's bits) and the block's per-part norms.
+template <int BL>
+struct SplitParts {
+  static constexpr bool kSplitSrc = true;
+  const SplitHeadState* xs;
+  const std::uint8_t* block;
+  std::size_t n;
+  TqSrc<BL + 1> hi;  // outlier part
+  TqSrc<BL> lo;      // the rest
+  alignas(64) float nrm[2][TB];
+
+  SplitParts(const SplitHeadState& s, const std::uint8_t* b, std::size_t n_, bool keys)
+      : xs(&s), block(b), n(n_), hi(s.part[0], b + s.code_offset[0], n_), lo(s.part[1], b + s.code_offset[1], n_) {
+    const std::size_t total = n_ * (s.row_bytes + 4);
+    hi.block_bytes = total - s.code_offset[0];
+    lo.block_bytes = total - s.code_offset[1];
+    hi.transpose = lo.transpose = keys;
+    hi.scalars = lo.scalars = false;
+  }
+  void stage(std::size_t t, int cnt) {
+    hi.stage(t, cnt);
+    lo.stage(t, cnt);
+    load_split_norms(block + n * xs->row_bytes + 4 * t, cnt, nrm[0], nrm[1]);
+  }
+  /// The norms are applied per part (score_block / values), so the common factor is 1.
+  F norm_vec() const { return T::set1(1.0f); }
+};
+
+/// Split keys: out[h * W + i] = ||x_o|| <q_o, c_o[...]> + ||x_r|| <q_r, c_r[...]> (norms included).
+template <int BL>
+struct SplitKeySrc : SplitParts<BL> {
+  static constexpr bool kIsTq = true;       // scores come token-in-lane (attend_block)
+  static constexpr bool kOwnScores = true;  // ... from score_block
+  static constexpr bool kHasNorm = false;
+  alignas(64) float rest[16 * W];
+  SplitKeySrc(const SplitHeadState& s, const std::uint8_t* b, std::size_t n_) : SplitParts<BL>(s, b, n_, true) {}
+  void score_block(const float* q, int G, int stride, float* out) {
+    tq_scores_block(this->hi, q, G, stride, out);
+    tq_scores_block(this->lo, q + this->xs->part[0].dim, G, stride, rest);
+    const F a = T::load(this->nrm[0]), b = T::load(this->nrm[1]);
+    for (int h = 0; h < G; ++h) T::store(out + h * W, T::fma(b, T::load(rest + h * W), T::mul(a, T::load(out + h * W))));
+  }
+};
+
+/// Split values: acc_o += p ||x_o|| c_o[codes_o] at 0, acc_r += p ||x_r|| c_r[codes_r] at split_acc_offset.
+template <int BL>
+struct SplitValSrc : SplitParts<BL> {
+  static constexpr bool kIsTq = true;
+  static constexpr bool kHasNorm = false;   // pw arrives without a norm ...
+  static constexpr bool kOwnValues = true;  // ... and values() applies each part's
+  int off;
+  alignas(64) float pw2[2][16 * TB];
+  SplitValSrc(const SplitHeadState& s, const std::uint8_t* b, std::size_t n_)
+      : SplitParts<BL>(s, b, n_, false), off(s.split_acc_offset(W)) {}
+  void values(int cnt, const float* pw, float* acc, int G, int P) {
+    const F a = T::load(this->nrm[0]), b = T::load(this->nrm[1]);
+    for (int h = 0; h < G; ++h) {
+      const F p = T::load(pw + h * TB);
+      T::store(pw2[0] + h * TB, T::mul(p, a));
+      T::store(pw2[1] + h * TB, T::mul(p, b));
+    }
+    value_block(this->hi, cnt, pw2[0], acc, G, P);
+    value_block(this->lo, cnt, pw2[1], acc + off, G, P);
+  }
+};
+
+/// Groups of one part's codes, transposed (token i in lane i) by their owner: a key source for
+/// tq_scores_block with that part's codebook.
+template <int BITS>
+struct TqRows {
+  static constexpr bool WIDE = T::kNeedWide && BITS == 4;
+  const std::int32_t* gt;  ///< [ng][TB]
+  int ng;
+  F lo, hi;
+  TqRows(const std::int32_t* rows, const TqState& st)
+      : gt(rows), ng(st.ng), lo(T::load(st.cb16)), hi(T::load(st.cb16 + (W == 16 ? 0 : 8))) {}
+  I trow(int j) const { return T::loadi(gt + j * TB); }
+  template <int S>
+  F code(I gv) const { return T::template lut<WIDE>(T::template srli<BITS * S>(gv), lo, hi); }
+};
+
+/// Both parts of a token in one register (SplitHeadState::packed: 2 ng <= W, head_dim <= 8 W): lanes
+/// [0, ng) hold the outlier part's code groups, lanes [ng, 2 ng) the rest's, so a W-lane pass serves
+/// both parts instead of two half-empty ones.
+template <int BL>
+struct SplitPacked {
+  static constexpr int BH = BL + 1;
+  static constexpr bool kSplitSrc = true;
+  const SplitHeadState* xs;
+  const std::uint8_t* block;
+  std::size_t n, block_bytes, hoff;
+  int ng;
+  I sel;  // lanes >= ng: ~0 (the rest)
+  alignas(64) std::int32_t g[TB * W];  // [token][lane]
+  alignas(64) float nrm[2][TB];
+
+  SplitPacked(const SplitHeadState& s, const std::uint8_t* b, std::size_t n_)
+      : xs(&s), block(b), n(n_), block_bytes(n_ * (s.row_bytes + 4)), ng(s.part[0].ng) {
+    // A BL-bit group load at row + hoff puts the rest's group j - ng in lane j (code_offset[1] = ng BH).
+    hoff = s.code_offset[1] - static_cast<std::size_t>(ng) * BL;
+    alignas(64) std::int32_t m[W];
+    for (int j = 0; j < W; ++j) m[j] = j >= ng ? -1 : 0;
+    sel = T::loadi(m);
+  }
+  /// Token t + i's packed groups (zero for i >= cnt).
+  I packed_groups(std::size_t t, int i, int cnt, bool in_place) const {
+    if (i >= cnt) return T::zeroi();
+    const std::size_t off = (t + i) * xs->row_bytes;
+    const std::uint8_t* src = block + off;
+    alignas(64) std::uint8_t tmp[256];
+    if (!in_place && off + need() > block_bytes) {  // would read past the block: copy what is there
+      std::memset(tmp, 0, sizeof tmp);
+      std::memcpy(tmp, src, std::min(need(), block_bytes - off));
+      src = tmp;
+    }
+    return T::selecti(sel, T::template groups<BH>(src), T::template groups<BL>(src + hoff));
+  }
+  /// Bytes a token's two group loads read from its row start.
+  std::size_t need() const {
+    return std::max<std::size_t>(T::template group_bytes<BH>(), hoff + T::template group_bytes<BL>());
+  }
+  /// True when every load of tokens [t, t + cnt) stays inside the block.
+  bool in_place(std::size_t t, int cnt) const { return (t + cnt - 1) * xs->row_bytes + need() <= block_bytes; }
+  void load_norms(std::size_t t, int cnt) { load_split_norms(block + n * xs->row_bytes + 4 * t, cnt, nrm[0], nrm[1]); }
+  /// Values: every token's packed groups into g.
+  void stage(std::size_t t, int cnt) {
+    const bool ip = in_place(t, cnt);
+    for (int i = 0; i < TB; ++i) T::storei(g + i * W, packed_groups(t, i, cnt, ip));
+    load_norms(t, cnt);
+  }
+  F norm_vec() const { return T::set1(1.0f); }
+};
+
+/// Packed split keys: one transpose for both parts, then each part's rows scored by tq_scores_block.
+template <int BL>
+struct SplitPackedKeySrc : SplitPacked<BL> {
+  static constexpr bool kIsTq = true;
+  static constexpr bool kOwnScores = true;
+  static constexpr bool kHasNorm = false;
+  alignas(64) std::int32_t gt[W * TB];  // [lane][token]
+  alignas(64) float rest[16 * W];
+  TqRows<BL + 1> r0;
+  TqRows<BL> r1;
+  SplitPackedKeySrc(const SplitHeadState& s, const std::uint8_t* b, std::size_t n_)
+      : SplitPacked<BL>(s, b, n_), r0(gt, s.part[0]), r1(gt + s.part[0].ng * TB, s.part[1]) {}
+  void stage(std::size_t t, int cnt) {  // transposed in registers (g unused)
+    const bool ip = this->in_place(t, cnt);
+    I r[W];
+    for (int i = 0; i < TB; ++i) r[i] = this->packed_groups(t, i, cnt, ip);
+    this->load_norms(t, cnt);
+    T::transpose(r);
+    for (int j = 0; j < W; ++j) T::storei(gt + j * TB, r[j]);
+  }
+  void score_block(const float* q, int G, int stride, float* out) {
+    tq_scores_block(r0, q, G, stride, out);
+    tq_scores_block(r1, q + this->xs->part[0].dim, G, stride, rest);
+    const F a = T::load(this->nrm[0]), b = T::load(this->nrm[1]);
+    for (int h = 0; h < G; ++h) T::store(out + h * W, T::fma(b, T::load(rest + h * W), T::mul(a, T::load(out + h * W))));
+  }
+};
+
+/// Packed split values for tq_value: one group vector per token (nv = 1), code S of lane j shifted by
+/// S BH (outlier lanes) or S BL (the rest) and looked up in that part's codebook; the weight of token
+/// i carries each lane's part norm. Accumulator: float s W + j = part 0 coordinate 8 j + s (j < ng),
+/// part 1 coordinate 8 (j - ng) + s (ng <= j < 2 ng), padding beyond (SplitHeadState::packed).
+template <int BL>
+struct SplitPackedValSrc : SplitPacked<BL> {
+  static constexpr bool kIsTq = true;
+  static constexpr bool kHasNorm = false;  // weight() applies each lane's part norm
+  static constexpr int BH = BL + 1;
+  int nv = 1;
+  F lo0, hi0, lo1, hi1;
+  I sh[8];
+  alignas(64) float wn[TB * W];  // [token][lane]: ||x_o|| or ||x_r||
+  SplitPackedValSrc(const SplitHeadState& s, const std::uint8_t* b, std::size_t n_) : SplitPacked<BL>(s, b, n_) {
+    lo0 = T::load(s.part[0].cb16), hi0 = T::load(s.part[0].cb16 + (W == 16 ? 0 : 8));
+    lo1 = T::load(s.part[1].cb16), hi1 = T::load(s.part[1].cb16 + (W == 16 ? 0 : 8));
+    alignas(64) std::int32_t v[W];
+    for (int k = 0; k < 8; ++k) {
+      for (int j = 0; j < W; ++j) v[j] = k * (j >= this->ng ? BL : BH);
+      sh[k] = T::loadi(v);
+    }
+  }
+  void stage(std::size_t t, int cnt) {
+    SplitPacked<BL>::stage(t, cnt);
+    for (int i = 0; i < TB; ++i)
+      T::store(wn + i * W, T::select(this->sel, T::set1(this->nrm[0][i]), T::set1(this->nrm[1][i])));
+  }
+  I group(int i, int) const { return T::loadi(this->g + i * W); }
+  F weight(float p, int i) const { return T::mul(T::set1(p), T::load(wn + i * W)); }
+  template <int S>
+  F code(I gv) const {
+    const I idx = T::srlv(gv, sh[S]);
+    return T::select(this->sel, T::template lut<T::kNeedWide && BH == 4>(idx, lo0, hi0),
+                     T::template lut<T::kNeedWide && BL == 4>(idx, lo1, hi1));
+  }
+};
+
 inline void attend_init(int G, int P, float* m, float* lv, float* acc) {
   for (int h = 0; h < G; ++h) {
     m[h] = -INFINITY;
@@ -623,7 +848,10 @@ inline void attend_block(KSrc& ks, VSrc& vs, std::size_t t, int cnt, const float
     if constexpr (VSrc::kHasNorm) p = T::mul(p, vn);
     T::store(pw + h * TB, p);
   }
-  value_block(vs, cnt, pw, acc, G, P);
+  if constexpr (requires { VSrc::kOwnValues; })
+    vs.values(cnt, pw, acc, G, P);
+  else
+    value_block(vs, cnt, pw, acc, G, P);
 }
 
 /// Lane sums -> l[h].
@@ -688,6 +916,83 @@ void attend_prod(const ProdAttnJob& j) {
     case 1: attend_prod_k<1>(j); break;
     case 2: attend_prod_k<2>(j); break;
     default: attend_prod_k<3>(j); break;
+  }
+}
+
+/// A SplitAttnJob's key (transposed) or value source: a split source from the SplitHeadState, else a TqSrc.
+template <class S>
+constexpr bool kIsSplitSrc = requires { S::kSplitSrc; };
+
+template <class KS, class VS>
+void attend_split_t(const SplitAttnJob& j) {
+  auto make = [&](auto* tag, const SplitHeadState* x, const TqState* st, const std::uint8_t* codes) {
+    using S = std::remove_pointer_t<decltype(tag)>;
+    if constexpr (kIsSplitSrc<S>)
+      return S(*x, codes, j.n);
+    else
+      return S(*st, codes, j.n);
+  };
+  KS ks = make(static_cast<KS*>(nullptr), j.kx, j.ks, j.kcodes);
+  VS vs = make(static_cast<VS*>(nullptr), j.vx, j.vs, j.vcodes);
+  if constexpr (!kIsSplitSrc<KS>) ks.transpose = true;
+  attend_loop(ks, vs, j.t0, j.t1, j.qs, j.G, j.P, j.qstride, j.scale, j.softcap, j.m, j.l, j.acc);
+}
+
+/// Values of a split job: split (BL = 1..3; packed or not, like split keys of the same head_dim) or
+/// integer widths (1..4).
+template <class KS, int Packed>
+void attend_split_kv(const SplitAttnJob& j) {
+  if (j.vx) {
+    const bool packed = j.vx->packed(W);
+    if constexpr (Packed != 0) {  // split keys: the same head_dim, so the same packing
+      if (packed) {
+        switch (j.vx->part[1].bits) {
+          case 1: attend_split_t<KS, SplitPackedValSrc<1>>(j); break;
+          case 2: attend_split_t<KS, SplitPackedValSrc<2>>(j); break;
+          default: attend_split_t<KS, SplitPackedValSrc<3>>(j); break;
+        }
+        return;
+      }
+    }
+    if constexpr (Packed != 1) {
+      if (!packed) {
+        switch (j.vx->part[1].bits) {
+          case 1: attend_split_t<KS, SplitValSrc<1>>(j); break;
+          case 2: attend_split_t<KS, SplitValSrc<2>>(j); break;
+          default: attend_split_t<KS, SplitValSrc<3>>(j); break;
+        }
+      }
+    }
+  } else {
+    switch (j.vs->bits) {
+      case 1: attend_split_t<KS, TqSrc<1>>(j); break;
+      case 2: attend_split_t<KS, TqSrc<2>>(j); break;
+      case 3: attend_split_t<KS, TqSrc<3>>(j); break;
+      default: attend_split_t<KS, TqSrc<4>>(j); break;
+    }
+  }
+}
+
+void attend_split(const SplitAttnJob& j) {
+  if (j.kx && j.kx->packed(W)) {
+    switch (j.kx->part[1].bits) {
+      case 1: attend_split_kv<SplitPackedKeySrc<1>, 1>(j); break;
+      case 2: attend_split_kv<SplitPackedKeySrc<2>, 1>(j); break;
+      default: attend_split_kv<SplitPackedKeySrc<3>, 1>(j); break;
+    }
+  } else if (j.kx) {
+    switch (j.kx->part[1].bits) {
+      case 1: attend_split_kv<SplitKeySrc<1>, 0>(j); break;
+      case 2: attend_split_kv<SplitKeySrc<2>, 0>(j); break;
+      default: attend_split_kv<SplitKeySrc<3>, 0>(j); break;
+    }
+  } else {  // integer keys: values packed or not
+    switch (j.ks->bits) {
+      case 1: attend_split_kv<TqSrc<1>, 2>(j); break;
+      case 2: attend_split_kv<TqSrc<2>, 2>(j); break;
+      case 3: attend_split_kv<TqSrc<3>, 2>(j); break;
+      default: attend_split_kv<TqSrc<4>, 2>(j); break;
+    }
   }
 }
 
@@ -835,7 +1140,7 @@ void gemm_acc(const float* w, int G, const float* y, int cnt, int dim, float* ac
 
 /// This ISA's kernel table (kernels.h).
 const Kernels& table() {
-  static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, attend_prod};
+  static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, attend_prod, attend_split};
   return k;
 }
 

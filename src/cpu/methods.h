@@ -32,6 +32,11 @@ struct ProdKeyState;  // kernels.h
 /// (attention_codec then takes the fused TurboQuant-Prod kernel when values are TurboQuant-MSE).
 const ProdKeyState* as_tq_prod(const CpuCodec* c);
 
+struct SplitHeadState;  // kernels.h
+/// The fused-kernel view of a make_cpu_tq_mse_split codec (fractional TurboQuant-MSE), else nullptr
+/// (attention_codec then takes the fused split kernel when every other head is TurboQuant-MSE).
+const SplitHeadState* as_tq_split(const CpuCodec* c);
+
 /// Wraps the reference codec (fp64 inside, fp32 at the interface): the scalar level.
 std::unique_ptr<CpuCodec> make_cpu_reference(const Codec& ref);
 

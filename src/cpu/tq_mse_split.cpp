@@ -9,6 +9,9 @@
 // place (tq_mse_split_avx2.cpp / _avx512.cpp, kivi_fp_simd.h), as does the
 // codec-domain decode (tq_mse_split_simd.h): y_t = both parts' norm * centroids,
 // rotated, at the parts' offsets in the query state / accumulator ([d]).
+// attention_codec's fused kernel (CodecAttentionPath::kTqMseSplitFused,
+// kernels_simd.h) reads the same bytes through fused_state() / as_tq_split() and
+// rotates its value accumulators back with finalize_split_output().
 // Covered: part dims that the integer kernels take (multiples of 16, i.e.
 // head_dim a multiple of 32, up to 1024); other head_dims return nullptr (the
 // reference wrapper). The channel split is read back from the calibrated
@@ -76,7 +79,10 @@ class TqMseSplitCodec final : public CpuCodec {
       soff += static_cast<std::size_t>(st.dim);
     }
     sp_.row_bytes = off;
+    init_fused_state();
   }
+  /// The view of the fused attention kernels (kernels.h).
+  const SplitHeadState& fused_state() const { return xs_; }
   const char* isa() const override { return isa_; }
   std::size_t query_state_size() const override { return static_cast<std::size_t>(head_dim()); }
   std::size_t accumulator_size() const override { return static_cast<std::size_t>(head_dim()); }
@@ -169,15 +175,56 @@ class TqMseSplitCodec final : public CpuCodec {
   }
 
  private:
+  void init_fused_state() {
+    xs_.dim = head_dim();
+    xs_.row_bytes = sp_.row_bytes;
+    for (int p = 0; p < 2; ++p) {
+      const TqState& st = tq_[p]->state();
+      TqState& v = xs_.part[p];
+      v.dim = st.dim;
+      v.bits = st.bits;
+      v.ng = st.ng;
+      v.code_bytes = sp_.row_bytes;  // the token stride of the part's stream
+      std::copy(st.cb16, st.cb16 + 16, v.cb16);
+      std::copy(st.cbx, st.cbx + 16, v.cbx);
+      xs_.code_offset[p] = sp_.part[p].code_offset;
+      xs_.own[p] = &st;
+      xs_.channels[p] = ch_[p];
+    }
+  }
+
   std::vector<int> ch_[2];
   std::unique_ptr<TqMse> tq_[2];
   SplitParams sp_;
   const SplitKernels& k_;
   SplitDomainFn dom_;
   const char* isa_;
+  SplitHeadState xs_;
 };
 
 }  // namespace
+
+const SplitHeadState* as_tq_split(const CpuCodec* c) {
+  const auto* t = dynamic_cast<const TqMseSplitCodec*>(c);
+  return t ? &t->fused_state() : nullptr;
+}
+
+void finalize_split_output(const SplitHeadState& s, const float* acc, int lanes, double inv_l, float* out) {
+  float tmp[512];
+  float nat[2][512];  // packed: each part's rotated coordinates, natural order (the layout of 1 lane)
+  if (s.packed(lanes)) {
+    const int ng = s.part[0].ng;
+    for (int k = 0; k < 8; ++k)
+      for (int j = 0; j < 2 * ng; ++j) nat[j >= ng][8 * (j % ng) + k] = acc[k * lanes + j];
+  }
+  for (int p = 0; p < 2; ++p) {
+    if (s.packed(lanes))
+      finalize_output(*s.own[p], nat[p], 1, inv_l, tmp);
+    else
+      finalize_output(*s.own[p], acc + (p ? s.split_acc_offset(lanes) : 0), lanes, inv_l, tmp);
+    for (std::size_t i = 0; i < s.channels[p].size(); ++i) out[s.channels[p][i]] = tmp[i];
+  }
+}
 
 std::unique_ptr<CpuCodec> make_cpu_tq_mse_split(const Codec& ref) {
   const CodecConfig& c = ref.config();

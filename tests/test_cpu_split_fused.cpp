@@ -1,0 +1,347 @@
+// The fused fractional TurboQuant-MSE attention kernel of cpu::attention_codec
+// (CodecAttentionPath::kTqMseSplitFused, kernels_simd.h SplitKeySrc / SplitValSrc / SplitPacked*) against the
+// fp64 reference attention_compressed, within 1e-5 relative per head, at every SIMD level this CPU
+// has (the scalar level takes the generic path through the reference wrappers and must agree too),
+// 1 and 2 threads: key x value widths 1.5 / 2.5 / 3.5, mixed with integer widths (per call and per
+// KV head), head_dim 64/96/128/160/192/256/512/1024 (both parts in one register or not), GQA
+// 1/4/5/7/16, lengths 1..4097, window and soft-cap, a context shorter than the block, all-0x00 /
+// all-0xff code bytes, an unaligned query, the batched call, the dispatch decision, and negative
+// controls (each of the four fp16 norms, or one centroid of each part's codebook, perturbed by 1%
+// must break the tolerance).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "turbokv/attention.h"
+#include "turbokv/codebook.h"
+#include "turbokv/codec.h"
+#include "turbokv/cpu_codec.h"
+#include "turbokv/formats.h"
+#include "turbokv/half.h"
+#include "turbokv/simd.h"
+
+using namespace turbokv;
+
+namespace {
+
+constexpr double kTol = 1e-5;
+
+bool fractional(double bits) { return bits != std::floor(bits); }
+
+/// kvh heads of TurboQuant-MSE keys and values, n tokens, encoded by the reference codecs; head g's
+/// keys use kbits[g % kbits.size()], its values vbits[g % vbits.size()] (fractional widths are
+/// calibrated on 256 tokens of the same distribution). fill < 0: Gaussian data with two outlier
+/// channels; fill = 0x00 / 0xff: every code byte that value, norms 0.5 .. 2 (both norms of a
+/// fractional head). The fast codecs (make_cpu_codec) are made at the current simd_level(); remake()
+/// redoes that.
+struct SplitHeads {
+  int d, kvh, ratio;
+  std::size_t n;
+  std::vector<std::unique_ptr<Codec>> rk, rv;
+  std::vector<std::unique_ptr<cpu::CpuCodec>> fk, fv;
+  std::vector<std::vector<std::uint8_t>> kb, vb;
+  std::vector<EncodedHead> keys, values;
+  std::vector<cpu::CodecHead> fkeys, fvalues;
+
+  SplitHeads(int d_, int kvh_, int ratio_, std::size_t n_, std::vector<double> kbits, std::vector<double> vbits,
+             std::uint64_t seed, int fill = -1)
+      : d(d_), kvh(kvh_), ratio(ratio_), n(n_) {
+    auto data = [&](std::size_t rows, std::uint64_t s) {
+      auto x = test::gaussian(rows * d, s);
+      for (std::size_t t = 0; t < rows; ++t) {
+        x[t * d + 1] = x[t * d + 1] * 6 + 1;  // outlier channels
+        x[t * d + d - 3] *= 4;
+      }
+      return x;
+    };
+    for (int g = 0; g < kvh; ++g) {
+      for (int role = 0; role < 2; ++role) {
+        CodecConfig c;
+        c.method = Method::kTurboMse;
+        c.bits = role == 0 ? kbits[g % kbits.size()] : vbits[g % vbits.size()];
+        c.head_dim = d;
+        c.role = role == 0 ? Role::kKey : Role::kValue;
+        c.seed = seed + 100 * role + g;
+        auto codec = make_codec(c);
+        const std::uint64_t ds = seed * 31 + 7 * role + g;
+        if (codec->needs_calibration()) {
+          const auto cal = data(256, ds + 1000);
+          codec->calibrate(cal.data(), 256);
+        }
+        std::vector<std::uint8_t> buf(codec->encoded_bytes(n));
+        const std::size_t ns = fractional(c.bits) ? 2 : 1;
+        if (fill < 0) {
+          const auto x = data(n, ds);
+          codec->encode(x.data(), n, buf.data());
+        } else {
+          const std::size_t cb = (buf.size() - 2 * ns * n) / n;
+          std::memset(buf.data(), fill, n * cb);
+          for (std::size_t t = 0; t < n; ++t)
+            for (std::size_t s = 0; s < ns; ++s)
+              store_half(buf.data() + n * cb + 2 * (ns * t + s), role == 0 ? 0.5f + ((t + s) % 7) * 0.25f
+                                                                            : 2.0f - ((t + 2 * s) % 5) * 0.25f);
+        }
+        (role == 0 ? rk : rv).push_back(std::move(codec));
+        (role == 0 ? kb : vb).push_back(std::move(buf));
+      }
+      keys.push_back({rk[g].get(), kb[g].data()});
+      values.push_back({rv[g].get(), vb[g].data()});
+    }
+    remake();
+  }
+  void remake() {
+    fk.clear(), fv.clear(), fkeys.clear(), fvalues.clear();
+    for (int g = 0; g < kvh; ++g) {
+      fk.push_back(cpu::make_cpu_codec(*rk[g]));
+      fv.push_back(cpu::make_cpu_codec(*rv[g]));
+      fkeys.push_back({fk[g].get(), kb[g].data()});
+      fvalues.push_back({fv[g].get(), vb[g].data()});
+    }
+  }
+  int heads() const { return kvh * ratio; }
+};
+
+cpu::CodecAttentionPath expected_path() {
+  return simd_level() == SimdLevel::kScalar ? cpu::CodecAttentionPath::kGeneric
+                                            : cpu::CodecAttentionPath::kTqMseSplitFused;
+}
+
+std::vector<double> reference(const SplitHeads& h, const float* q, const AttentionParams& p, std::size_t ctx = 0) {
+  std::vector<double> want(static_cast<std::size_t>(h.heads()) * h.d);
+  attention_compressed(h.keys, h.values, h.n, q, h.heads(), p, want.data(), nullptr, ctx);
+  return want;
+}
+
+/// Largest per-head relative error of got against want.
+double max_err(const std::vector<float>& got, const std::vector<double>& want, int heads, int d) {
+  double e = 0;
+  for (int h = 0; h < heads; ++h) e = std::max(e, test::rel_err(got.data() + h * d, want.data() + h * d, d));
+  return e;
+}
+
+double g_worst = 0;  // largest error seen by check_all_levels, printed at the end
+
+/// Runs the fast path at every SIMD level and 1 / 2 threads against want; checks the path reported.
+void check_all_levels(SplitHeads& h, const float* q, const AttentionParams& p, const std::vector<double>& want,
+                      std::size_t ctx = 0) {
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    h.remake();
+    ASSERT_EQ(cpu::attention_codec_path(h.fkeys, h.fvalues), expected_path()) << simd_level_name(lvl);
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::string(simd_level_name(lvl)) + " threads " + std::to_string(threads));
+      std::vector<float> got(want.size(), -7.0f);
+      cpu::attention_codec(h.fkeys, h.fvalues, h.n, q, h.heads(), p, got.data(), ctx, threads);
+      for (int hh = 0; hh < h.heads(); ++hh) {
+        const double e = test::rel_err(got.data() + hh * h.d, want.data() + hh * h.d, h.d);
+        g_worst = std::max(g_worst, e);
+        ASSERT_LE(e, kTol) << "head " << hh;
+      }
+    }
+  }
+}
+
+AttentionParams plain(int d) { return AttentionParams{1.0 / std::sqrt(d), 0, 0}; }
+const AttentionParams kWindowCap{0.3, 37, 20.0};
+
+std::string bits_str(double b) { return std::to_string(b).substr(0, 3); }
+
+}  // namespace
+
+TEST(CpuSplitFused, EveryKeyAndValueWidth) {
+  for (double kbits : {1.5, 2.5, 3.5})
+    for (double vbits : {1.5, 2.5, 3.5}) {
+      SCOPED_TRACE("kbits " + bits_str(kbits) + " vbits " + bits_str(vbits));
+      SplitHeads h(128, 2, 4, 1000, {kbits}, {vbits}, static_cast<std::uint64_t>(10 * kbits + vbits));
+      const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 5);
+      for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_all_levels(h, q.data(), p, reference(h, q.data(), p));
+    }
+}
+
+TEST(CpuSplitFused, MixedWithIntegerWidths) {
+  // Fractional keys with integer values and vice versa, in every call; and per KV head (some heads
+  // integer on both sides) in one call.
+  struct Mix {
+    std::vector<double> k, v;
+  };
+  for (const Mix& m : std::vector<Mix>{{{2.5}, {3}},
+                                       {{1.5}, {4}},
+                                       {{3.5}, {1}},
+                                       {{2}, {3.5}},
+                                       {{4}, {1.5}},
+                                       {{1}, {2.5}},
+                                       {{2.5, 2}, {3.5, 3}},
+                                       {{2, 1.5}, {4, 3}},
+                                       {{3, 3.5, 4}, {2.5, 2, 1.5}}}) {
+    std::string tag = "k";
+    for (double b : m.k) tag.append(" ").append(bits_str(b));
+    tag.append(" v");
+    for (double b : m.v) tag.append(" ").append(bits_str(b));
+    SCOPED_TRACE(tag);
+    SplitHeads h(128, 3, 5, 1000, m.k, m.v, 17 + m.k.size() * 3 + static_cast<std::uint64_t>(m.k[0] * 10));
+    const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 6);
+    for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_all_levels(h, q.data(), p, reference(h, q.data(), p));
+  }
+}
+
+TEST(CpuSplitFused, ShapesLengthsAndGqa) {
+  struct Shape {
+    int d, kvh, ratio;
+    std::size_t n;
+    double kbits, vbits;
+  };
+  for (const Shape& s : std::vector<Shape>{{64, 1, 1, 1, 1.5, 3.5},    {64, 2, 4, 2, 2.5, 2.5},
+                                           {96, 1, 5, 31, 3.5, 1.5},   {96, 2, 7, 65, 2.5, 3.5},
+                                           {128, 1, 16, 64, 1.5, 1.5}, {128, 3, 5, 1000, 3.5, 2.5},
+                                           {128, 1, 7, 4097, 2.5, 3.5}, {256, 2, 16, 65, 3.5, 3.5},
+                                           {256, 1, 4, 1000, 2.5, 1.5}, {256, 2, 1, 31, 1.5, 2.5},
+                                           {64, 1, 16, 4097, 3.5, 2.5}, {96, 1, 4, 1000, 1.5, 3.5},
+                                           {128, 2, 1, 2, 3.5, 1.5},    {256, 1, 7, 4097, 1.5, 2.5},
+                                           {64, 2, 5, 64, 2.5, 1.5},    {96, 1, 16, 1, 3.5, 3.5},
+                                           {160, 1, 5, 65, 2.5, 3.5},   {192, 2, 4, 31, 1.5, 2.5},
+                                           {512, 1, 4, 65, 3.5, 2.5},   {1024, 1, 2, 31, 2.5, 1.5}}) {
+    SCOPED_TRACE("d " + std::to_string(s.d) + " kvh " + std::to_string(s.kvh) + " gqa " + std::to_string(s.ratio) +
+                 " n " + std::to_string(s.n) + " kbits " + bits_str(s.kbits) + " vbits " + bits_str(s.vbits));
+    SplitHeads h(s.d, s.kvh, s.ratio, s.n, {s.kbits}, {s.vbits}, 7 + s.d + s.n);
+    const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 11);
+    for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_all_levels(h, q.data(), p, reference(h, q.data(), p));
+    // A context shorter than the block.
+    if (s.n > 2) check_all_levels(h, q.data(), plain(h.d), reference(h, q.data(), plain(h.d), s.n - 2), s.n - 2);
+  }
+}
+
+TEST(CpuSplitFused, AllZeroAndAllOnesCodeBytes) {
+  for (int fill : {0x00, 0xff})
+    for (double kbits : {1.5, 2.5, 3.5}) {
+      SCOPED_TRACE("fill " + std::to_string(fill) + " kbits " + bits_str(kbits));
+      SplitHeads h(96, 2, 5, 1000, {kbits}, {5 - kbits}, 3, fill);
+      const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 12);
+      for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_all_levels(h, q.data(), p, reference(h, q.data(), p));
+    }
+}
+
+TEST(CpuSplitFused, UnalignedQuery) {
+  SplitHeads h(128, 2, 4, 1000, {3.5}, {2.5}, 31);
+  const std::size_t nq = static_cast<std::size_t>(h.heads()) * h.d;
+  const auto q = test::gaussian(nq, 14);
+  std::vector<float> buf(nq + 1);
+  std::memcpy(buf.data() + 1, q.data(), nq * sizeof(float));
+  check_all_levels(h, buf.data() + 1, plain(h.d), reference(h, q.data(), plain(h.d)));
+}
+
+TEST(CpuSplitFused, BatchedSequences) {
+  SplitHeads a(128, 2, 4, 1000, {2.5}, {3.5}, 41), b(128, 2, 4, 65, {1.5}, {2}, 42);
+  const auto qa = test::gaussian(8 * 128, 15), qb = test::gaussian(8 * 128, 16);
+  const auto wa = reference(a, qa.data(), kWindowCap), wb = reference(b, qb.data(), kWindowCap, 60);
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    a.remake(), b.remake();
+    std::vector<float> ga(wa.size()), gb(wb.size());
+    std::vector<cpu::CodecSequence> seqs(2);
+    seqs[0] = {a.fkeys, a.fvalues, a.n, 0, qa.data(), ga.data()};
+    seqs[1] = {b.fkeys, b.fvalues, b.n, 60, qb.data(), gb.data()};
+    cpu::attention_codec_batched(seqs, 8, kWindowCap, 2);
+    EXPECT_LE(max_err(ga, wa, 8, 128), kTol) << simd_level_name(lvl);
+    EXPECT_LE(max_err(gb, wb, 8, 128), kTol) << simd_level_name(lvl);
+  }
+}
+
+TEST(CpuSplitFused, DispatchDecision) {
+  SplitHeads h(64, 2, 2, 10, {2.5}, {1.5}, 51), ints(64, 2, 2, 10, {2}, {3}, 52);
+  CodecConfig pc;
+  pc.method = Method::kTurboProd;
+  pc.bits = 3;
+  pc.head_dim = 64;
+  const auto prod_ref = make_codec(pc);
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    h.remake(), ints.remake();
+    const auto prod = cpu::make_cpu_codec(*prod_ref);
+    const bool scalar = simd_level() == SimdLevel::kScalar;
+    EXPECT_EQ(cpu::attention_codec_path(h.fkeys, h.fvalues), expected_path()) << simd_level_name(lvl);
+    EXPECT_EQ(cpu::attention_codec_path(h.fkeys, ints.fvalues), expected_path());
+    EXPECT_EQ(cpu::attention_codec_path(ints.fkeys, h.fvalues), expected_path());
+    std::vector<cpu::CodecHead> mixed = {h.fkeys[0], ints.fkeys[1]};
+    EXPECT_EQ(cpu::attention_codec_path(mixed, ints.fvalues), expected_path());
+    // Every head at an integer width: still the integer-width kernels.
+    EXPECT_EQ(cpu::attention_codec_path(ints.fkeys, ints.fvalues),
+              scalar ? cpu::CodecAttentionPath::kGeneric : cpu::CodecAttentionPath::kTqMseFused);
+    // A head of another method: generic.
+    std::vector<cpu::CodecHead> other = {h.fkeys[0], {prod.get(), h.kb[1].data()}};
+    EXPECT_EQ(cpu::attention_codec_path(other, h.fvalues), cpu::CodecAttentionPath::kGeneric);
+    EXPECT_EQ(cpu::attention_codec_path(h.fvalues, other), cpu::CodecAttentionPath::kGeneric);
+    // Bad input never throws here.
+    EXPECT_EQ(cpu::attention_codec_path(h.fkeys, {h.fvalues[0]}), cpu::CodecAttentionPath::kGeneric);
+  }
+}
+
+TEST(CpuSplitFused, PerturbedNormBreaksTheTolerance) {
+  // Negative control: each fp16 norm (keys / values, outlier / rest part) scaled by 1.01 in the bytes the
+  // fast path sees; the reference keeps the original bytes.
+  SplitHeads h(128, 2, 4, 1000, {2.5}, {3.5}, 61);
+  const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 17);
+  const auto want = reference(h, q.data(), plain(h.d));
+  for (int which = 0; which < 4; ++which) {
+    const bool key = which < 2;
+    const std::size_t part = static_cast<std::size_t>(which % 2);
+    auto bytes = key ? h.kb : h.vb;
+    std::vector<cpu::CodecHead> pk = h.fkeys, pv = h.fvalues;
+    for (int g = 0; g < h.kvh; ++g) {
+      const std::size_t cb = (bytes[g].size() - 4 * h.n) / h.n;
+      for (std::size_t t = 0; t < h.n; ++t) {
+        std::uint8_t* p = bytes[g].data() + h.n * cb + 4 * t + 2 * part;
+        store_half(p, half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8))) * 1.01f);
+      }
+    }
+    for (SimdLevel lvl : available_simd_levels()) {
+      ScopedSimdLevel guard(lvl);
+      h.remake();
+      pk = h.fkeys, pv = h.fvalues;
+      for (int g = 0; g < h.kvh; ++g) (key ? pk : pv)[g].codes = bytes[g].data();
+      std::vector<float> got(want.size()), ok(want.size());
+      cpu::attention_codec(pk, pv, h.n, q.data(), h.heads(), plain(h.d), got.data(), 0, 2);
+      cpu::attention_codec(h.fkeys, h.fvalues, h.n, q.data(), h.heads(), plain(h.d), ok.data(), 0, 2);
+      EXPECT_LE(max_err(ok, want, h.heads(), h.d), kTol) << simd_level_name(lvl);
+      EXPECT_GT(max_err(got, want, h.heads(), h.d), 10 * kTol) << simd_level_name(lvl) << " norm " << which;
+    }
+  }
+}
+
+TEST(CpuSplitFused, PerturbedCentroidBreaksTheTolerance) {
+  // Negative control: the reference (which reads the cached Lloyd-Max codebooks) sees one centroid of one
+  // codebook scaled by 1.01; the fast codecs keep the copy they made. Keys 2.5 bits (parts: 3 and 2
+  // bits), values 3.5 bits (4 and 3 bits), head_dim 128 (parts of 64): the (64, 2) codebook is the
+  // key rest's only, (64, 4) the value outliers' only, (64, 3) both the key outliers' and the value rest's.
+  SplitHeads h(128, 2, 4, 1000, {2.5}, {3.5}, 62);
+  const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 18);
+  const auto want = reference(h, q.data(), plain(h.d));
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    h.remake();
+    std::vector<float> got(want.size());
+    cpu::attention_codec(h.fkeys, h.fvalues, h.n, q.data(), h.heads(), plain(h.d), got.data(), 0, 2);
+    EXPECT_LE(max_err(got, want, h.heads(), h.d), kTol) << simd_level_name(lvl);
+    for (int bits : {2, 3, 4}) {
+      auto& cb = const_cast<ScalarCodebook&>(lloyd_max_codebook(64, bits, CodebookKind::kBeta));
+      const float saved = cb.centroids[1];
+      cb.centroids[1] = saved * 1.01f;
+      const auto moved = reference(h, q.data(), plain(h.d));
+      cb.centroids[1] = saved;
+      EXPECT_GT(max_err(got, moved, h.heads(), h.d), 10 * kTol) << simd_level_name(lvl) << " codebook bits " << bits;
+    }
+  }
+}
+
+TEST(CpuSplitFused, WorstErrorSeen) {
+  // Prints the largest relative error the other tests measured in this process (ctest runs each test
+  // in its own process, so this reports 0 there; run the binary directly for the suite's figure).
+  std::printf("worst relative error seen: %.3g\n", g_worst);
+  EXPECT_LE(g_worst, kTol);
+}
