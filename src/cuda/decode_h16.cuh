@@ -96,6 +96,21 @@ __device__ __forceinline__ std::uint32_t byte_addr(std::uint32_t x, int k, std::
   return __byte_perm(x, lanebyte, 0x5504u | (k << 4));
 }
 
+/// 4-bit fields of NW words spread to bytes (two instructions per word), so each field's table
+/// address is one PRMT: e[i] holds fields 8 i + {0, 2, 4, 6}, o[i] fields 8 i + {1, 3, 5, 7}.
+template <int NW>
+struct NibbleBytes {
+  std::uint32_t e[NW], o[NW];
+  __device__ __forceinline__ void spread(const std::uint32_t* w) {
+#pragma unroll
+    for (int i = 0; i < NW; ++i) e[i] = w[i] & 0x0F0F0F0Fu, o[i] = (w[i] >> 4) & 0x0F0F0F0Fu;
+  }
+  __device__ __forceinline__ std::uint32_t addr(int p, std::uint32_t lanebyte) const {
+    const int i = p / 8, r = p % 8;
+    return byte_addr((r & 1) ? o[i] : e[i], r / 2, lanebyte);
+  }
+};
+
 /// Largest dynamic shared memory of one block on sm_90 (227 KB).
 constexpr int kMaxBlockSmem = 232448;
 
@@ -243,7 +258,7 @@ __device__ __forceinline__ void warp_copy(std::uint8_t* s_codes, std::uint8_t* s
 
 /// a.vtab_shared != 0: keys and values use the same codebook (one table).
 template <int D, int KB, int VB, int NW, bool PROD = false>
-__global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelArgs a) {
+__global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKernelArgs a) {
   using Lay = H16Layout<D, KB, VB, NW, PROD>;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;
   constexpr int KSPAN = Lay::cbM / 4;   // bytes of a key row's MSE codes per lane (D/4 dims)
@@ -309,20 +324,26 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
     if constexpr (Lay::kBulk) {
       const std::uint32_t bar = wbar + 8 * sl;
       if (fast) {
+        // Addresses from warp-broadcast values (provably uniform: one R2UR each, no per-lane loop),
+        // the copies issued by one elected lane.
+        const unsigned pgu = __shfl_sync(0xffffffffu, page, 0);
+        const int p0u = __shfl_sync(0xffffffffu, p0, 0);
+        constexpr unsigned K = 16 * Lay::cbK, V = 16 * Lay::cbV;
+        const unsigned pmask = (1u << a.page_shift) - 1u, slot = static_cast<unsigned>(p0u) & pmask;
+        const std::uint8_t* kb = kpool_g + static_cast<std::uint64_t>(pgu) * kps;
+        const std::uint8_t* vb = vpool_g + static_cast<std::uint64_t>(pgu) * vps;
+        const std::uint32_t d = static_cast<std::uint32_t>(__cvta_generic_to_shared(sp));
+        const std::uint32_t baru = __shfl_sync(0xffffffffu, bar, 0);
+        const std::uint32_t du = __shfl_sync(0xffffffffu, d, 0);
         if (lane == 0) {
           if (lo >= n) {
-            mbar_arrive(bar);  // no token of the window: complete the phase, copy nothing
+            mbar_arrive(baru);  // no token of the window: complete the phase, copy nothing
           } else {
-            constexpr unsigned K = 16 * Lay::cbK, V = 16 * Lay::cbV;
-            const unsigned pmask = (1u << a.page_shift) - 1u, slot = static_cast<unsigned>(p0) & pmask;
-            const std::uint8_t* kb = kpool_g + static_cast<std::uint64_t>(page) * kps;
-            const std::uint8_t* vb = vpool_g + static_cast<std::uint64_t>(page) * vps;
-            const std::uint32_t d = static_cast<std::uint32_t>(__cvta_generic_to_shared(sp));
-            mbar_expect_tx(bar, K + V + 64);
-            bulk_copy(d, kb + slot * Lay::cbK, K, bar);
-            bulk_copy(d + K, vb + slot * Lay::cbV, V, bar);
-            bulk_copy(d + K + V, kb + ((pmask + 1u) * Lay::cbK + slot * 2), 32, bar);
-            bulk_copy(d + K + V + 32, vb + ((pmask + 1u) * Lay::cbV + slot * 2), 32, bar);
+            mbar_expect_tx(baru, K + V + 64);
+            bulk_copy(du, kb + slot * Lay::cbK, K, baru);
+            bulk_copy(du + K, vb + slot * Lay::cbV, V, baru);
+            bulk_copy(du + K + V, kb + ((pmask + 1u) * Lay::cbK + slot * 2), 32, baru);
+            bulk_copy(du + K + V + 32, vb + ((pmask + 1u) * Lay::cbV + slot * 2), 32, baru);
           }
         }
         return;
@@ -497,14 +518,29 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
           CodeSpan<KSPAN> k0, k1;
           k0.load(s_kc + (tb + gid) * Lay::rsK + KSPAN * tig);
           k1.load(s_kc + (tb + gid + 8) * Lay::rsK + KSPAN * tig);
+          if constexpr (KB == 2) {  // 4-bit pair fields: spread to bytes, then one PRMT per address
+            NibbleBytes<KSPAN / 4> n0, n1;
+            n0.spread(k0.w);
+            n1.spread(k1.w);
 #pragma unroll
-          for (int kk = 0; kk < D / 16; ++kk) {
-            std::uint32_t af[4];
-            af[0] = lds_at(tabs, k0.template row_addr<2 * KB>(2 * kk, klane));
-            af[1] = lds_at(tabs, k1.template row_addr<2 * KB>(2 * kk, klane));
-            af[2] = lds_at(tabs, k0.template row_addr<2 * KB>(2 * kk + 1, klane));
-            af[3] = lds_at(tabs, k1.template row_addr<2 * KB>(2 * kk + 1, klane));
-            mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
+            for (int kk = 0; kk < D / 16; ++kk) {
+              std::uint32_t af[4];
+              af[0] = lds_at(tabs, n0.addr(2 * kk, klane));
+              af[1] = lds_at(tabs, n1.addr(2 * kk, klane));
+              af[2] = lds_at(tabs, n0.addr(2 * kk + 1, klane));
+              af[3] = lds_at(tabs, n1.addr(2 * kk + 1, klane));
+              mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
+            }
+          } else {
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+              std::uint32_t af[4];
+              af[0] = lds_at(tabs, k0.template row_addr<2 * KB>(2 * kk, klane));
+              af[1] = lds_at(tabs, k1.template row_addr<2 * KB>(2 * kk, klane));
+              af[2] = lds_at(tabs, k0.template row_addr<2 * KB>(2 * kk + 1, klane));
+              af[3] = lds_at(tabs, k1.template row_addr<2 * KB>(2 * kk + 1, klane));
+              mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
+            }
           }
         }
 #pragma unroll
@@ -578,6 +614,30 @@ __global__ void __launch_bounds__(32 * NW) decode_h16_kernel(const DecodeKernelA
             af[3] = lds_at(tabs, byte_addr(hi23, k, vlane));
             mma_f16(acc[4 * wq + k], af, pb0, pb1);
           }
+        }
+      } else if constexpr (VB == 2) {
+        // The same with 2-bit codes: a pair field (dims d0, d1) is 4 bits, the cross-token index of
+        // dim d0 is (token 2tig's code) | (token 2tig+1's code) << 2; indices spread to bytes.
+        constexpr std::uint32_t m = 0x33333333u;
+        constexpr int NWV = VSPAN >= 4 ? VSPAN / 4 : 1;
+        std::uint32_t lo01[NWV], hi01[NWV], lo23[NWV], hi23[NWV];
+#pragma unroll
+        for (int wq = 0; wq < NWV; ++wq) {
+          lo01[wq] = (v0.w[wq] & m) | ((v1.w[wq] << 2) & ~m);
+          hi01[wq] = ((v0.w[wq] >> 2) & m) | (v1.w[wq] & ~m);
+          lo23[wq] = (v2.w[wq] & m) | ((v3.w[wq] << 2) & ~m);
+          hi23[wq] = ((v2.w[wq] >> 2) & m) | (v3.w[wq] & ~m);
+        }
+        NibbleBytes<NWV> a0, a1, a2, a3;
+        a0.spread(lo01), a1.spread(hi01), a2.spread(lo23), a3.spread(hi23);
+#pragma unroll
+        for (int j = 0; j < D / 16; ++j) {
+          std::uint32_t af[4];
+          af[0] = lds_at(tabs, a0.addr(j, vlane));
+          af[1] = lds_at(tabs, a1.addr(j, vlane));
+          af[2] = lds_at(tabs, a2.addr(j, vlane));
+          af[3] = lds_at(tabs, a3.addr(j, vlane));
+          mma_f16(acc[j], af, pb0, pb1);
         }
       } else {
 #pragma unroll
