@@ -217,8 +217,6 @@ void launch(const PvqTables& tab, bool encode, const EncArgs& ea, const DeqArgs&
 
 // ---- Look-up-table split-K decode: product-VQ keys and values (contiguous blocks).
 
-constexpr int kDecThreads = 128;  // one token per thread per tile; head_dim <= 2 * kDecThreads
-constexpr int kDecTile = kDecThreads;
 
 // LUT[bh][s][k] = <(Pi (lambda * q))_s, C_s[k]> in fp64 (Pvq::do_prepare_query's order), stored fp32.
 __global__ void pvq_lut_kernel(const float* __restrict__ q, int d, int g, int kk, const float* __restrict__ lambda,
@@ -301,15 +299,7 @@ __global__ void __launch_bounds__(kDecThreads) pvq_decode_split_kernel(const Dec
       }
       logit = (sc0 + sc1) * a.logit_scale;
     }
-    const float mnew = fmaxf(mrun, block_reduce(logit, true, red));
-    const float corr = exp2f(mrun - mnew);  // 0 on the first tile (mrun = -inf, mnew finite)
-    const float p = t < s1 ? exp2f(logit - mnew) : 0.0f;
-    pw[threadIdx.x] = p;
-    const float psum = block_reduce(p, false, red);  // also orders the pw writes before the reads below
-    lrun = lrun * corr + psum;
-    acc0 *= corr;
-    acc1 *= corr;
-    mrun = mnew;
+    softmax_tile(logit, 1.0f, t < s1, mrun, lrun, acc0, acc1, pw, red);  // publishes pw
     const int nt = min(kDecTile, s1 - t0);
     for (int tt = 0; tt < nt; ++tt) {
       const std::uint8_t* vc = vbk + static_cast<std::size_t>(t0 + tt) * a.vcb;
@@ -321,46 +311,8 @@ __global__ void __launch_bounds__(kDecThreads) pvq_decode_split_kernel(const Dec
     }
     __syncthreads();  // pw is rewritten by the next tile
   }
-  float* slot = a.ws + (static_cast<std::size_t>(blockIdx.x) * gridDim.y + bh) * (d + 2);
-  if (threadIdx.x == 0) {
-    slot[0] = mrun;
-    slot[1] = lrun;
-  }
-  if (i0 < d) slot[2 + i0] = acc0;
-  if (i1 < d) slot[2 + i1] = acc1;
+  store_partial(a.ws, bh, d, mrun, lrun, acc0, acc1, i0, i1);
 }
-
-// Log-sum-exp merge of the splits, then Pi_v^T and lambda_v once (fp32). One block per (sequence, head).
-__global__ void __launch_bounds__(kDecThreads) pvq_decode_merge_kernel(const float* __restrict__ ws, int splits,
-                                                                        int rows, int d,
-                                                                        const float* __restrict__ vsigns,
-                                                                        float vscale,
-                                                                        const float* __restrict__ vlambda,
-                                                                        float* __restrict__ out) {
-  extern __shared__ float merge_y[];  // [d]
-  float* y = merge_y;
-  const int bh = blockIdx.x;
-  merge_partials(ws, splits, rows, d, bh, y);
-  for (int h = 1; h < d; h <<= 1) {
-    __syncthreads();
-    for (int p = threadIdx.x; p < d / 2; p += blockDim.x) {
-      const int j = (p / h) * 2 * h + p % h;
-      const float u = y[j], v = y[j + h];
-      y[j] = u + v;
-      y[j + h] = u - v;
-    }
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < d; i += blockDim.x)
-    out[static_cast<std::size_t>(bh) * d + i] = y[i] * (vscale * __ldg(vsigns + i)) * __ldg(vlambda + i);
-}
-
-int decode_splits(const VqDecodeArgs& a) {
-  if (a.num_splits > 0) return a.num_splits;
-  const int s = (a.max_seq_len + kDecTile - 1) / kDecTile;
-  return s < 1 ? 1 : (s > 256 ? 256 : s);
-}
-
 /// Floats of the split partials, rounded up to a multiple of 4 (the LUTs follow, 16-byte aligned).
 std::size_t partial_floats(const VqDecodeArgs& a, int head_dim) {
   const std::size_t f = static_cast<std::size_t>(decode_splits(a)) * a.batch * a.num_heads * (head_dim + 2);
@@ -430,10 +382,7 @@ void pvq_dequantize(const PvqTables& tab, const std::uint8_t* block, std::size_t
 
 std::size_t pvq_decode_workspace_bytes(const VqDecodeArgs& args, const PvqTables& ktab) {
   const char* where = "cuda::pvq_decode_workspace_bytes";
-  check_arg(args.batch >= 0, where, "batch", args.batch, "must be >= 0");
-  check_arg(args.num_heads >= 0, where, "num_heads", args.num_heads, "must be >= 0");
-  check_arg(args.num_splits >= 0 && args.num_splits <= 256, where, "num_splits", args.num_splits, "must be in 0..256");
-  check_arg(args.max_seq_len >= 0, where, "max_seq_len", args.max_seq_len, "must be >= 0");
+  check_workspace_args(where, args);
   return sizeof(float) * (partial_floats(args, ktab.head_dim()) +
                           static_cast<std::size_t>(args.batch) * args.num_heads * ktab.lut_size());
 }
@@ -441,27 +390,8 @@ std::size_t pvq_decode_workspace_bytes(const VqDecodeArgs& args, const PvqTables
 void pvq_decode(const PvqTables& ktab, const PvqTables& vtab, const VqDecodeArgs& a, Stream stream) {
   const char* where = "cuda::pvq_decode";
   check_arg(vtab.head_dim() == ktab.head_dim(), where, "vtab.head_dim", vtab.head_dim(), "must equal ktab.head_dim");
-  check_arg(a.batch >= 0, where, "batch", a.batch, "must be >= 0");
-  check_arg(a.num_kv_heads > 0, where, "num_kv_heads", a.num_kv_heads, "must be positive");
-  check_arg(a.num_heads > 0 && a.num_heads % a.num_kv_heads == 0, where, "num_heads", a.num_heads,
-            "must be a positive multiple of num_kv_heads");
-  check_arg(a.max_seq_len >= 1, where, "max_seq_len", a.max_seq_len, "must be >= 1");
-  check_arg(a.capacity >= a.max_seq_len, where, "capacity", a.capacity, "must be >= max_seq_len");
-  check_arg(a.softmax_scale > 0 && std::isfinite(a.softmax_scale), where, "softmax_scale", a.softmax_scale,
-            "must be positive and finite");
-  check_arg(a.num_splits >= 0 && a.num_splits <= 256, where, "num_splits", a.num_splits, "must be in 0..256");
-  const long long rows = 1LL * a.batch * a.num_heads;
-  check_arg(rows <= 65535, where, "batch*num_heads", rows, "must be <= 65535");
-  if (a.batch == 0) return;
-  check_arg(a.q != nullptr, where, "q", static_cast<const void*>(a.q), "must be a non-null device pointer");
-  check_arg(a.out != nullptr, where, "out", static_cast<const void*>(a.out), "must be a non-null device pointer");
-  check_arg(a.keys != nullptr, where, "keys", static_cast<const void*>(a.keys), "must be a non-null device pointer");
-  check_arg(a.values != nullptr, where, "values", static_cast<const void*>(a.values),
-            "must be a non-null device pointer");
-  check_arg(a.seq_lens != nullptr, where, "seq_lens", static_cast<const void*>(a.seq_lens),
-            "must be a non-null device pointer");
-  check_arg(a.workspace != nullptr && reinterpret_cast<std::uintptr_t>(a.workspace) % 16 == 0, where, "workspace",
-            a.workspace, "must be a non-null, 16-byte aligned device pointer");
+  const long long rows = check_decode_args(where, a);
+  if (rows == 0) return;
   const int d = ktab.head_dim(), splits = decode_splits(a);
   float* ws = static_cast<float*>(a.workspace);
   float* lut = ws + partial_floats(a, d);
@@ -479,7 +409,7 @@ void pvq_decode(const PvqTables& ktab, const PvqTables& vtab, const VqDecodeArgs
   allow_smem(pvq_decode_split_kernel, smem);
   pvq_decode_split_kernel<<<dim3(splits, static_cast<unsigned>(rows)), kDecThreads, smem, s>>>(k);
   TKV_CHECK_LAUNCH();
-  pvq_decode_merge_kernel<<<static_cast<unsigned>(rows), kDecThreads, sizeof(float) * d, s>>>(
+  merge_rotate_kernel<<<static_cast<unsigned>(rows), kDecThreads, sizeof(float) * d, s>>>(
       ws, splits, static_cast<int>(rows), d, vtab.signs(), vtab.hadamard_scale(), vtab.lambda(), a.out);
   TKV_CHECK_LAUNCH();
 }

@@ -1,13 +1,24 @@
-// Device helpers shared by the CUDA-core split-K decode kernels of the other
-// methods (tq_prod.cu, rvq.cu, pvq.cu) and their encoders: block reductions,
-// the Hadamard rotation of a shared-memory vector, the in-register warp FWHT in
-// the reference's stage order, and the log-sum-exp merge of split partials.
-// Not public API.
+// Helpers shared by the CUDA-core split-K decode kernels of the other methods
+// (tq_prod.cu, rvq.cu, pvq.cu) and their encoders: block reductions, the
+// Hadamard rotation of a shared-memory vector, the in-register warp FWHT in the
+// reference's stage order, the per-tile online-softmax step, the split
+// partials (store, log-sum-exp merge, the merge + inverse rotation kernel), the
+// split count and the host-side argument checks. Not public API.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cmath>
+#include <cstddef>
+
+#include "turbokv/error.h"
+
 namespace turbokv::cuda::detail::splitk {
+
+/// The CUDA-core split kernels: one token per thread per tile of kDecTile tokens; head_dim
+/// <= 2 * kDecThreads (each thread owns accumulator dims threadIdx.x and + kDecThreads).
+constexpr int kDecThreads = 128;
+constexpr int kDecTile = kDecThreads;
 
 /// Max (is_max) or sum of v over the block (blockDim.x a multiple of 32, <= 1024);
 /// red: shared scratch of blockDim.x / 32 floats. Every thread gets the result.
@@ -90,6 +101,98 @@ __device__ __forceinline__ void merge_partials(const float* __restrict__ ws, int
     }
     y[i] = acc / l;
   }
+}
+
+/// One tile's online-softmax step (base 2) of a CUDA-core split kernel, one token per thread:
+/// logit (log2 units) of this thread's token, w its weight factor (the value norm, or 1), valid
+/// whether the token exists. Updates the running (mrun, lrun), rescales acc0 / acc1 and writes
+/// p * w to pw[threadIdx.x]; the second block reduction's barriers publish pw to the block.
+__device__ __forceinline__ void softmax_tile(float logit, float w, bool valid, float& mrun, float& lrun, float& acc0,
+                                             float& acc1, float* pw, float* red) {
+  const float mnew = fmaxf(mrun, block_reduce(logit, true, red));
+  const float corr = exp2f(mrun - mnew);  // 0 on the first tile (mrun = -inf, mnew finite)
+  const float p = valid ? exp2f(logit - mnew) : 0.0f;
+  pw[threadIdx.x] = p * w;
+  const float psum = block_reduce(p, false, red);  // also orders the pw writes before the reads after it
+  lrun = lrun * corr + psum;
+  acc0 *= corr;
+  acc1 *= corr;
+  mrun = mnew;
+}
+
+/// Writes this split's partial (m, l, acc[d]) of row bh to ws ([splits][rows][d + 2], split =
+/// blockIdx.x, rows = gridDim.y); thread dims i0, i1 (written when < d).
+__device__ __forceinline__ void store_partial(float* ws, int bh, int d, float m, float l, float acc0, float acc1,
+                                              int i0, int i1) {
+  float* slot = ws + (static_cast<std::size_t>(blockIdx.x) * gridDim.y + bh) * (d + 2);
+  if (threadIdx.x == 0) {
+    slot[0] = m;
+    slot[1] = l;
+  }
+  if (i0 < d) slot[2 + i0] = acc0;
+  if (i1 < d) slot[2 + i1] = acc1;
+}
+
+/// Log-sum-exp merge of the splits, then the inverse value rotation Pi^T = D H / sqrt(d) once
+/// (rotate_shared) and, for product VQ, its per-channel smoothing vlambda (nullptr: none). One
+/// block per (sequence, head) row, kDecThreads threads, d floats of dynamic shared memory.
+/// out: fp32 [rows][d].
+static __global__ void __launch_bounds__(kDecThreads)
+    merge_rotate_kernel(const float* __restrict__ ws, int splits, int rows, int d, const float* __restrict__ vsigns,
+                        float vscale, const float* __restrict__ vlambda, float* __restrict__ out) {
+  extern __shared__ float merge_y[];  // [d]
+  const int bh = blockIdx.x;
+  merge_partials(ws, splits, rows, d, bh, merge_y);
+  __syncthreads();
+  rotate_shared(merge_y, d, vsigns, vscale, true);
+  for (int i = threadIdx.x; i < d; i += blockDim.x)
+    out[static_cast<std::size_t>(bh) * d + i] = vlambda ? merge_y[i] * __ldg(vlambda + i) : merge_y[i];
+}
+
+/// Split count of the CUDA-core decodes: args.num_splits, or min(256, ceil(max_seq_len / kDecTile)).
+template <class Args>
+int decode_splits(const Args& a) {
+  if (a.num_splits > 0) return a.num_splits;
+  const int s = (a.max_seq_len + kDecTile - 1) / kDecTile;
+  return s < 1 ? 1 : (s > 256 ? 256 : s);
+}
+
+/// The argument checks shared by rvq_decode, pvq_decode and tq_prod_decode (VqDecodeArgs and
+/// ProdDecodeArgs have the same fields); throws std::invalid_argument naming the field. Returns
+/// batch * num_heads (the merge grid).
+template <class Args>
+long long check_decode_args(const char* where, const Args& a) {
+  check_arg(a.batch >= 0, where, "batch", a.batch, "must be >= 0");
+  check_arg(a.num_kv_heads > 0, where, "num_kv_heads", a.num_kv_heads, "must be positive");
+  check_arg(a.num_heads > 0 && a.num_heads % a.num_kv_heads == 0, where, "num_heads", a.num_heads,
+            "must be a positive multiple of num_kv_heads");
+  check_arg(a.max_seq_len >= 1, where, "max_seq_len", a.max_seq_len, "must be >= 1");
+  check_arg(a.capacity >= a.max_seq_len, where, "capacity", a.capacity, "must be >= max_seq_len");
+  check_arg(a.softmax_scale > 0 && std::isfinite(a.softmax_scale), where, "softmax_scale", a.softmax_scale,
+            "must be positive and finite");
+  check_arg(a.num_splits >= 0 && a.num_splits <= 256, where, "num_splits", a.num_splits, "must be in 0..256");
+  const long long rows = 1LL * a.batch * a.num_heads;
+  check_arg(rows <= 65535, where, "batch*num_heads", rows, "must be <= 65535");
+  if (a.batch == 0) return 0;
+  check_arg(a.q != nullptr, where, "q", static_cast<const void*>(a.q), "must be a non-null device pointer");
+  check_arg(a.out != nullptr, where, "out", static_cast<const void*>(a.out), "must be a non-null device pointer");
+  check_arg(a.keys != nullptr, where, "keys", static_cast<const void*>(a.keys), "must be a non-null device pointer");
+  check_arg(a.values != nullptr, where, "values", static_cast<const void*>(a.values),
+            "must be a non-null device pointer");
+  check_arg(a.seq_lens != nullptr, where, "seq_lens", static_cast<const void*>(a.seq_lens),
+            "must be a non-null device pointer");
+  check_arg(a.workspace != nullptr && reinterpret_cast<std::uintptr_t>(a.workspace) % 16 == 0, where, "workspace",
+            a.workspace, "must be a non-null, 16-byte aligned device pointer");
+  return rows;
+}
+
+/// The workspace-size checks shared by the *_decode_workspace_bytes functions.
+template <class Args>
+void check_workspace_args(const char* where, const Args& a) {
+  check_arg(a.batch >= 0, where, "batch", a.batch, "must be >= 0");
+  check_arg(a.num_heads >= 0, where, "num_heads", a.num_heads, "must be >= 0");
+  check_arg(a.num_splits >= 0 && a.num_splits <= 256, where, "num_splits", a.num_splits, "must be in 0..256");
+  check_arg(a.max_seq_len >= 0, where, "max_seq_len", a.max_seq_len, "must be >= 0");
 }
 
 }  // namespace turbokv::cuda::detail::splitk

@@ -77,24 +77,7 @@ __global__ void __launch_bounds__(kThreads) tq_prod_encode_kernel(const ProdArgs
     float y[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) y[e] = __fmul_rn(row[lane * E + e], sgn[e]);
-#pragma unroll
-    for (int h = 1; h < E; h <<= 1)
-#pragma unroll
-      for (int e = 0; e < E; ++e)
-        if ((e & h) == 0) {
-          const float p = y[e], q = y[e + h];
-          y[e] = __fadd_rn(p, q);
-          y[e + h] = __fsub_rn(p, q);
-        }
-#pragma unroll
-    for (int lo = 1; lo < 32; lo <<= 1) {
-      const float s = (lane & lo) ? -1.0f : 1.0f;
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        const float o = __shfl_xor_sync(0xffffffffu, y[e], lo);
-        y[e] = __fmaf_rn(s, y[e], o);
-      }
-    }
+    warp_fwht<E>(y);
     const float norm = __fsqrt_rn(sum);
     const float inv = norm > 0.0f ? __fdiv_rn(1.0f, norm) : 0.0f;
     __syncwarp();  // every lane has read the row (sum of squares, own elements)
@@ -241,8 +224,6 @@ __global__ void __launch_bounds__(kScoreThreads) tq_prod_scores_kernel(
 
 // ---- Fused split-K decode: TurboQuant-Prod keys, TurboQuant-MSE values (contiguous blocks).
 
-constexpr int kDecThreads = 128;  // one token per thread per tile; head_dim <= 2 * kDecThreads
-constexpr int kDecTile = kDecThreads;
 constexpr int kMaxDecRows = 2048;
 
 struct DecArgs {
@@ -306,15 +287,7 @@ __global__ void __launch_bounds__(kDecThreads) prod_decode_split_kernel(const De
       logit = score * a.logit_scale;
       vnorm = load_half_le(vbk + static_cast<std::size_t>(a.capacity) * a.vcb + 2 * static_cast<std::size_t>(t));
     }
-    const float mnew = fmaxf(mrun, block_reduce(logit, true, red));
-    const float corr = exp2f(mrun - mnew);  // 0 on the first tile (mrun = -inf, mnew finite)
-    const float p = t < s1 ? exp2f(logit - mnew) : 0.0f;
-    pw[threadIdx.x] = p * vnorm;
-    const float psum = block_reduce(p, false, red);  // also orders the pw writes before the reads below
-    lrun = lrun * corr + psum;
-    acc0 *= corr;
-    acc1 *= corr;
-    mrun = mnew;
+    softmax_tile(logit, vnorm, t < s1, mrun, lrun, acc0, acc1, pw, red);  // publishes pw
     const int nt = min(kDecTile, s1 - t0);
     for (int tt = 0; tt < nt; ++tt) {
       const std::uint8_t* vc = vbk + static_cast<std::size_t>(t0 + tt) * a.vcb;
@@ -324,35 +297,8 @@ __global__ void __launch_bounds__(kDecThreads) prod_decode_split_kernel(const De
     }
     __syncthreads();  // pw is rewritten by the next tile
   }
-  float* slot = a.ws + (static_cast<std::size_t>(blockIdx.x) * gridDim.y + bh) * (d + 2);
-  if (threadIdx.x == 0) {
-    slot[0] = mrun;
-    slot[1] = lrun;
-  }
-  if (i0 < d) slot[2 + i0] = acc0;
-  if (i1 < d) slot[2 + i1] = acc1;
+  store_partial(a.ws, bh, d, mrun, lrun, acc0, acc1, i0, i1);
 }
-
-// Log-sum-exp merge of the splits, then Pi_v^T once. One block per (sequence, head).
-__global__ void __launch_bounds__(kDecThreads) prod_decode_merge_kernel(const float* __restrict__ ws, int splits,
-                                                                         int rows, int d,
-                                                                         const float* __restrict__ vsigns,
-                                                                         float vscale, float* __restrict__ out) {
-  extern __shared__ float sh[];
-  float* y = sh;  // [d]
-  const int bh = blockIdx.x;
-  merge_partials(ws, splits, rows, d, bh, y);
-  __syncthreads();
-  rotate_shared(y, d, vsigns, vscale, true);
-  for (int i = threadIdx.x; i < d; i += blockDim.x) out[static_cast<std::size_t>(bh) * d + i] = y[i];
-}
-
-int decode_splits(const ProdDecodeArgs& a) {
-  if (a.num_splits > 0) return a.num_splits;
-  const int s = (a.max_seq_len + kDecTile - 1) / kDecTile;
-  return s < 1 ? 1 : (s > 256 ? 256 : s);
-}
-
 }  // namespace
 
 void tq_prod_encode(const QjlTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream) {
@@ -420,10 +366,8 @@ void tq_prod_scores(const QjlTables& tab, const float* state, int num_queries, c
 
 std::size_t tq_prod_decode_workspace_bytes(const ProdDecodeArgs& args, int head_dim) {
   const char* where = "cuda::tq_prod_decode_workspace_bytes";
-  check_arg(args.batch >= 0 && args.num_heads >= 0, where, "batch/num_heads", args.batch, "must be >= 0");
+  check_workspace_args(where, args);
   check_arg(head_dim > 0, where, "head_dim", head_dim, "must be positive");
-  check_arg(args.num_splits >= 0 && args.num_splits <= 256, where, "num_splits", args.num_splits, "must be in 0..256");
-  check_arg(args.max_seq_len >= 0, where, "max_seq_len", args.max_seq_len, "must be >= 0");
   return sizeof(float) * static_cast<std::size_t>(decode_splits(args)) * args.batch * args.num_heads * (head_dim + 2);
 }
 
@@ -432,20 +376,8 @@ void tq_prod_decode(const QjlTables& ktab, const TqMseTables& vtab, const ProdDe
   check_arg(ktab.method() == Method::kTurboProd, where, "ktab.method", method_name(ktab.method()), "must be tq-prod");
   check_arg(ktab.rows() <= kMaxDecRows, where, "ktab.rows", ktab.rows(), "must be <= 2048 for the decode kernel");
   check_arg(vtab.head_dim() == ktab.head_dim(), where, "vtab.head_dim", vtab.head_dim(), "must equal ktab.head_dim");
-  check_arg(a.batch >= 0, where, "batch", a.batch, "must be >= 0");
-  check_arg(a.num_kv_heads > 0, where, "num_kv_heads", a.num_kv_heads, "must be positive");
-  check_arg(a.num_heads > 0 && a.num_heads % a.num_kv_heads == 0, where, "num_heads", a.num_heads,
-            "must be a positive multiple of num_kv_heads");
-  check_arg(a.max_seq_len >= 1, where, "max_seq_len", a.max_seq_len, "must be >= 1");
-  check_arg(a.capacity >= a.max_seq_len, where, "capacity", a.capacity, "must be >= max_seq_len");
-  check_arg(a.softmax_scale > 0 && std::isfinite(a.softmax_scale), where, "softmax_scale", a.softmax_scale,
-            "must be positive and finite");
-  check_arg(a.num_splits >= 0 && a.num_splits <= 256, where, "num_splits", a.num_splits, "must be in 0..256");
-  const long long rows = 1LL * a.batch * a.num_heads;
-  check_arg(rows <= 65535, where, "batch*num_heads", rows, "must be <= 65535");
-  if (a.batch == 0) return;
-  check_arg(a.q && a.out && a.keys && a.values && a.seq_lens && a.workspace, where, "pointers", 0,
-            "q, out, keys, values, seq_lens and workspace must be non-null device pointers");
+  const long long rows = check_decode_args(where, a);
+  if (rows == 0) return;
   const int d = ktab.head_dim(), m = ktab.rows(), splits = decode_splits(a);
   DecArgs k{a.q, a.keys, a.values, a.seq_lens, a.num_heads, a.num_heads / a.num_kv_heads, a.num_kv_heads, d, m,
             ktab.mse_bits(), vtab.bits(), a.capacity, splits, ktab.code_bytes(), ktab.mse_bytes(),
@@ -458,8 +390,8 @@ void tq_prod_decode(const QjlTables& ktab, const TqMseTables& vtab, const ProdDe
   const std::size_t smem = sizeof(float) * (d + m + kDecTile + 16 + 8 + 32);
   prod_decode_split_kernel<<<dim3(splits, static_cast<unsigned>(rows)), kDecThreads, smem, s>>>(k);
   TKV_CHECK_LAUNCH();
-  prod_decode_merge_kernel<<<static_cast<unsigned>(rows), kDecThreads, sizeof(float) * d, s>>>(
-      k.ws, splits, static_cast<int>(rows), d, vtab.signs(), vtab.hadamard_scale(), a.out);
+  merge_rotate_kernel<<<static_cast<unsigned>(rows), kDecThreads, sizeof(float) * d, s>>>(
+      k.ws, splits, static_cast<int>(rows), d, vtab.signs(), vtab.hadamard_scale(), nullptr, a.out);
   TKV_CHECK_LAUNCH();
 }
 
