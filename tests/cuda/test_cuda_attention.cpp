@@ -187,6 +187,9 @@ TEST(CudaDecode, TqMseMatchesReference) {
       // pages under 16 tokens with dense rows (per-row copies onto the bulk path's mbarriers)
       {128, 4, 4, 32, 8, 8, 0, 0, {1000, 17}},
       {128, 2, 2, 8, 2, 4, 50, 0, {300, 1}},
+      // head_dim 256 on the bulk path (1/2-bit rows are dense; 8 warps per block)
+      {256, 2, 2, 8, 2, 16, 0, 0, {1000, 33}},
+      {256, 1, 2, 4, 1, 8, 100, 0, {700}},
       // soft-capping (cap 5 bites: logits here have standard deviation ~3), 16-bit query / output
       {128, 4, 4, 32, 8, 16, 0, 0, {1000, 77}, 5.0f},
       {256, 3, 2, 8, 2, 64, 0, 0, {300}, 2.0f, cuda::IoType::kF16},
