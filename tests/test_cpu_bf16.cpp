@@ -12,7 +12,8 @@
 // 4-bit keys). So kBf16Tol = 2e-2 (~5u) for any head, and kBf16MeanTol = 5e-3
 // for the mean over the sweep. ToleranceCanFail shows a 10% wrong softmax scale
 // in the same kernel, or a 5% wrong output, exceeds kBf16Tol.
-// Tests that need the kernel skip where the CPU lacks AVX512-BF16.
+// Tests that need the kernel skip where the CPU lacks AVX512-BF16. The fractional-width
+// kernel with kBf16 is tested with these tolerances in test_cpu_split_fused.cpp (CpuSplitFusedBf16).
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -7,7 +7,8 @@
 // 1/4/5/7/16, lengths 1..4097, window and soft-cap, a context shorter than the block, all-0x00 /
 // all-0xff code bytes, an unaligned query, the batched call, the dispatch decision, and negative
 // controls (each of the four fp16 norms, or one centroid of each part's codebook, perturbed by 1%
-// must break the tolerance).
+// must break the tolerance). CpuSplitFusedBf16: the same kernel with AttentionPrecision::kBf16 (bf16 dot
+// products, tolerances of test_cpu_bf16.cpp; see the section at the end).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -165,26 +166,31 @@ TEST(CpuSplitFused, EveryKeyAndValueWidth) {
     }
 }
 
+namespace {
+
+/// Key / value widths per KV head of the mixed tests: fractional keys with integer values and vice
+/// versa, and per-head mixes (some heads integer on both sides) in one call.
+struct Mix {
+  std::vector<double> k, v;
+};
+const std::vector<Mix> kMixes = {{{2.5}, {3}},          {{1.5}, {4}},           {{3.5}, {1}},
+                                 {{2}, {3.5}},          {{4}, {1.5}},           {{1}, {2.5}},
+                                 {{2.5, 2}, {3.5, 3}},  {{2, 1.5}, {4, 3}},     {{3, 3.5, 4}, {2.5, 2, 1.5}}};
+std::string mix_tag(const Mix& m) {
+  std::string tag = "k";
+  for (double b : m.k) tag.append(" ").append(bits_str(b));
+  tag.append(" v");
+  for (double b : m.v) tag.append(" ").append(bits_str(b));
+  return tag;
+}
+
+}  // namespace
+
 TEST(CpuSplitFused, MixedWithIntegerWidths) {
   // Fractional keys with integer values and vice versa, in every call; and per KV head (some heads
   // integer on both sides) in one call.
-  struct Mix {
-    std::vector<double> k, v;
-  };
-  for (const Mix& m : std::vector<Mix>{{{2.5}, {3}},
-                                       {{1.5}, {4}},
-                                       {{3.5}, {1}},
-                                       {{2}, {3.5}},
-                                       {{4}, {1.5}},
-                                       {{1}, {2.5}},
-                                       {{2.5, 2}, {3.5, 3}},
-                                       {{2, 1.5}, {4, 3}},
-                                       {{3, 3.5, 4}, {2.5, 2, 1.5}}}) {
-    std::string tag = "k";
-    for (double b : m.k) tag.append(" ").append(bits_str(b));
-    tag.append(" v");
-    for (double b : m.v) tag.append(" ").append(bits_str(b));
-    SCOPED_TRACE(tag);
+  for (const Mix& m : kMixes) {
+    SCOPED_TRACE(mix_tag(m));
     SplitHeads h(128, 3, 5, 1000, m.k, m.v, 17 + m.k.size() * 3 + static_cast<std::uint64_t>(m.k[0] * 10));
     const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 6);
     for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_all_levels(h, q.data(), p, reference(h, q.data(), p));
@@ -344,4 +350,241 @@ TEST(CpuSplitFused, WorstErrorSeen) {
   // in its own process, so this reports 0 there; run the binary directly for the suite's figure).
   std::printf("worst relative error seen: %.3g\n", g_worst);
   EXPECT_LE(g_worst, kTol);
+}
+
+// ---------------------------------------------------------------- AttentionPrecision::kBf16
+// The split kernel with bf16 dot products (tq_mse_bf16_avx512.cpp, avx512_bf16_attend_split) against the same
+// fp64 reference with the tolerances of tests/test_cpu_bf16.cpp (2e-2 relative L2 per head, 5e-3 on average
+// over the sweep; the file comment there derives them), 1 and 2 threads, at the AVX-512 level. Tests that need
+// the kernel skip where the CPU lacks AVX512-BF16; below the AVX-512 level (and without AVX512-BF16) kBf16 must
+// return exactly kFp32's result.
+
+namespace {
+
+constexpr double kBf16Tol = 2e-2;
+constexpr double kBf16MeanTol = 5e-3;
+double g_bf16_worst = 0, g_bf16_sum = 0;
+int g_bf16_heads = 0;
+
+#define SKIP_WITHOUT_BF16()                                                                \
+  if (!cpu_has_avx512_bf16() || detected_simd_level() != SimdLevel::kAvx512)               \
+  GTEST_SKIP() << "this CPU lacks AVX512-BF16: kBf16 runs the fp32 kernels here (Bf16FallbackIsExact checks that)"
+
+AttentionParams bf16(AttentionParams p) {
+  p.precision = AttentionPrecision::kBf16;
+  return p;
+}
+
+std::vector<float> run_codec(const SplitHeads& h, const float* q, const AttentionParams& p, std::size_t ctx,
+                             int threads) {
+  std::vector<float> got(static_cast<std::size_t>(h.heads()) * h.d, -7.0f);
+  cpu::attention_codec(h.fkeys, h.fvalues, h.n, q, h.heads(), p, got.data(), ctx, threads);
+  return got;
+}
+
+/// The bf16 kernel at the AVX-512 level, 1 and 2 threads, against want (p's precision is set to kBf16).
+void check_bf16(SplitHeads& h, const float* q, const AttentionParams& p, const std::vector<double>& want,
+                std::size_t ctx = 0) {
+  ScopedSimdLevel guard(SimdLevel::kAvx512);
+  h.remake();
+  ASSERT_EQ(cpu::attention_codec_path(h.fkeys, h.fvalues), cpu::CodecAttentionPath::kTqMseSplitFused);
+  for (int threads : {1, 2}) {
+    const auto got = run_codec(h, q, bf16(p), ctx, threads);
+    for (int hh = 0; hh < h.heads(); ++hh) {
+      const double e = test::rel_err(got.data() + hh * h.d, want.data() + hh * h.d, h.d);
+      g_bf16_worst = std::max(g_bf16_worst, e);
+      g_bf16_sum += e;
+      ++g_bf16_heads;
+      ASSERT_LT(e, kBf16Tol) << "threads " << threads << " head " << hh << " window " << p.window << " softcap "
+                             << p.softcap << " context " << ctx;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(CpuSplitFusedBf16, EveryKeyAndValueWidth) {
+  SKIP_WITHOUT_BF16();
+  for (int d : {128, 256, 64})  // both parts in one register (128, 64) or not (256)
+    for (double kbits : {1.5, 2.5, 3.5})
+      for (double vbits : {1.5, 2.5, 3.5}) {
+        SCOPED_TRACE("d " + std::to_string(d) + " kbits " + bits_str(kbits) + " vbits " + bits_str(vbits));
+        SplitHeads h(d, 2, 4, 1000, {kbits}, {vbits}, static_cast<std::uint64_t>(10 * kbits + vbits + d));
+        const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 5);
+        for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_bf16(h, q.data(), p, reference(h, q.data(), p));
+        check_bf16(h, q.data(), plain(h.d), reference(h, q.data(), plain(h.d), 777), 777);
+      }
+}
+
+TEST(CpuSplitFusedBf16, MixedWithIntegerWidths) {
+  SKIP_WITHOUT_BF16();
+  for (const Mix& m : kMixes) {
+    SCOPED_TRACE(mix_tag(m));
+    for (int d : {128, 256}) {
+      SplitHeads h(d, 3, 5, 1000, m.k, m.v, 17 + m.k.size() * 3 + static_cast<std::uint64_t>(m.k[0] * 10) + d);
+      const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 6);
+      for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_bf16(h, q.data(), p, reference(h, q.data(), p));
+    }
+  }
+}
+
+TEST(CpuSplitFusedBf16, ShapesLengthsAndGqa) {
+  SKIP_WITHOUT_BF16();
+  struct Shape {
+    int d, kvh, ratio;
+    std::size_t n;
+    double kbits, vbits;
+  };
+  for (const Shape& s : std::vector<Shape>{{64, 1, 1, 1, 1.5, 3.5},    {64, 2, 4, 2, 2.5, 2.5},
+                                           {96, 1, 5, 31, 3.5, 1.5},   {96, 2, 7, 65, 2.5, 3.5},
+                                           {128, 1, 16, 64, 1.5, 1.5}, {128, 3, 5, 1000, 3.5, 2.5},
+                                           {128, 1, 7, 4097, 2.5, 3.5}, {256, 2, 16, 65, 3.5, 3.5},
+                                           {256, 1, 4, 1000, 2.5, 1.5}, {256, 2, 1, 31, 1.5, 2.5},
+                                           {64, 1, 16, 4097, 3.5, 2.5}, {128, 2, 1, 2, 3.5, 1.5},
+                                           {128, 2, 3, 127, 2.5, 2.5},  {128, 1, 9, 129, 1.5, 3.5},
+                                           {160, 1, 5, 65, 2.5, 3.5},   {192, 2, 4, 31, 1.5, 2.5},
+                                           {512, 1, 4, 65, 3.5, 2.5},   {1024, 1, 2, 31, 2.5, 1.5},
+                                           {1024, 1, 3, 200, 3.5, 3.5}}) {
+    SCOPED_TRACE("d " + std::to_string(s.d) + " kvh " + std::to_string(s.kvh) + " gqa " + std::to_string(s.ratio) +
+                 " n " + std::to_string(s.n) + " kbits " + bits_str(s.kbits) + " vbits " + bits_str(s.vbits));
+    SplitHeads h(s.d, s.kvh, s.ratio, s.n, {s.kbits}, {s.vbits}, 7 + s.d + s.n);
+    const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 11);
+    for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_bf16(h, q.data(), p, reference(h, q.data(), p));
+    if (s.n > 2) check_bf16(h, q.data(), plain(h.d), reference(h, q.data(), plain(h.d), s.n - 2), s.n - 2);
+  }
+}
+
+TEST(CpuSplitFusedBf16, AllZeroAndAllOnesCodeBytes) {
+  SKIP_WITHOUT_BF16();
+  for (int fill : {0x00, 0xff})
+    for (int d : {96, 128, 256})
+      for (double kbits : {1.5, 2.5, 3.5}) {
+        SCOPED_TRACE("fill " + std::to_string(fill) + " d " + std::to_string(d) + " kbits " + bits_str(kbits));
+        SplitHeads h(d, 2, 5, 1000, {kbits}, {5 - kbits}, 3, fill);
+        const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 12);
+        for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_bf16(h, q.data(), p, reference(h, q.data(), p));
+      }
+}
+
+TEST(CpuSplitFusedBf16, BatchedSequences) {
+  SKIP_WITHOUT_BF16();
+  ScopedSimdLevel guard(SimdLevel::kAvx512);
+  SplitHeads a(128, 2, 4, 1000, {2.5}, {3.5}, 41), b(128, 2, 4, 65, {1.5}, {2}, 42);
+  const auto qa = test::gaussian(8 * 128, 15), qb = test::gaussian(8 * 128, 16);
+  const AttentionParams p = bf16(kWindowCap);
+  const auto wa = reference(a, qa.data(), p), wb = reference(b, qb.data(), p, 60);
+  a.remake(), b.remake();
+  std::vector<float> ga(wa.size()), gb(wb.size());
+  std::vector<cpu::CodecSequence> seqs(2);
+  seqs[0] = {a.fkeys, a.fvalues, a.n, 0, qa.data(), ga.data()};
+  seqs[1] = {b.fkeys, b.fvalues, b.n, 60, qb.data(), gb.data()};
+  cpu::attention_codec_batched(seqs, 8, p, 2);
+  EXPECT_LT(max_err(ga, wa, 8, 128), kBf16Tol);
+  EXPECT_LT(max_err(gb, wb, 8, 128), kBf16Tol);
+  // The batched call runs the same kernel as the single-sequence one.
+  EXPECT_EQ(0, std::memcmp(ga.data(), run_codec(a, qa.data(), p, 0, 2).data(), ga.size() * sizeof(float)));
+}
+
+TEST(CpuSplitFusedBf16, RandomSweep) {
+  // 60 random shapes: head_dim 64 / 128 / 96 / 256, GQA 1..8, 40..4700 tokens, key and value widths from
+  // {1.5, 2, 2.5, 3, 3.5} (at least one fractional), per call.
+  SKIP_WITHOUT_BF16();
+  ScopedSimdLevel guard(SimdLevel::kAvx512);
+  const double widths[] = {1.5, 2.5, 3.5, 2, 3};
+  double sum = 0;
+  int heads = 0;
+  for (int s = 0; s < 60; ++s) {
+    const int d = s % 4 == 0 ? 64 : s % 4 == 1 ? 128 : s % 4 == 2 ? 96 : 256;
+    const double kb = widths[s % 5], vb = widths[(s / 5) % 3];  // values always fractional
+    SplitHeads h(d, 2, 1 + s % 8, 40 + 77 * static_cast<std::size_t>(s), {kb}, {vb}, 1000 + s);
+    const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 2000 + s);
+    const AttentionParams p = plain(d);
+    const auto want = reference(h, q.data(), p);
+    const auto got = run_codec(h, q.data(), bf16(p), 0, 1 + s % 2);
+    for (int hh = 0; hh < h.heads(); ++hh) {
+      const double e = test::rel_err(got.data() + hh * d, want.data() + hh * d, d);
+      g_bf16_worst = std::max(g_bf16_worst, e);
+      sum += e;
+      ++heads;
+      ASSERT_LT(e, kBf16Tol) << "d " << d << " kbits " << kb << " vbits " << vb << " n " << h.n << " head " << hh;
+    }
+  }
+  std::printf("RandomSweep: %d heads, mean relative error %.3g\n", heads, sum / heads);
+  EXPECT_LT(sum / heads, kBf16MeanTol);
+}
+
+TEST(CpuSplitFusedBf16, DiffersFromFp32) {
+  // The bf16 kernel really runs (its result is not the fp32 one) and is close to it.
+  SKIP_WITHOUT_BF16();
+  ScopedSimdLevel guard(SimdLevel::kAvx512);
+  for (int d : {128, 256}) {
+    SplitHeads h(d, 2, 4, 1000, {2.5}, {3.5}, 71);
+    const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 19);
+    const auto a = run_codec(h, q.data(), plain(d), 0, 2), b = run_codec(h, q.data(), bf16(plain(d)), 0, 2);
+    EXPECT_NE(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << d;
+    EXPECT_LT(max_err(b, std::vector<double>(a.begin(), a.end()), h.heads(), d), kBf16Tol) << d;
+  }
+}
+
+TEST(CpuSplitFusedBf16, Bf16FallbackIsExact) {
+  // Below the AVX-512 level (and on a CPU without AVX512-BF16 at any level) kBf16 returns exactly kFp32's
+  // result; the default precision is kFp32 and gives the same bits as the explicit value.
+  SplitHeads h(128, 2, 4, 1000, {2.5}, {3.5}, 81), m(256, 2, 3, 333, {1.5, 3}, {2, 2.5}, 82);
+  for (SplitHeads* x : {&h, &m}) {
+    const auto q = test::gaussian(static_cast<std::size_t>(x->heads()) * x->d, 20);
+    for (SimdLevel l : available_simd_levels()) {
+      ScopedSimdLevel guard(l);
+      x->remake();
+      AttentionParams p32 = kWindowCap;
+      p32.precision = AttentionPrecision::kFp32;
+      const auto def = run_codec(*x, q.data(), kWindowCap, 0, 2), a = run_codec(*x, q.data(), p32, 0, 2);
+      EXPECT_EQ(0, std::memcmp(def.data(), a.data(), a.size() * sizeof(float))) << simd_level_name(l);
+      if (l == SimdLevel::kAvx512 && cpu_has_avx512_bf16()) continue;
+      const auto b = run_codec(*x, q.data(), bf16(kWindowCap), 0, 2);
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << simd_level_name(l);
+    }
+  }
+}
+
+TEST(CpuSplitFusedBf16, ToleranceCanFail) {
+  // The check is not vacuous: in the bf16 kernel, a 10% wrong softmax scale, or each part's fp16 value norm
+  // scaled by 1.05 in the bytes the kernel reads (the reference keeps the original bytes), exceeds kBf16Tol.
+  SKIP_WITHOUT_BF16();
+  ScopedSimdLevel guard(SimdLevel::kAvx512);
+  for (int d : {128, 256}) {
+    SplitHeads h(d, 2, 4, 1000, {2.5}, {3.5}, 91);
+    h.remake();
+    const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 21);
+    const AttentionParams p = plain(d);
+    const auto want = reference(h, q.data(), p);
+    EXPECT_LT(max_err(run_codec(h, q.data(), bf16(p), 0, 2), want, h.heads(), d), kBf16Tol) << d;
+    AttentionParams wrong = p;
+    wrong.softmax_scale *= 1.1;
+    EXPECT_GT(max_err(run_codec(h, q.data(), bf16(wrong), 0, 2), want, h.heads(), d), kBf16Tol) << d;
+    for (std::size_t part = 0; part < 2; ++part) {
+      auto bytes = h.vb;
+      std::vector<cpu::CodecHead> pv = h.fvalues;
+      for (int g = 0; g < h.kvh; ++g) {
+        const std::size_t cb = (bytes[g].size() - 4 * h.n) / h.n;
+        for (std::size_t t = 0; t < h.n; ++t) {
+          std::uint8_t* x = bytes[g].data() + h.n * cb + 4 * t + 2 * part;
+          store_half(x, half_to_float(static_cast<std::uint16_t>(x[0] | (x[1] << 8))) * 1.05f);
+        }
+        pv[g].codes = bytes[g].data();
+      }
+      std::vector<float> got(want.size());
+      cpu::attention_codec(h.fkeys, pv, h.n, q.data(), h.heads(), bf16(p), got.data(), 0, 2);
+      const double e = max_err(got, want, h.heads(), d);
+      std::printf("d %d value norm of part %zu x 1.05: worst relative error %.3g\n", d, part, e);
+      EXPECT_GT(e, kBf16Tol) << d << " part " << part;
+    }
+  }
+}
+
+TEST(CpuSplitFusedBf16, WorstErrorSeen) {
+  // Like WorstErrorSeen above (0 under ctest, one process per test): the bf16 tests' largest and mean error.
+  if (g_bf16_heads > 0)
+    std::printf("kBf16: worst relative error %.3g, mean %.3g over %d head checks (tolerance %.0e, mean %.0e)\n",
+                g_bf16_worst, g_bf16_sum / g_bf16_heads, g_bf16_heads, kBf16Tol, kBf16MeanTol);
+  EXPECT_LT(g_bf16_worst, kBf16Tol);
 }

@@ -20,10 +20,11 @@ namespace turbokv {
 /**
  * Arithmetic of the CPU fused TurboQuant-MSE decode attention
  * (cpu::attention_tq_mse, cpu::attention_tq_mse_batched, and
- * cpu::attention_codec / _batched when every head is TurboQuant-MSE at an
- * integer width, which is when they take the fused kernels). Every other
- * attention (the references here, the other CPU codecs, the CUDA kernels)
- * ignores it and computes as it always does.
+ * cpu::attention_codec / _batched when every head is TurboQuant-MSE, at
+ * integer or fractional widths, which is when they take the fused kernels:
+ * CodecAttentionPath::kTqMseFused, kTqMseSplitFused). Every other attention
+ * (the references here, the other CPU codecs, the CUDA kernels) ignores it and
+ * computes as it always does.
  */
 enum class AttentionPrecision {
   /// Default: fp32 products and sums, within 1e-5 relative of attention_compressed
@@ -40,6 +41,10 @@ enum class AttentionPrecision {
    *   - values: the softmax weight times the fp16 value norm, exp(logit - m) *
    *     norm, per token, and the value centroids c[code]; summed in fp32 over
    *     pairs of tokens.
+   *   Fractional widths (the outlier split): each part as above with its own
+   *   query part, codebook and norm; a key's two part sums are combined in fp32
+   *   (||x_o|| s_o + ||x_r|| s_r), a value's weights are rounded per part
+   *   (exp(logit - m) * ||x_o||, exp(logit - m) * ||x_r||).
    * Everything else is as kFp32: the online softmax (max, exp, sum of weights,
    * rescaling; updated per 64 tokens instead of 16) uses the unrounded fp32
    * weights, the split-K merge and the rotation back are unchanged. vdpbf16ps flushes denormal inputs and
@@ -49,6 +54,12 @@ enum class AttentionPrecision {
    * error per head against the fp64 reference attention_compressed 3.7e-3 on
    * average (~u) and at most 1.1e-2 over 1338 random heads (the test's
    * tolerance: 2e-2 per head, 5e-3 on average); kFp32 stays within 1e-5.
+   * Fractional widths (tests/test_cpu_split_fused.cpp, CpuSplitFusedBf16: two
+   * outlier channels, head_dim 64..1024, 1.5/2.5/3.5 bits mixed with integer
+   * widths, GQA 1..16, 1..4583 tokens, window, soft-capping, same tolerance):
+   * 2.0e-3 on average over 524 random heads, at most 1.8e-2 over all 4028
+   * head checks (the largest with softmax scale 0.3 over a 37-token window, or
+   * head_dim 64).
    * Needs simd_level() == SimdLevel::kAvx512 and cpu_has_avx512_bf16()
    * (turbokv/simd.h); otherwise the call runs the kFp32 kernels and returns
    * exactly their result. Source: src/cpu/tq_mse_bf16_avx512.cpp.
@@ -60,7 +71,8 @@ struct AttentionParams {
   double softmax_scale = 0;  ///< usually 1/sqrt(head_dim); must be > 0
   int window = 0;            ///< sliding window in tokens (0 = full attention)
   double softcap = 0;        ///< logit soft-capping value (0 = off)
-  /// Arithmetic of the CPU fused TurboQuant-MSE kernels (see AttentionPrecision); default kFp32.
+  /// Arithmetic of the CPU fused TurboQuant-MSE kernels, integer and fractional widths (see
+  /// AttentionPrecision); default kFp32.
   AttentionPrecision precision = AttentionPrecision::kFp32;
 };
 

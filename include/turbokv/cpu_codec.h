@@ -135,9 +135,10 @@ struct CodecHead {
  * Keys are scored from their codes; values are accumulated in the codec domain
  * and finalized once per head; online softmax over blocks of tokens; the
  * sequence is split over threads and merged by log-sum-exp (FlashDecoding).
- * p.precision: honoured when every head is TurboQuant-MSE at an integer width
- * (the fused kernels of cpu::attention_tq_mse, turbokv/cpu.h); the other paths
- * (fractional TurboQuant-MSE widths included) compute in fp32 whatever it says.
+ * p.precision: honoured when every head is TurboQuant-MSE (the fused kernels:
+ * kTqMseFused, those of cpu::attention_tq_mse, turbokv/cpu.h, and
+ * kTqMseSplitFused for fractional widths); the other paths compute in fp32
+ * whatever it says.
  * Which path runs: attention_codec_path.
  * Throws std::invalid_argument on bad shapes or parameters.
  */
@@ -161,7 +162,10 @@ enum class CodecAttentionPath {
   /// ||x_o|| <Pi_o q_o, c_o[codes_o]> + ||x_r|| <Pi_r q_r, c_r[codes_r]> (arXiv 2504.19874, Algorithm 1
   /// per part, split after Sec. 4.3), each part token-in-lane like kTqMseFused; a fractional value is
   /// accumulated in each part's rotated domain (weights times the part's norm) and rotated back once
-  /// per output head. Ignores p.precision (fp32).
+  /// per output head. p.precision = kBf16 at the AVX-512 level on a CPU with AVX512-BF16: bf16 dot
+  /// products with fp32 accumulation for every code stream (each part of a fractional head, and the
+  /// integer-width heads of the call), as kTqMseFused's bf16 kernel (AttentionPrecision::kBf16,
+  /// turbokv/attention.h); elsewhere exactly the fp32 result.
   kTqMseSplitFused,
   /// Anything else: the codec-domain path (a block decoded once per GQA group) where both
   /// codecs have a codec domain, per-head scores / accumulation otherwise.

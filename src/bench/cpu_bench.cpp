@@ -1,7 +1,7 @@
 // `turbokv bench --device cpu`: fused decode attention on the compressed codes
 // of any method (CpuCodec / attention_codec; TurboQuant-MSE by default) against the dense fp16 / fp32 baselines and a stream of the same
-// compressed bytes, timed in the same process on the same shapes. TurboQuant-MSE at integer widths also gets a
-// "tq-mse bf16" row (AttentionPrecision::kBf16) where the CPU has AVX512-BF16; TurboQuant-MSE at fractional
+// compressed bytes, timed in the same process on the same shapes. TurboQuant-MSE (integer and fractional widths)
+// also gets a "tq-mse bf16" row (AttentionPrecision::kBf16) where the CPU has AVX512-BF16; TurboQuant-MSE at fractional
 // widths (1.5, 2.5, 3.5: the fused split kernel) also gets a "tq-mse generic" row (the generic codec-domain path
 // on the same bytes, same run); TurboQuant-Prod at integer widths
 // also gets "tq-prod+mse-v" rows (Prod keys, TurboQuant-MSE values: fused, and the generic path in the same run).
@@ -238,9 +238,9 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
         r.bits_per_element = 8.0 * cbytes / static_cast<double>(2 * elems);
         r.stream_time_us = ts;
         rows.push_back(r);
-        // TurboQuant-MSE at integer widths with AttentionPrecision::kBf16 (fused bf16 kernel), where the CPU has it.
-        if (method == Method::kTurboMse && bits == std::floor(bits) && simd_level() == SimdLevel::kAvx512 &&
-            cpu_has_avx512_bf16()) {
+        // TurboQuant-MSE with AttentionPrecision::kBf16 (the fused bf16 kernels: integer widths, and fractional
+        // widths through the split kernel), where the CPU has it.
+        if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16()) {
           AttentionParams pb = p;
           pb.precision = AttentionPrecision::kBf16;
           const double tb = time_us([&] { cpu::attention_codec(keys, values, n, q.data(), H, pb, out.data(), 0, thr); }, reps, budget);

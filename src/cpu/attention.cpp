@@ -366,9 +366,9 @@ void run_prod(const std::vector<CodecSeqView>& seqs, int num_heads, const Attent
 }
 
 /// TurboQuant-MSE keys and values, some of them fractional (choose_path): the fused split kernel
-/// (Kernels::attend_split; heads with integer widths on both sides run the integer-width sources there
-/// with this call's accumulator stride), all query heads of a GQA group per pass over the codes, split
-/// like run_tq.
+/// (Kernels::attend_split, or detail::avx512_bf16_attend_split for AttentionPrecision::kBf16 where the CPU
+/// can; heads with integer widths on both sides run the integer-width sources there with this call's
+/// accumulator stride), all query heads of a GQA group per pass over the codes, split like run_tq.
 void run_split_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
   const int kvh = static_cast<int>(seqs[0].keys->size());
   const int G = num_heads / kvh;
@@ -387,6 +387,10 @@ void run_split_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const
   std::vector<Span> spans;
   prepare_queries(seqs, num_heads, d, static_cast<std::size_t>(d), p, states, spans);
   const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
+  // AttentionPrecision::kBf16 where the CPU can (AVX-512 level and AVX512-BF16); else the fp32 kernel.
+  void (*attend)(const detail::SplitAttnJob&) = k.attend_split;
+  if (p.precision == AttentionPrecision::kBf16 && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
+    attend = detail::avx512_bf16_attend_split;
   run_split(
       spans, kvh, G, P, threads,
       [&](std::size_t si, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
@@ -414,7 +418,7 @@ void run_split_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const
         j.m = m;
         j.l = l;
         j.acc = acc;
-        k.attend_split(j);
+        attend(j);
       },
       [&](std::size_t si, int h, const float* acc, double inv_l) {
         const CpuCodec* vc = (*seqs[si].values)[static_cast<std::size_t>(h / G)].codec;

@@ -209,6 +209,14 @@ struct Kernels {
  */
 void avx512_bf16_attend(const AttnJob& job);
 
+/**
+ * AttentionPrecision::kBf16 version of Kernels::attend_split at the AVX-512 level (same file): same
+ * job, same outputs m, l and acc (16-lane layouts, packed split values included), every code stream
+ * (each part of a fractional head) scored and accumulated with bf16 dot products as in
+ * avx512_bf16_attend. Call only when simd_level() is kAvx512 and cpu_has_avx512_bf16().
+ */
+void avx512_bf16_attend_split(const SplitAttnJob& job);
+
 const Kernels& scalar_kernels();
 const Kernels& avx2_kernels();
 const Kernels& avx512_kernels();

@@ -20,6 +20,9 @@
 //    dwords, then `vpermw`); one `vdpbf16ps` per head adds w_i c_i + w_{i+1}
 //    c_{i+1} with the broadcast bf16 weight pair (w = softmax weight * value
 //    norm). An odd last token is paired with itself at weight 0.
+// avx512_bf16_attend_split does the same for the jobs of the fractional-width
+// kernel (SplitAttnJob, CodecAttentionPath::kTqMseSplitFused): see "fractional
+// widths" below.
 #include "kernels_avx512_traits.h"
 
 namespace turbokv::cpu::detail::avx512bf16 {
@@ -64,8 +67,8 @@ constexpr long long score_ctrl(int p) {
 
 /// out[h * 16 + i] = <bf16(q_h), bf16(c[codes of token i])> (fp32 sums, no norm) for GH heads.
 /// qb: [GH][hd2] bf16 pairs of the rotated queries (natural order).
-template <int GH, int BITS>
-inline void score_heads(const TqSrc<BITS>& src, const std::uint32_t* qb, int hd2, __m512i book, float* out) {
+template <int GH, int BITS, template <int> class Src>
+inline void score_heads(const Src<BITS>& src, const std::uint32_t* qb, int hd2, __m512i book, float* out) {
   constexpr int NA = 2;  // accumulator sets (pairs p mod 2; 4 sets measured no faster for 4 heads)
   __m512 a[NA][GH];
   for (int k = 0; k < NA; ++k)
@@ -90,8 +93,8 @@ inline void score_heads(const TqSrc<BITS>& src, const std::uint32_t* qb, int hd2
   }
 }
 
-template <int BITS>
-void scores_block(const TqSrc<BITS>& src, const std::uint32_t* qb, int G, int hd2, __m512i book, float* out) {
+template <int BITS, template <int> class Src>
+void scores_block(const Src<BITS>& src, const std::uint32_t* qb, int G, int hd2, __m512i book, float* out) {
   int h0 = 0;
   for (; h0 + 8 <= G; h0 += 8) score_heads<8>(src, qb + h0 * hd2, hd2, book, out + h0 * W);
   const std::uint32_t* q = qb + h0 * hd2;
@@ -112,24 +115,31 @@ void scores_block(const TqSrc<BITS>& src, const std::uint32_t* qb, int G, int hd
 
 constexpr int kPassTokens = 64;  ///< tokens per value pass (4 score blocks): the accumulators are loaded once per pass
 
+constexpr int kMaxRowBytes = 512;  ///< token stride of a value code stream at most (split rows: <= 448 bytes)
+
 /// The value codes of one pass: group(i, v) reads token i's group vector v, in place
 /// unless a group load could run past the block, then from a zero-padded copy.
 template <int BITS>
 struct ValueRows {
   const std::uint8_t* base = nullptr;
   std::size_t stride = 0;
-  alignas(64) std::uint8_t copy[kPassTokens * (kMaxDim / 2) + 64];
+  alignas(64) std::uint8_t copy[kPassTokens * kMaxRowBytes + 256];
   void set(const TqState& st, const std::uint8_t* block, std::size_t n, std::size_t t, int cnt) {
+    set_at(block, st.code_bytes, n * (st.code_bytes + 2), (st.ng + W - 1) / W, t, cnt);
+  }
+  /// Tokens [t, t + cnt) of a code stream at `codes` (token stride stride_, nv group vectors a token;
+  /// `avail` bytes readable from `codes`).
+  void set_at(const std::uint8_t* codes, std::size_t stride_, std::size_t avail, int nv, std::size_t t, int cnt) {
     constexpr int L = T::template group_bytes<BITS>();
-    const int nv = (st.ng + W - 1) / W;
-    stride = st.code_bytes;
-    const std::size_t last = (t + cnt - 1) * st.code_bytes + static_cast<std::size_t>(nv - 1) * W * BITS + L;
-    if (last <= n * (st.code_bytes + 2)) {  // within the block (codes, then norms)
-      base = block + t * st.code_bytes;
+    stride = stride_;
+    // Bytes the group loads of the pass reach from its first token's codes.
+    const std::size_t reach = (cnt - 1) * stride + static_cast<std::size_t>(nv - 1) * W * BITS + L;
+    if (t * stride + reach <= avail) {
+      base = codes + t * stride;
     } else {
-      const std::size_t bytes = static_cast<std::size_t>(cnt) * st.code_bytes;
-      std::memcpy(copy, block + t * st.code_bytes, bytes);
-      std::memset(copy + bytes, 0, 64);
+      const std::size_t have = std::min(reach, avail - t * stride);
+      std::memcpy(copy, codes + t * stride, have);
+      std::memset(copy + have, 0, reach - have);
       base = copy;
     }
   }
@@ -212,6 +222,51 @@ void values_pass(const ValueRows<BITS>& src, int nv, int cnt, const std::uint32_
 
 // ---------------------------------------------------------------- the fused loop
 
+/// Finishes one head's 16 logits of a score block: softcap * tanh(s / softcap) when softcap > 0,
+/// -inf past cnt, stored at out (the pass's logit row of the head).
+inline void finish_scores(__m512 s, float softcap, int cnt, float* out) {
+  if (softcap > 0) {
+    alignas(64) float tmp[TB];
+    _mm512_store_ps(tmp, s);
+    for (int i = 0; i < TB; ++i) tmp[i] = softcap * std::tanh(tmp[i] / softcap);
+    s = _mm512_load_ps(tmp);
+  }
+  if (cnt < TB) s = T::tail(s, cnt, -INFINITY);
+  _mm512_store_ps(out, s);
+}
+
+/// The online softmax (fp32) of one pass of pcnt tokens (nblk blocks of TB) for G heads: sc [head]
+/// [kPassTokens] logits; m, lv (W lanes of partial sums per head) and the accumulators acc
+/// ([head][AP] floats) are the running state, rescaled when a head's max moves. emit(h, b, p) takes
+/// the weights p = exp(logit - m) of block b of head h (0 past the end).
+template <class Emit>
+inline void pass_softmax(const float* sc, int G, int nblk, int pcnt, float* m, float* lv, float* acc, int AP,
+                         Emit&& emit) {
+  for (int h = 0; h < G; ++h) {
+    const float* sh = sc + h * kPassTokens;
+    __m512 mx = _mm512_load_ps(sh);
+    for (int b = 1; b < nblk; ++b) mx = _mm512_max_ps(mx, _mm512_load_ps(sh + b * TB));
+    const float bm = _mm512_reduce_max_ps(mx);
+    if (bm > m[h]) {  // the running max moves: rescale this head's state
+      const __m512 va = _mm512_set1_ps(std::exp(m[h] - bm));  // 0 on the first pass
+      _mm512_storeu_ps(lv + h * W, _mm512_mul_ps(_mm512_loadu_ps(lv + h * W), va));
+      float* a = acc + static_cast<std::size_t>(h) * AP;
+      for (int f = 0; f < AP; f += W) _mm512_storeu_ps(a + f, _mm512_mul_ps(_mm512_loadu_ps(a + f), va));
+      m[h] = bm;
+    }
+    const __m512 mh = _mm512_set1_ps(m[h]);
+    __m512 lsum = _mm512_loadu_ps(lv + h * W);
+    for (int b = 0; b < nblk; ++b) {
+      __m512 p = T::exp(_mm512_sub_ps(_mm512_load_ps(sh + b * TB), mh));
+      const int cnt = std::min(TB, pcnt - b * TB);
+      if (cnt < TB) p = T::tail(p, cnt, 0.0f);
+      lsum = _mm512_add_ps(lsum, p);
+      emit(h, b, p);
+    }
+    _mm512_storeu_ps(lv + h * W, lsum);
+  }
+}
+
 /// Passes of up to 64 tokens: scores of 4 blocks of 16 (keys staged and transposed per
 /// block), one online-softmax update per head for the pass, one value pass.
 template <int KB, int VB>
@@ -251,17 +306,8 @@ void attend_bf16(const AttnJob& j) {
       ks.stage(tb, cnt);
       scores_block(ks, qb, G, hd2, kbook, dots);
       const __m512 kn = _mm512_mul_ps(ks.norm_vec(), scale);
-      for (int h = 0; h < G; ++h) {
-        __m512 s = _mm512_mul_ps(_mm512_loadu_ps(dots + h * W), kn);
-        if (softcap > 0) {
-          alignas(64) float tmp[TB];
-          _mm512_store_ps(tmp, s);
-          for (int i = 0; i < TB; ++i) tmp[i] = softcap * std::tanh(tmp[i] / softcap);
-          s = _mm512_load_ps(tmp);
-        }
-        if (cnt < TB) s = T::tail(s, cnt, -INFINITY);
-        _mm512_store_ps(sc + h * kPassTokens + b * TB, s);
-      }
+      for (int h = 0; h < G; ++h)
+        finish_scores(_mm512_mul_ps(_mm512_loadu_ps(dots + h * W), kn), softcap, cnt, sc + h * kPassTokens + b * TB);
       if (cnt == TB) {
         _mm512_store_ps(vn + b * TB, T::from_f16(reinterpret_cast<const std::uint16_t*>(vnorms + 2 * tb)));
       } else {
@@ -271,29 +317,10 @@ void attend_bf16(const AttnJob& j) {
                                    : 0.0f;
       }
     }
-    for (int h = 0; h < G; ++h) {  // online softmax in fp32 over the pass
-      const float* sh = sc + h * kPassTokens;
-      __m512 mx = _mm512_load_ps(sh);
-      for (int b = 1; b < nblk; ++b) mx = _mm512_max_ps(mx, _mm512_load_ps(sh + b * TB));
-      const float bm = _mm512_reduce_max_ps(mx);
-      if (bm > m[h]) {  // the running max moves: rescale this head's state
-        const __m512 va = _mm512_set1_ps(std::exp(m[h] - bm));  // 0 on the first pass
-        _mm512_storeu_ps(lv + h * W, _mm512_mul_ps(_mm512_loadu_ps(lv + h * W), va));
-        float* a = acc + static_cast<std::size_t>(h) * P;
-        for (int f = 0; f < P; f += W) _mm512_storeu_ps(a + f, _mm512_mul_ps(_mm512_loadu_ps(a + f), va));
-        m[h] = bm;
-      }
-      const __m512 mh = _mm512_set1_ps(m[h]);
-      __m512 lsum = _mm512_loadu_ps(lv + h * W);
-      for (int b = 0; b < nblk; ++b) {
-        __m512 p = T::exp(_mm512_sub_ps(_mm512_load_ps(sh + b * TB), mh));
-        const int cnt = std::min(TB, pcnt - b * TB);
-        if (cnt < TB) p = T::tail(p, cnt, 0.0f);
-        lsum = _mm512_add_ps(lsum, p);
-        store_bf16(pwb + h * (kPassTokens / 2) + b * (TB / 2), _mm512_mul_ps(p, _mm512_load_ps(vn + b * TB)));
-      }
-      _mm512_storeu_ps(lv + h * W, lsum);
-    }
+    // online softmax in fp32 over the pass; bf16 weight pairs p * ||v||
+    pass_softmax(sc, G, nblk, pcnt, m, lv, acc, P, [&](int h, int b, __m512 p) {
+      store_bf16(pwb + h * (kPassTokens / 2) + b * (TB / 2), _mm512_mul_ps(p, _mm512_load_ps(vn + b * TB)));
+    });
     vrows.set(vst, j.vcodes, j.n, t, pcnt);
     values_pass(vrows, vnv, pcnt, pwb, acc, G, P, vbook);
   }
@@ -310,6 +337,479 @@ void attend_k(const AttnJob& j) {
   }
 }
 
+// ---------------------------------------------------------------- fractional widths (SplitAttnJob)
+//
+// The same passes for the jobs of CodecAttentionPath::kTqMseSplitFused: keys and values each either
+// fractional (the outlier split, SplitHeadState: two code streams a row, each with its own codebook
+// and fp16 norm) or at an integer width (TqState). Keys: every code stream staged by TqSrc and scored
+// by scores_block; a fractional key's score is ||x_o|| s_o + ||x_r|| s_r (each part's bf16 dot
+// products summed in fp32, then times its norm in fp32). Values: weight pairs bf16(p ||x_o||) and
+// bf16(p ||x_r||); parts in separate layouts (not SplitHeadState::packed) go through values_pass one
+// stream at a time; packed parts (head_dim <= 128) share each register as in the fp32 kernel
+// (PackedVals: per-lane shifts, one 32-word book holding both codebooks), so one vdpbf16ps serves
+// both parts. Keys and values are dispatched separately (KeySide / ValSide, one virtual call per
+// block or pass), so 7 key kinds x 7 value kinds take 14 instantiations.
+
+/// fp16 scalars of tokens [t, t + cnt) (0 for i >= cnt) -> out[16]: `per` scalars a token at sc, this one `which`.
+inline void load_scalars(const std::uint8_t* sc, int per, int which, std::size_t t, int cnt, float* out) {
+  const std::uint8_t* p = sc + 2 * per * t;
+  if (cnt == TB && per == 1) {
+    _mm512_storeu_ps(out, T::from_f16(reinterpret_cast<const std::uint16_t*>(p)));
+  } else if (cnt == TB) {  // per == 2: pairs, deinterleaved
+    const __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const __m512 b = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
+    const __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
+                                         _mm512_set1_epi32(which));
+    _mm512_storeu_ps(out, _mm512_permutex2var_ps(a, idx, b));
+  } else {
+    for (int i = 0; i < TB; ++i) {
+      const std::uint8_t* h = p + 2 * (per * i + which);
+      out[i] = i < cnt ? half_to_float(static_cast<std::uint16_t>(h[0] | (h[1] << 8))) : 0.0f;
+    }
+  }
+}
+
+/// Prefetches bytes [a, b) of p into L1 (the codes of a later block, while this one is computed).
+inline void prefetch_rows(const std::uint8_t* p, std::size_t a, std::size_t b) {
+  for (std::size_t o = a; o < b; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+}
+
+/// Scores of a job's keys, one block of up to 16 tokens at a time.
+struct KeySide {
+  virtual ~KeySide() = default;
+  /// out[h * 16 + i] = score of token t + i for head h (norms applied, softmax scale not).
+  virtual void score(std::size_t t, int cnt, float* out) = 0;
+};
+
+/// Integer-width keys: one code stream, as attend_bf16.
+template <int KB>
+struct IntKeys final : KeySide {
+  TqSrc<KB> src;
+  __m512i book;
+  const std::uint32_t* qb;
+  int G, hd2;
+  IntKeys(const SplitAttnJob& j, const std::uint32_t* q, int hd2_)
+      : src(*j.ks, j.kcodes, j.n), book(bf16_codebook(*j.ks)), qb(q), G(j.G), hd2(hd2_) {
+    src.transpose = true;
+  }
+  void score(std::size_t t, int cnt, float* out) override {
+    src.stage(t, cnt);
+    scores_block(src, qb, G, hd2, book, out);
+    const __m512 kn = src.norm_vec();
+    for (int h = 0; h < G; ++h) _mm512_storeu_ps(out + h * W, _mm512_mul_ps(_mm512_loadu_ps(out + h * W), kn));
+  }
+};
+
+/// A fractional key's scores from its two parts' dots (per head, W tokens in lanes):
+/// out = ||x_o|| out + ||x_r|| rest, the norms n0, n1 per token (W lanes each).
+inline void combine_parts(float* out, const float* rest, const float* n0, const float* n1, int G) {
+  const __m512 a = _mm512_load_ps(n0), b = _mm512_load_ps(n1);
+  for (int h = 0; h < G; ++h)
+    _mm512_storeu_ps(out + h * W,
+                     _mm512_fmadd_ps(b, _mm512_load_ps(rest + h * W), _mm512_mul_ps(a, _mm512_loadu_ps(out + h * W))));
+}
+
+/// Fractional keys: the two parts as two code streams (outlier part BL + 1 bits, the rest BL bits).
+template <int BL>
+struct SplitKeys final : KeySide {
+  TqSrc<BL + 1> hi;
+  TqSrc<BL> lo;
+  __m512i book0, book1;
+  const std::uint32_t* qb;
+  int G, hd2, q1;
+  std::size_t row;
+  const std::uint8_t* scal;
+  alignas(64) float rest[16 * W];
+  alignas(64) float nrm[2][TB];
+  SplitKeys(const SplitAttnJob& j, const std::uint32_t* q, int hd2_)
+      : hi(j.kx->part[0], j.kcodes + j.kx->code_offset[0], j.n), lo(j.kx->part[1], j.kcodes + j.kx->code_offset[1], j.n),
+        book0(bf16_codebook(j.kx->part[0])), book1(bf16_codebook(j.kx->part[1])), qb(q), G(j.G), hd2(hd2_),
+        q1(j.kx->part[0].dim / 2), row(j.kx->row_bytes), scal(j.kcodes + j.n * j.kx->row_bytes) {
+    const std::size_t total = j.n * (j.kx->row_bytes + 4);
+    hi.block_bytes = total - j.kx->code_offset[0];
+    lo.block_bytes = total - j.kx->code_offset[1];
+    hi.transpose = lo.transpose = true;
+    hi.scalars = lo.scalars = false;
+  }
+  void score(std::size_t t, int cnt, float* out) override {
+    prefetch_rows(hi.block, (t + 2 * TB) * row, std::min((t + 3 * TB) * row, hi.block_bytes));  // two blocks ahead
+    hi.stage(t, cnt);
+    lo.stage(t, cnt);
+    load_scalars(scal, 2, 0, t, cnt, nrm[0]);
+    load_scalars(scal, 2, 1, t, cnt, nrm[1]);
+    scores_block(hi, qb, G, hd2, book0, out);
+    scores_block(lo, qb + q1, G, hd2, book1, rest);
+    combine_parts(out, rest, nrm[0], nrm[1], G);
+  }
+};
+
+/// Rows of BITS-wide code groups with tokens in lanes (row j at gt + 16 j), a key source for scores_block.
+template <int BITS>
+struct Rows {
+  const std::int32_t* gt;
+  int ng;
+  __m512i trow(int j) const { return _mm512_load_si512(gt + j * TB); }
+};
+
+/// Fractional keys whose parts share one register (SplitHeadState::packed, head_dim <= 128): each token's
+/// groups loaded packed as in the fp32 kernel (SplitPacked), one transpose for both parts, then the
+/// outlier rows [0, ng) and the rest's rows [ng, 2 ng) scored as two streams.
+template <int BL>
+struct PackedKeys final : KeySide {
+  static constexpr int BH = BL + 1;
+  const std::uint8_t* codes;
+  const std::uint8_t* scal;
+  std::size_t row, avail, hoff, need;
+  __mmask16 rest;
+  __m512i book0, book1;
+  const std::uint32_t* qb;
+  int G, hd2, q1;
+  alignas(64) std::int32_t gt[W * TB];
+  alignas(64) float out1[16 * W];
+  alignas(64) float nrm[2][TB];
+  Rows<BH> r0;
+  Rows<BL> r1;
+  PackedKeys(const SplitAttnJob& j, const std::uint32_t* q, int hd2_)
+      : codes(j.kcodes), scal(j.kcodes + j.n * j.kx->row_bytes), row(j.kx->row_bytes),
+        avail(j.n * (j.kx->row_bytes + 4)), book0(bf16_codebook(j.kx->part[0])), book1(bf16_codebook(j.kx->part[1])),
+        qb(q), G(j.G), hd2(hd2_), q1(j.kx->part[0].dim / 2), r0{gt, j.kx->part[0].ng},
+        r1{gt + j.kx->part[0].ng * TB, j.kx->part[1].ng} {
+    const int ng = j.kx->part[0].ng;
+    hoff = j.kx->code_offset[1] - static_cast<std::size_t>(ng) * BL;  // a BL-bit load here: the rest's group j - ng in lane j
+    need = std::max<std::size_t>(T::template group_bytes<BH>(), hoff + T::template group_bytes<BL>());
+    rest = static_cast<__mmask16>(0xFFFFu << ng);
+  }
+  void score(std::size_t t, int cnt, float* out) override {
+    prefetch_rows(codes, (t + 2 * TB) * row, std::min((t + 3 * TB) * row, avail));  // two blocks ahead
+    __m512i r[W];
+    for (int i = 0; i < TB; ++i) {
+      if (i >= cnt) {
+        r[i] = _mm512_setzero_si512();
+        continue;
+      }
+      const std::size_t o = (t + i) * row;
+      const std::uint8_t* src = codes + o;
+      alignas(64) std::uint8_t tmp[256];
+      if (o + need > avail) {  // would read past the block: copy what is there
+        std::memset(tmp, 0, sizeof tmp);
+        std::memcpy(tmp, src, std::min(need, avail - o));
+        src = tmp;
+      }
+      r[i] = _mm512_mask_blend_epi32(rest, T::template groups<BH>(src), T::template groups<BL>(src + hoff));
+    }
+    T::transpose(r);
+    for (int k = 0; k < W; ++k) _mm512_store_si512(gt + k * TB, r[k]);
+    load_scalars(scal, 2, 0, t, cnt, nrm[0]);
+    load_scalars(scal, 2, 1, t, cnt, nrm[1]);
+    scores_block(r0, qb, G, hd2, book0, out);
+    scores_block(r1, qb + q1, G, hd2, book1, out1);
+    combine_parts(out, out1, nrm[0], nrm[1], G);
+  }
+};
+
+/// One value code stream: codes at `codes` (token stride `stride`, `avail` bytes readable), fp16 norms
+/// `per` a token at `scal` (this stream's: `which`), accumulated at acc + off in the layout of its ng.
+template <int BITS>
+struct ValPart {
+  ValueRows<BITS> rows;
+  const std::uint8_t* codes = nullptr;
+  const std::uint8_t* scal = nullptr;
+  std::size_t stride = 0, avail = 0;
+  int per = 1, which = 0, nv = 1, off = 0;
+  __m512i book;
+  void init(const TqState& st, const std::uint8_t* c, std::size_t stride_, std::size_t avail_, const std::uint8_t* sc,
+            int per_, int which_, int off_) {
+    codes = c, stride = stride_, avail = avail_, scal = sc, per = per_, which = which_, off = off_;
+    nv = (st.ng + W - 1) / W;
+    book = bf16_codebook(st);
+  }
+  /// p: [G][kPassTokens] softmax weights of tokens [t, t + pcnt) (0 past pcnt); pwb: scratch.
+  void run(std::size_t t, int pcnt, const float* p, int G, float* acc, int AP, std::uint32_t* pwb) {
+    alignas(64) float vn[kPassTokens];
+    const int nblk = (pcnt + TB - 1) / TB;
+    for (int b = 0; b < nblk; ++b)
+      load_scalars(scal, per, which, t + static_cast<std::size_t>(b) * TB, std::min(TB, pcnt - b * TB), vn + b * TB);
+    for (int h = 0; h < G; ++h)
+      for (int b = 0; b < nblk; ++b)
+        store_bf16(pwb + h * (kPassTokens / 2) + b * (TB / 2),
+                   _mm512_mul_ps(_mm512_load_ps(p + h * kPassTokens + b * TB), _mm512_load_ps(vn + b * TB)));
+    rows.set_at(codes, stride, avail, nv, t, pcnt);
+    values_pass(rows, nv, pcnt, pwb, acc + off, G, AP, book);
+  }
+};
+
+/// Values of a job: accumulator acc[G][AP] (j.acc, j.P; zeroed and rescaled by the loop).
+struct ValSide {
+  float* acc = nullptr;
+  int AP = 0;
+  virtual ~ValSide() = default;
+  virtual void pass(std::size_t t, int pcnt, const float* p, int G, std::uint32_t* pwb) = 0;
+};
+
+template <int VB>
+struct IntVals final : ValSide {
+  ValPart<VB> v;
+  explicit IntVals(const SplitAttnJob& j) {
+    const TqState& st = *j.vs;
+    v.init(st, j.vcodes, st.code_bytes, j.n * (st.code_bytes + 2), j.vcodes + j.n * st.code_bytes, 1, 0, 0);
+    acc = j.acc;
+    AP = j.P;
+  }
+  void pass(std::size_t t, int pcnt, const float* p, int G, std::uint32_t* pwb) override {
+    v.run(t, pcnt, p, G, acc, AP, pwb);
+  }
+};
+
+/// Fractional values whose parts do not share a register (not SplitHeadState::packed): two streams,
+/// part 1 at split_acc_offset.
+template <int BL>
+struct SplitVals final : ValSide {
+  ValPart<BL + 1> v0;
+  ValPart<BL> v1;
+  explicit SplitVals(const SplitAttnJob& j) {
+    const SplitHeadState& x = *j.vx;
+    const std::size_t total = j.n * (x.row_bytes + 4);
+    const std::uint8_t* sc = j.vcodes + j.n * x.row_bytes;
+    v0.init(x.part[0], j.vcodes + x.code_offset[0], x.row_bytes, total - x.code_offset[0], sc, 2, 0, 0);
+    v1.init(x.part[1], j.vcodes + x.code_offset[1], x.row_bytes, total - x.code_offset[1], sc, 2, 1,
+            x.split_acc_offset(W));
+    acc = j.acc;
+    AP = j.P;
+  }
+  void pass(std::size_t t, int pcnt, const float* p, int G, std::uint32_t* pwb) override {
+    v0.run(t, pcnt, p, G, acc, AP, pwb);
+    v1.run(t, pcnt, p, G, acc, AP, pwb);
+  }
+};
+
+/// 16-bit indices of code S of packed groups (SplitHeadState::packed) for two tokens: words of lanes
+/// [0, ng) hold the outlier part's BL + 1-bit codes, lanes [ng, 16) the rest's BL-bit codes, so code S
+/// starts at bit r = (BL + 1) S or BL S of the group dword: per-word variable shifts of the low (b0) and
+/// high (b1) halves (vpsrlvw / vpsllvw give 0 for counts >= 16), only the terms some lane needs, then
+/// (x & 15) | 16 * (rest lane): the 32-word book holds the outlier codebook at 0 and the rest's at 16.
+template <int BL, int S>
+inline __m512i packed_index(__m512i b0, __m512i b1, const __m512i* cnt, __m512i m15, __m512i off) {
+  constexpr int BH = BL + 1, r0 = BH * S, r1 = BL * S;
+  constexpr bool A = r0 < 16 || r1 < 16;  // some code starts in the low half
+  constexpr bool B = (r0 < 16 && r0 + BH > 16) || (r1 < 16 && r1 + BL > 16);  // ... and straddles
+  constexpr bool C = r0 >= 16 || r1 >= 16;  // some code lies in the high half
+  __m512i x;
+  if constexpr (S == 0) {
+    x = b0;
+  } else if constexpr (!A) {
+    x = _mm512_srlv_epi16(b1, cnt[2]);
+  } else {
+    x = _mm512_srlv_epi16(b0, cnt[0]);
+    if constexpr (B && C)
+      x = _mm512_ternarylogic_epi32(x, _mm512_sllv_epi16(b1, cnt[1]), _mm512_srlv_epi16(b1, cnt[2]), 0xFE);  // a | b | c
+    else if constexpr (B)
+      x = _mm512_or_si512(x, _mm512_sllv_epi16(b1, cnt[1]));
+    else if constexpr (C)
+      x = _mm512_or_si512(x, _mm512_srlv_epi16(b1, cnt[2]));
+  }
+  return _mm512_ternarylogic_epi32(x, m15, off, 0xEA);  // (x & m15) | off
+}
+
+/// Packed fractional values: each token's two parts in one group vector (lanes as SplitPackedValSrc,
+/// kernels_simd.h), weight pairs bf16(p ||x_o||) in the outlier lanes and bf16(p ||x_r||) in the rest,
+/// accumulated straight into the packed layout.
+template <int BL>
+struct PackedVals final : ValSide {
+  static constexpr int BH = BL + 1;
+  const std::uint8_t* codes;
+  const std::uint8_t* scal;
+  std::size_t row, avail, hoff, need;
+  int ng;
+  __mmask16 rest;  // lanes >= ng
+  __m512i book, m15, off;
+  __m512i cnt[8][3];  // per code: counts for b0 >> r, b1 << (16 - r), b1 >> (r - 16)
+  alignas(64) std::int32_t g[kPassTokens * W];  // the pass's packed group vectors [token][lane]
+  alignas(64) std::uint32_t pw1[16 * kPassTokens / 2];
+  __m512i wv[4 * kPassTokens / 2];  // [head of the group][pair]
+  explicit PackedVals(const SplitAttnJob& j) {
+    const SplitHeadState& x = *j.vx;
+    codes = j.vcodes;
+    row = x.row_bytes;
+    avail = j.n * (x.row_bytes + 4);
+    scal = j.vcodes + j.n * x.row_bytes;
+    ng = x.part[0].ng;
+    hoff = x.code_offset[1] - static_cast<std::size_t>(ng) * BL;  // a BL-bit load here: the rest's group j - ng in lane j
+    need = std::max<std::size_t>(T::template group_bytes<BH>(), hoff + T::template group_bytes<BL>());
+    rest = static_cast<__mmask16>(0xFFFFu << ng);
+    book = (__m512i)_mm512_cvtne2ps_pbh(_mm512_load_ps(x.part[1].cb16), _mm512_load_ps(x.part[0].cb16));
+    m15 = _mm512_set1_epi16(15);
+    off = _mm512_mask_set1_epi32(_mm512_setzero_si512(), rest, 0x00100010);
+    for (int s = 0; s < 8; ++s) {
+      const int r0 = BH * s, r1 = BL * s;
+      cnt[s][0] = _mm512_mask_set1_epi32(_mm512_set1_epi32(r0 * 0x10001), rest, r1 * 0x10001);
+      auto w = [](int v) { return static_cast<int>(static_cast<std::uint16_t>(v) * 0x10001u); };
+      cnt[s][1] = _mm512_mask_set1_epi32(_mm512_set1_epi32(w(16 - r0)), rest, w(16 - r1));
+      cnt[s][2] = _mm512_mask_set1_epi32(_mm512_set1_epi32(w(r0 - 16)), rest, w(r1 - 16));
+    }
+    acc = j.acc;
+    AP = j.P;
+  }
+  void stage(std::size_t t, int pcnt) {
+    const __m512i zero = _mm512_setzero_si512();
+    for (int i = 0; i < pcnt; ++i) {
+      const std::size_t o = (t + i) * row;
+      const std::uint8_t* src = codes + o;
+      alignas(64) std::uint8_t tmp[256];
+      if (o + need > avail) {  // would read past the block: copy what is there
+        std::memset(tmp, 0, sizeof tmp);
+        std::memcpy(tmp, src, std::min(need, avail - o));
+        src = tmp;
+      }
+      _mm512_store_si512(g + i * W, _mm512_mask_blend_epi32(rest, T::template groups<BH>(src),
+                                                            T::template groups<BL>(src + hoff)));
+    }
+    if (pcnt % 2) _mm512_store_si512(g + pcnt * W, zero);
+  }
+  /// acc[h0 + h] codes S0 .. S0 + SC - 1 += the pass's token pairs with the weight vectors wv. pf: codes
+  /// of the next pass (or nullptr), prefetched pf_tokens tokens' worth a pair at a time (the pass's rows
+  /// are staged in one go, which would otherwise wait on memory).
+  template <int GH, int S0, int SC, int... S>
+  void chunk(int pcnt, int h0, const std::uint8_t* pf, int pf_tokens,
+             std::integer_sequence<int, S...>) {
+    __m512 a[GH][SC];
+    float* base = acc + h0 * AP + S0 * W;
+    for (int h = 0; h < GH; ++h) ((a[h][S] = _mm512_loadu_ps(base + h * AP + S * W)), ...);
+    for (int i = 0; i < pcnt; i += 2) {  // an odd last token is paired with zero codes at weight 0
+      const int m = i / 2;
+      if (pf && i + 2 <= pf_tokens) {
+        _mm_prefetch(reinterpret_cast<const char*>(pf + i * row), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(pf + (i + 2) * row - 1), _MM_HINT_T0);
+      }
+      const __m512i* w = wv + m;  // head h: w[h * kPassTokens / 2]
+      const __m512i gi = _mm512_load_si512(g + i * W), gn = _mm512_load_si512(g + (i + 1) * W);
+      const __m512i b0 = _mm512_mask_blend_epi16(0xAAAAAAAAu, gi, _mm512_slli_epi32(gn, 16));
+      const __m512i b1 = _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(gi, 16), gn);
+      auto step = [&](auto sc) {
+        constexpr int s = decltype(sc)::value;
+        const __m512i c = _mm512_permutexvar_epi16(packed_index<BL, S0 + s>(b0, b1, cnt[S0 + s], m15, off), book);
+        for (int h = 0; h < GH; ++h) a[h][s] = dp(a[h][s], c, _mm512_load_si512(w + h * (kPassTokens / 2)));
+      };
+      (step(std::integral_constant<int, S>{}), ...);
+    }
+    for (int h = 0; h < GH; ++h) ((_mm512_storeu_ps(base + h * AP + S * W, a[h][S])), ...);
+  }
+  template <int GH, int... C>
+  void heads(int pcnt, int h0, const std::uint8_t* pf, int pf_tokens,
+             std::integer_sequence<int, C...>) {
+    constexpr int SC = T::sc(GH);
+    (chunk<GH, C * SC, SC>(pcnt, h0, C == 0 ? pf : nullptr, pf_tokens, std::make_integer_sequence<int, SC>{}),
+     ...);
+  }
+  template <int GH>
+  void group(int pcnt, const std::uint32_t* pw0, int h0, const std::uint8_t* pf, int pf_tokens) {
+    // The group's weight vectors, once for all its chunks: outlier lanes bf16(p ||x_o||), the rest bf16(p ||x_r||).
+    for (int h = 0; h < GH; ++h)
+      for (int m = 0; m < (pcnt + 1) / 2; ++m) {
+        const int k = (h0 + h) * (kPassTokens / 2) + m;
+        const __m512i w0 = _mm512_set1_epi32(static_cast<int>(pw0[k]));
+        _mm512_store_si512(wv + h * (kPassTokens / 2) + m, _mm512_mask_set1_epi32(w0, rest, static_cast<int>(pw1[k])));
+      }
+    heads<GH>(pcnt, h0, pf, pf_tokens, std::make_integer_sequence<int, 8 / T::sc(GH)>{});
+  }
+  void pass(std::size_t t, int pcnt, const float* p, int G, std::uint32_t* pw0) override {
+    alignas(64) float vn[2][kPassTokens];
+    const int nblk = (pcnt + TB - 1) / TB;
+    for (int b = 0; b < nblk; ++b)
+      for (int k = 0; k < 2; ++k)
+        load_scalars(scal, 2, k, t + static_cast<std::size_t>(b) * TB, std::min(TB, pcnt - b * TB), vn[k] + b * TB);
+    for (int h = 0; h < G; ++h)
+      for (int b = 0; b < nblk; ++b) {
+        const __m512 ph = _mm512_load_ps(p + h * kPassTokens + b * TB);
+        const int o = h * (kPassTokens / 2) + b * (TB / 2);
+        store_bf16(pw0 + o, _mm512_mul_ps(ph, _mm512_load_ps(vn[0] + b * TB)));
+        store_bf16(pw1 + o, _mm512_mul_ps(ph, _mm512_load_ps(vn[1] + b * TB)));
+      }
+    stage(t, pcnt);
+    // The next pass's rows that lie in the block, prefetched during the first chunk of this one.
+    const std::size_t nt = t + kPassTokens;
+    const int pf_tokens =
+        nt * row < avail ? static_cast<int>(std::min<std::size_t>(kPassTokens, (avail - nt * row) / row)) : 0;
+    const std::uint8_t* pf = pf_tokens > 0 ? codes + nt * row : nullptr;
+    int h0 = 0;
+    for (; h0 + 4 <= G; h0 += 4) group<4>(pcnt, pw0, h0, h0 == 0 ? pf : nullptr, pf_tokens);
+    switch (G - h0) {
+      case 1: group<1>(pcnt, pw0, h0, h0 == 0 ? pf : nullptr, pf_tokens); break;
+      case 2: group<2>(pcnt, pw0, h0, h0 == 0 ? pf : nullptr, pf_tokens); break;
+      case 3: group<3>(pcnt, pw0, h0, h0 == 0 ? pf : nullptr, pf_tokens); break;
+      default: break;
+    }
+  }
+};
+
+/// attend_bf16's passes over a split job's key and value sides.
+void split_loop(const SplitAttnJob& j, KeySide& ks, ValSide& vs) {
+  const int G = j.G, AP = vs.AP;
+  float* acc = vs.acc;
+  alignas(64) float dots[16 * W];
+  alignas(64) float sc[16 * kPassTokens];  // [head][token of the pass] logits (-inf past the end)
+  alignas(64) float pp[16 * kPassTokens];  // [head][token of the pass] exp(logit - m) (0 past the end)
+  alignas(64) std::uint32_t pwb[16 * kPassTokens / 2];
+  alignas(64) float lv[16 * W];
+  float* m = j.m;
+  for (int h = 0; h < G; ++h) {
+    m[h] = -INFINITY;
+    _mm512_storeu_ps(lv + h * W, _mm512_setzero_ps());
+  }
+  std::fill(acc, acc + static_cast<std::size_t>(G) * AP, 0.0f);
+  const __m512 scale = _mm512_set1_ps(j.scale);
+  const float softcap = j.softcap;
+  for (std::size_t t = j.t0; t < j.t1; t += kPassTokens) {
+    const int pcnt = static_cast<int>(std::min<std::size_t>(kPassTokens, j.t1 - t));
+    const int nblk = (pcnt + TB - 1) / TB;
+    for (int b = 0; b < nblk; ++b) {  // scores, 16 tokens at a time
+      const int cnt = std::min(TB, pcnt - b * TB);
+      ks.score(t + static_cast<std::size_t>(b) * TB, cnt, dots);
+      for (int h = 0; h < G; ++h)
+        finish_scores(_mm512_mul_ps(_mm512_loadu_ps(dots + h * W), scale), softcap, cnt,
+                      sc + h * kPassTokens + b * TB);
+    }
+    // online softmax in fp32 over the pass; the weights p to pp (each value side applies its norms)
+    pass_softmax(sc, G, nblk, pcnt, m, lv, acc, AP,
+                 [&](int h, int b, __m512 p) { _mm512_store_ps(pp + h * kPassTokens + b * TB, p); });
+    vs.pass(t, pcnt, pp, G, pwb);
+  }
+  for (int h = 0; h < G; ++h) j.l[h] = _mm512_reduce_add_ps(_mm512_loadu_ps(lv + h * W));
+}
+
+template <int BL>
+void split_vals(const SplitAttnJob& j, KeySide& ks) {
+  if (j.vx->packed(W)) {
+    PackedVals<BL> v(j);
+    split_loop(j, ks, v);
+  } else {
+    SplitVals<BL> v(j);
+    split_loop(j, ks, v);
+  }
+}
+
+void split_values(const SplitAttnJob& j, KeySide& ks) {
+  if (j.vx) {
+    switch (j.vx->part[1].bits) {
+      case 1: split_vals<1>(j, ks); break;
+      case 2: split_vals<2>(j, ks); break;
+      default: split_vals<3>(j, ks); break;
+    }
+  } else {
+    switch (j.vs->bits) {
+      case 1: { IntVals<1> v(j); split_loop(j, ks, v); } break;
+      case 2: { IntVals<2> v(j); split_loop(j, ks, v); } break;
+      case 3: { IntVals<3> v(j); split_loop(j, ks, v); } break;
+      default: { IntVals<4> v(j); split_loop(j, ks, v); } break;
+    }
+  }
+}
+
+template <class K>
+void split_keys(const SplitAttnJob& j, const std::uint32_t* qb, int hd2) {
+  K k(j, qb, hd2);
+  split_values(j, k);
+}
+
 }  // namespace
 }  // namespace avx512bf16
 
@@ -319,6 +819,37 @@ void avx512_bf16_attend(const AttnJob& j) {
     case 2: avx512bf16::attend_k<2>(j); break;
     case 3: avx512bf16::attend_k<3>(j); break;
     default: avx512bf16::attend_k<4>(j); break;
+  }
+}
+
+void avx512_bf16_attend_split(const SplitAttnJob& j) {
+  using namespace avx512bf16;
+  const int d = j.kx ? j.kx->dim : j.ks->dim, hd2 = d / 2;
+  // The prepared queries (fp32: [Pi_o q_o | Pi_r q_r] or Pi q, natural order) as bf16 pairs:
+  // qb[h * hd2 + m] = (q[2m], q[2m + 1]); a part's pairs start at its first coordinate / 2.
+  alignas(64) std::uint32_t qb[16 * 1024 / 2];
+  for (int h = 0; h < j.G; ++h)
+    for (int k = 0; k < d; k += W)
+      store_bf16(qb + h * hd2 + k / 2, _mm512_loadu_ps(j.qs + static_cast<std::size_t>(h) * j.qstride + k));
+  if (j.kx && j.kx->packed(W)) {
+    switch (j.kx->part[1].bits) {
+      case 1: split_keys<PackedKeys<1>>(j, qb, hd2); break;
+      case 2: split_keys<PackedKeys<2>>(j, qb, hd2); break;
+      default: split_keys<PackedKeys<3>>(j, qb, hd2); break;
+    }
+  } else if (j.kx) {
+    switch (j.kx->part[1].bits) {
+      case 1: split_keys<SplitKeys<1>>(j, qb, hd2); break;
+      case 2: split_keys<SplitKeys<2>>(j, qb, hd2); break;
+      default: split_keys<SplitKeys<3>>(j, qb, hd2); break;
+    }
+  } else {
+    switch (j.ks->bits) {
+      case 1: split_keys<IntKeys<1>>(j, qb, hd2); break;
+      case 2: split_keys<IntKeys<2>>(j, qb, hd2); break;
+      case 3: split_keys<IntKeys<3>>(j, qb, hd2); break;
+      default: split_keys<IntKeys<4>>(j, qb, hd2); break;
+    }
   }
 }
 
