@@ -1,18 +1,24 @@
 // fp16 tensor-core split-K decode attention on paged TurboQuant-MSE keys/values
 // (the default decode kernel; decode_mma.cuh's 3xTF32 kernel is the fp32-exact
-// one). Same grid, pipeline, workspace and merge as decode_mma.cuh; what changes
-// is how codes become matrix operands:
+// one). Same grid, workspace and merge as decode_mma.cuh; what changes is the
+// pipeline and how codes become matrix operands:
 //
 //   scores  S[16 tokens x 8 heads]  = C_k[16 x D] . (Pi q)^T[D x 8]       mma m16n8k16 f16
 //   values  O^T[D x 8 heads]       += C_v^T[D x 16 tokens] . P[16 x 8]    mma m16n8k16 f16
 //
-// Pair look-up table: an mma A register holds two fp16 values, and two
-// consecutive codes of a token (2*B bits) index a table of (c[lo], c[hi]) half2
-// pairs, so one 32-bit shared load yields one A register half-filled for keys
-// (two consecutive dims) and, after one byte permute with the neighbouring
-// token's pair, two A registers for values. The table is replicated once per
-// lane (entry e of lane L at word 32 e + L), so every look-up of a warp hits 32
-// distinct banks: one wavefront per 64 decoded elements, no conflicts.
+// Pipeline: every warp owns 16-token steps of its split (warp w takes steps w,
+// w + NW, ...) and copies, waits for and computes them on its own (cp.async
+// groups, or cp.async.bulk onto per-(warp, slot) mbarriers where rows are
+// dense): the main loop has no block barrier.
+// Pair look-up tables: an mma A register holds two fp16 values, and two codes
+// (2*B bits) index a table of (c[lo], c[hi]) half2 pairs. Keys: the two
+// consecutive codes of a token (two consecutive dims). Values: at 2 and 4 bits
+// the codes of one dim of two tokens (cross-token indices, built four or eight
+// at a time by LOP3), so the entry is the A register itself; otherwise a
+// token's dim pair and one byte permute with the neighbouring token's pair.
+// The table is replicated per lane in 256-byte rows (entry e of lane L at byte
+// 256 e + 4 L; values with their own codebook at + 128), so a byte-wide index
+// becomes an address with one PRMT and every look-up of a warp hits 32 banks.
 // Orders: each lane owns a contiguous span of every key row (its k-slots map to
 // dims D/4 * tig + 4 kk + {0..3}; the query fragments are permuted to match)
 // and of every value row (pair gid * D/16 + j; output rows are un-permuted when
@@ -737,7 +743,7 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
 }
 
 /// 16 warps per block (one block per SM: the 64 KB 4-bit pair table is shared by all 16 warps);
-/// 8 at head_dim 256 (its 3-stage warp pipelines take 107 KB, its registers allow 8 warps per SM).
+/// 8 at head_dim 256 (its registers allow 8 warps per SM).
 /// History (docs/CUDA_NOTES.md): 8 warps against 4 in v8 (704 vs 781 us at batch 16 x 65,536,
 /// 4-bit, 32/8 heads); v11 moved d64/d128 from two blocks of 8 warps to one of 16.
 template <int D, int KB, int VB, bool PROD = false>
