@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "tq_heads.h"
 #include "turbokv/attention.h"
 #include "turbokv/codec.h"
 #include "turbokv/cpu_codec.h"
@@ -28,24 +29,19 @@ using namespace turbokv;
 
 namespace {
 
+using test::max_err;
+using test::reference;
+
 constexpr double kTol = 1e-5;
 
 /// kvh heads: TurboQuant-Prod keys (kbits, sketch rows m; 0 = head_dim) and TurboQuant-MSE values
 /// (vbits), n tokens, encoded by the reference codecs. fill < 0: Gaussian data with an outlier
 /// channel; fill = 0x00 / 0xff: every code byte that value, norms 0.5 .. 2, gamma 0.1 .. 0.7.
 /// The fast codecs (make_cpu_codec) are made at the current simd_level(); remake() redoes that.
-struct ProdHeads {
-  int d, kvh, ratio;
-  std::size_t n;
-  std::vector<std::unique_ptr<Codec>> rk, rv;
-  std::vector<std::unique_ptr<cpu::CpuCodec>> fk, fv;
-  std::vector<std::vector<std::uint8_t>> kb, vb;
-  std::vector<EncodedHead> keys, values;
-  std::vector<cpu::CodecHead> fkeys, fvalues;
-
+struct ProdHeads : test::CodecHeads {
   ProdHeads(int d_, int kvh_, int ratio_, std::size_t n_, int kbits, int vbits, std::uint64_t seed, int fill = -1,
             int m = 0)
-      : d(d_), kvh(kvh_), ratio(ratio_), n(n_) {
+      : CodecHeads(d_, kvh_, ratio_, n_) {
     for (int g = 0; g < kvh; ++g) {
       CodecConfig kc;
       kc.method = Method::kTurboProd;
@@ -83,34 +79,11 @@ struct ProdHeads {
     }
     remake();
   }
-  void remake() {
-    fk.clear(), fv.clear(), fkeys.clear(), fvalues.clear();
-    for (int g = 0; g < kvh; ++g) {
-      fk.push_back(cpu::make_cpu_codec(*rk[g]));
-      fv.push_back(cpu::make_cpu_codec(*rv[g]));
-      fkeys.push_back({fk[g].get(), kb[g].data()});
-      fvalues.push_back({fv[g].get(), vb[g].data()});
-    }
-  }
-  int heads() const { return kvh * ratio; }
 };
 
 cpu::CodecAttentionPath expected_path() {
   return simd_level() == SimdLevel::kScalar ? cpu::CodecAttentionPath::kGeneric
                                             : cpu::CodecAttentionPath::kTqProdFused;
-}
-
-std::vector<double> reference(const ProdHeads& h, const float* q, const AttentionParams& p, std::size_t ctx = 0) {
-  std::vector<double> want(static_cast<std::size_t>(h.heads()) * h.d);
-  attention_compressed(h.keys, h.values, h.n, q, h.heads(), p, want.data(), nullptr, ctx);
-  return want;
-}
-
-/// Largest per-head relative error of the fast path against want.
-double max_err(const std::vector<float>& got, const std::vector<double>& want, int heads, int d) {
-  double e = 0;
-  for (int h = 0; h < heads; ++h) e = std::max(e, test::rel_err(got.data() + h * d, want.data() + h * d, d));
-  return e;
 }
 
 /// Runs the fast path at every SIMD level and 1 / 2 threads against want.

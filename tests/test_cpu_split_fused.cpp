@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "tq_heads.h"
 #include "turbokv/attention.h"
 #include "turbokv/codebook.h"
 #include "turbokv/codec.h"
@@ -32,6 +33,9 @@ using namespace turbokv;
 
 namespace {
 
+using test::max_err;
+using test::reference;
+
 constexpr double kTol = 1e-5;
 
 bool fractional(double bits) { return bits != std::floor(bits); }
@@ -42,18 +46,10 @@ bool fractional(double bits) { return bits != std::floor(bits); }
 /// channels; fill = 0x00 / 0xff: every code byte that value, norms 0.5 .. 2 (both norms of a
 /// fractional head). The fast codecs (make_cpu_codec) are made at the current simd_level(); remake()
 /// redoes that.
-struct SplitHeads {
-  int d, kvh, ratio;
-  std::size_t n;
-  std::vector<std::unique_ptr<Codec>> rk, rv;
-  std::vector<std::unique_ptr<cpu::CpuCodec>> fk, fv;
-  std::vector<std::vector<std::uint8_t>> kb, vb;
-  std::vector<EncodedHead> keys, values;
-  std::vector<cpu::CodecHead> fkeys, fvalues;
-
+struct SplitHeads : test::CodecHeads {
   SplitHeads(int d_, int kvh_, int ratio_, std::size_t n_, std::vector<double> kbits, std::vector<double> vbits,
              std::uint64_t seed, int fill = -1)
-      : d(d_), kvh(kvh_), ratio(ratio_), n(n_) {
+      : CodecHeads(d_, kvh_, ratio_, n_) {
     auto data = [&](std::size_t rows, std::uint64_t s) {
       auto x = test::gaussian(rows * d, s);
       for (std::size_t t = 0; t < rows; ++t) {
@@ -97,34 +93,11 @@ struct SplitHeads {
     }
     remake();
   }
-  void remake() {
-    fk.clear(), fv.clear(), fkeys.clear(), fvalues.clear();
-    for (int g = 0; g < kvh; ++g) {
-      fk.push_back(cpu::make_cpu_codec(*rk[g]));
-      fv.push_back(cpu::make_cpu_codec(*rv[g]));
-      fkeys.push_back({fk[g].get(), kb[g].data()});
-      fvalues.push_back({fv[g].get(), vb[g].data()});
-    }
-  }
-  int heads() const { return kvh * ratio; }
 };
 
 cpu::CodecAttentionPath expected_path() {
   return simd_level() == SimdLevel::kScalar ? cpu::CodecAttentionPath::kGeneric
                                             : cpu::CodecAttentionPath::kTqMseSplitFused;
-}
-
-std::vector<double> reference(const SplitHeads& h, const float* q, const AttentionParams& p, std::size_t ctx = 0) {
-  std::vector<double> want(static_cast<std::size_t>(h.heads()) * h.d);
-  attention_compressed(h.keys, h.values, h.n, q, h.heads(), p, want.data(), nullptr, ctx);
-  return want;
-}
-
-/// Largest per-head relative error of got against want.
-double max_err(const std::vector<float>& got, const std::vector<double>& want, int heads, int d) {
-  double e = 0;
-  for (int h = 0; h < heads; ++h) e = std::max(e, test::rel_err(got.data() + h * d, want.data() + h * d, d));
-  return e;
 }
 
 double g_worst = 0;  // largest error seen by check_all_levels, printed at the end

@@ -3,13 +3,16 @@
 // codecs (cpu::TqMse) viewing the same bytes.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "test_util.h"
+#include "turbokv/attention.h"
 #include "turbokv/codec.h"
 #include "turbokv/cpu.h"
+#include "turbokv/cpu_codec.h"
 #include "turbokv/formats.h"
 #include "turbokv/half.h"
 
@@ -66,5 +69,46 @@ struct TqMseHeads {
   }
   int heads() const { return kvh * ratio; }
 };
+
+/// Heads of any reference codecs with the fast codecs (cpu::make_cpu_codec) viewing the same bytes:
+/// the common part of the fused-path fixtures (test_cpu_prod_fused, test_cpu_split_fused), whose
+/// constructors fill rk, rv, kb, vb, keys and values and then call remake().
+struct CodecHeads {
+  int d, kvh, ratio;
+  std::size_t n;
+  std::vector<std::unique_ptr<Codec>> rk, rv;
+  std::vector<std::unique_ptr<cpu::CpuCodec>> fk, fv;
+  std::vector<std::vector<std::uint8_t>> kb, vb;
+  std::vector<EncodedHead> keys, values;
+  std::vector<cpu::CodecHead> fkeys, fvalues;
+
+  CodecHeads(int d_, int kvh_, int ratio_, std::size_t n_) : d(d_), kvh(kvh_), ratio(ratio_), n(n_) {}
+  /// (Re)makes the fast codecs at the current simd_level().
+  void remake() {
+    fk.clear(), fv.clear(), fkeys.clear(), fvalues.clear();
+    for (int g = 0; g < kvh; ++g) {
+      fk.push_back(cpu::make_cpu_codec(*rk[g]));
+      fv.push_back(cpu::make_cpu_codec(*rv[g]));
+      fkeys.push_back({fk[g].get(), kb[g].data()});
+      fvalues.push_back({fv[g].get(), vb[g].data()});
+    }
+  }
+  int heads() const { return kvh * ratio; }
+};
+
+/// The fp64 reference attention (attention_compressed) of h's reference codecs: [heads][d].
+inline std::vector<double> reference(const CodecHeads& h, const float* q, const AttentionParams& p,
+                                     std::size_t ctx = 0) {
+  std::vector<double> want(static_cast<std::size_t>(h.heads()) * h.d);
+  attention_compressed(h.keys, h.values, h.n, q, h.heads(), p, want.data(), nullptr, ctx);
+  return want;
+}
+
+/// Largest per-head relative error of got against want ([heads][d]).
+inline double max_err(const std::vector<float>& got, const std::vector<double>& want, int heads, int d) {
+  double e = 0;
+  for (int h = 0; h < heads; ++h) e = std::max(e, rel_err(got.data() + h * d, want.data() + h * d, d));
+  return e;
+}
 
 }  // namespace turbokv::test
