@@ -140,8 +140,11 @@ struct H16Layout {
   static constexpr bool kBulk = kDenseK && (cbV == 8 || cbV == 16 || cbV == 32 || cbV == 64);
   static constexpr int rsK = kDenseK ? cbK : mma_row_stride(cbK), rsV = kBulk ? cbV : mma_row_stride(cbV);
   static constexpr int NBK = PROD ? 4 : 2;  // staged key-norm bytes per token
-  /// One warp step: [key codes 16 x rsK][value codes 16 x rsV][key norms 16 x NBK][value norms 16 x 2].
+  /// One warp step: [key codes 16 x rsK][key norms 16 x NBK][value codes 16 x rsV][value norms 16 x 2]
+  /// (with page_size 16 a pool's codes and norms of a step are one contiguous range of the page:
+  /// kBulk copies each pool's step whole).
   static constexpr int wstep = 16 * (rsK + rsV) + 16 * NBK + 32;
+  static constexpr int off_kn = 16 * rsK, off_vc = off_kn + 16 * NBK, off_vn = off_vc + 16 * rsV;
   /// Pair tables: row e (256 bytes) holds the key entry e of lane L at byte 4 L and, when values
   /// have their own codebook, the value entry e at 128 + 4 L (so a look-up address is
   /// (e << 8) | lane byte: one PRMT for byte-wide fields; 32 lanes hit 32 banks).
@@ -309,6 +312,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   const unsigned vps = static_cast<unsigned>(a.num_kv_heads * a.vstride);
   // page_size >= 16: a step lies in one page (one page id per warp, whole-range copies).
   const bool fast = a.page_shift >= 4;
+  const bool page16 = a.page_shift == 4;
   std::uint8_t* wst = stages + warp * (Lay::kStages * Lay::wstep);  // this warp's steps
   // The page id(s) of step it (0 past the warp's last step or the split's end; see warp_copy).
   auto page_of = [&](int it) -> unsigned {
@@ -335,7 +339,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         const unsigned pgu = __shfl_sync(0xffffffffu, page, 0);
         const int p0u = __shfl_sync(0xffffffffu, p0, 0);
         constexpr unsigned K = 16 * Lay::cbK, V = 16 * Lay::cbV;
-        const unsigned pmask = (1u << a.page_shift) - 1u, slot = static_cast<unsigned>(p0u) & pmask;
+        static_assert(Lay::off_vc == K + 32 && Lay::off_vn == K + 32 + V, "kBulk stage = the page's K and V blocks");
         const std::uint8_t* kb = kpool_g + static_cast<std::uint64_t>(pgu) * kps;
         const std::uint8_t* vb = vpool_g + static_cast<std::uint64_t>(pgu) * vps;
         const std::uint32_t d = static_cast<std::uint32_t>(__cvta_generic_to_shared(sp));
@@ -346,27 +350,32 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             mbar_arrive(baru);  // no token of the window: complete the phase, copy nothing
           } else {
             mbar_expect_tx(baru, K + V + 64);
-            bulk_copy(du, kb + slot * Lay::cbK, K, baru);
-            bulk_copy(du + K, vb + slot * Lay::cbV, V, baru);
-            bulk_copy(du + K + V, kb + ((pmask + 1u) * Lay::cbK + slot * 2), 32, baru);
-            bulk_copy(du + K + V + 32, vb + ((pmask + 1u) * Lay::cbV + slot * 2), 32, baru);
+            if (page16) {  // the step is the whole page: codes and norms of a pool are one range
+              bulk_copy(du, kb, K + 32, baru);
+              bulk_copy(du + K + 32, vb, V + 32, baru);
+            } else {
+              const unsigned pmask = (1u << a.page_shift) - 1u, slot = static_cast<unsigned>(p0u) & pmask;
+              bulk_copy(du, kb + slot * Lay::cbK, K, baru);
+              bulk_copy(du + K, kb + ((pmask + 1u) * Lay::cbK + slot * 2), 32, baru);
+              bulk_copy(du + K + 32, vb + slot * Lay::cbV, V, baru);
+              bulk_copy(du + K + 32 + V, vb + ((pmask + 1u) * Lay::cbV + slot * 2), 32, baru);
+            }
           }
         }
         return;
       }
       if (lo < n) {
-        std::uint8_t* s_kn = sp + 16 * (Lay::rsK + Lay::rsV);
-        warp_copy<Lay::cbK, Lay::rsK, NBK>(sp, s_kn, kpool_g, kps, a.page_shift, false, page, p0, lo, n, lane);
-        warp_copy<Lay::cbV, Lay::rsV, 2>(sp + 16 * Lay::rsK, s_kn + 16 * NBK, vpool_g, vps, a.page_shift, false, page,
+        warp_copy<Lay::cbK, Lay::rsK, NBK>(sp, sp + Lay::off_kn, kpool_g, kps, a.page_shift, false, page, p0, lo, n,
+                                           lane);
+        warp_copy<Lay::cbV, Lay::rsV, 2>(sp + Lay::off_vc, sp + Lay::off_vn, vpool_g, vps, a.page_shift, false, page,
                                          p0, lo, n, lane);
       }
       mbar_arrive_cp_async(bar);
       return;
     }
     if (lo >= n) return;  // no token of the window (warp-uniform): nothing to copy or compute
-    std::uint8_t* s_kn = sp + 16 * (Lay::rsK + Lay::rsV);
-    warp_copy<Lay::cbK, Lay::rsK, NBK>(sp, s_kn, kpool_g, kps, a.page_shift, fast, page, p0, lo, n, lane);
-    warp_copy<Lay::cbV, Lay::rsV, 2>(sp + 16 * Lay::rsK, s_kn + 16 * NBK, vpool_g, vps, a.page_shift, fast, page, p0,
+    warp_copy<Lay::cbK, Lay::rsK, NBK>(sp, sp + Lay::off_kn, kpool_g, kps, a.page_shift, fast, page, p0, lo, n, lane);
+    warp_copy<Lay::cbV, Lay::rsV, 2>(sp + Lay::off_vc, sp + Lay::off_vn, vpool_g, vps, a.page_shift, fast, page, p0,
                                      lo, n, lane);
   };
   // Set-up loads first (page ids of the first steps, centroids, this warp's query head), so their
@@ -503,9 +512,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     // 408.8 vs 429.8) except for Prod keys (4-bit: 546.2 vs 518.8 us after the compute).
     __syncwarp();
     const std::uint8_t* s_kc = wst + cur * Lay::wstep;
-    const std::uint8_t* s_vc = s_kc + 16 * Lay::rsK;
-    const std::uint8_t* s_kn = s_vc + 16 * Lay::rsV;  // key norms: NBK bytes per token
-    const __half* s_vn = reinterpret_cast<const __half*>(s_kn + 16 * NBK);
+    const std::uint8_t* s_kn = s_kc + Lay::off_kn;
+    const std::uint8_t* s_vc = s_kc + Lay::off_vc;
+    const __half* s_vn = reinterpret_cast<const __half*>(s_kc + Lay::off_vn);
     const int p0 = wbeg + TILE * it, n = min(16, t_end - p0), lo = max(start - p0, 0);
     constexpr int tb = 0;
     if constexpr (kCopyFirst) {
