@@ -204,6 +204,35 @@ __device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parit
       "r"(parity)
       : "memory");
 }
+/// One lane of the (converged) warp, chosen by elect.sync: adds tx bytes to bar's expected
+/// transactions and arrives (tx = 0: arrives only), then copies b0 bytes src0 -> dst0 and b1 bytes
+/// src1 -> dst1 (bulk copies completing on bar; sizes multiples of 16, addresses 16-byte aligned).
+/// All operands must be warp-uniform.
+__device__ __forceinline__ void elect_bulk2(std::uint32_t bar, unsigned tx, std::uint32_t dst0, const void* src0,
+                                            unsigned b0, std::uint32_t dst1, const void* src1, unsigned b1) {
+  if (tx != 0) {
+    asm volatile(
+        "{\n .reg .pred p;\n elect.sync _|p, 0xffffffff;\n"
+        " @p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+        " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%2], [%3], %4, [%0];\n"
+        " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%5], [%6], %7, [%0];\n}" ::"r"(bar),
+        "r"(tx), "r"(dst0), "l"(src0), "r"(b0), "r"(dst1), "l"(src1), "r"(b1)
+        : "memory");
+  } else {
+    asm volatile(
+        "{\n .reg .pred p;\n elect.sync _|p, 0xffffffff;\n"
+        " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%1], [%2], %3, [%0];\n"
+        " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%4], [%5], %6, [%0];\n}" ::"r"(bar),
+        "r"(dst0), "l"(src0), "r"(b0), "r"(dst1), "l"(src1), "r"(b1)
+        : "memory");
+  }
+}
+/// One elected lane of the (converged) warp arrives on bar (no transaction bytes).
+__device__ __forceinline__ void elect_arrive(std::uint32_t bar) {
+  asm volatile("{\n .reg .pred p;\n elect.sync _|p, 0xffffffff;\n @p mbarrier.arrive.shared::cta.b64 _, [%0];\n}" ::"r"(
+                   bar)
+               : "memory");
+}
 /// bytes (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst, completing
 /// bytes of bar's transaction count.
 __device__ __forceinline__ void bulk_copy(std::uint32_t dst, const void* src, unsigned bytes, std::uint32_t bar) {
@@ -319,9 +348,35 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     const int pos = wbeg + TILE * it + (fast ? 0 : (lane & 15));
     return (it < ntw && pos < t_end) ? static_cast<unsigned>(__ldg(ptab + (pos >> a.page_shift))) : 0u;
   };
+  // kPageBlocks (cp.async copies, page_size >= 16): lane l holds the page id of this warp's step
+  // 32 blk + l for the block of steps being issued (pgc) and the next one (pgn, loaded a block
+  // ahead), so a step's page id is one shuffle, not a global load with its address arithmetic (0 past
+  // the warp's last step). H200 run s5-4 (A/B, b16 x 64k): 3-bit d128 409 -> 388 us; on the bulk
+  // path 4-bit d128 was 1% slower (345 -> 348 us), so kBulk keeps page_of.
+  constexpr bool kPageBlocks = !Lay::kBulk;
+  auto pages_of_block = [&](int blk) -> unsigned {
+    const int st = 32 * blk + lane;
+    return st < ntw ? static_cast<unsigned>(__ldg(ptab + ((wbeg + TILE * st) >> a.page_shift))) : 0u;
+  };
+  unsigned pgc = 0, pgn = 0;
+  if (kPageBlocks && fast) pgc = pages_of_block(0), pgn = pages_of_block(1);
+  // The page id(s) of step st; called once per step, st ascending from kStages.
+  auto page_at = [&](int st) -> unsigned {
+    if (!kPageBlocks || !fast) return page_of(st);
+    if ((st & 31) == 0) {
+      pgc = pgn;
+      pgn = pages_of_block((st >> 5) + 1);
+    }
+    return __shfl_sync(0xffffffffu, pgc, st & 31);
+  };
   // kBulk: this warp's mbarriers, one per slot (expected arrivals: lane 0 with the transaction bytes
   // of a bulk-copied step; all 32 lanes with cp.async.mbarrier.arrive when pages are < 16 tokens).
   const std::uint32_t wbar = static_cast<std::uint32_t>(__cvta_generic_to_shared(rest + Lay::off_mbar)) + warp * 32;
+  // Warp-uniform copies (one shuffle each at set-up) of the warp's mbarrier base, stage base and
+  // first position, for the bulk copies' operands (see issue).
+  const std::uint32_t wbar_u = __shfl_sync(0xffffffffu, wbar, 0);
+  const std::uint32_t wst_u = __shfl_sync(0xffffffffu, static_cast<std::uint32_t>(__cvta_generic_to_shared(wst)), 0);
+  const int wbeg_u = __shfl_sync(0xffffffffu, wbeg, 0);
   if constexpr (Lay::kBulk) {
     if (lane == 0)
       for (int sl = 0; sl < Lay::kStages; ++sl) mbar_init(wbar + 8 * sl, fast ? 1 : 32);
@@ -334,33 +389,26 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     if constexpr (Lay::kBulk) {
       const std::uint32_t bar = wbar + 8 * sl;
       if (fast) {
-        // Addresses from warp-broadcast values (provably uniform: one R2UR each, no per-lane loop),
-        // the copies issued by one elected lane.
+        // Every operand from warp-uniform values (the warp's stage, mbarrier and first position
+        // broadcast once at set-up, the slot and step from the loop counter, the page id broadcast
+        // from lane 0), so ptxas keeps them in uniform registers, and the copies issued under one
+        // elect.sync predicate by all 32 (converged) lanes: no per-lane issue loop.
         const unsigned pgu = __shfl_sync(0xffffffffu, page, 0);
-        const int p0u = __shfl_sync(0xffffffffu, p0, 0);
+        const int p0u = wbeg_u + TILE * it, nu = min(16, t_end - p0u), lou = max(start - p0u, 0);
         constexpr unsigned K = 16 * Lay::cbK, V = 16 * Lay::cbV;
         static_assert(Lay::off_vc == K + 32 && Lay::off_vn == K + 32 + V, "kBulk stage = the page's K and V blocks");
         const std::uint8_t* kb = kpool_g + static_cast<std::uint64_t>(pgu) * kps;
         const std::uint8_t* vb = vpool_g + static_cast<std::uint64_t>(pgu) * vps;
-        const std::uint32_t d = static_cast<std::uint32_t>(__cvta_generic_to_shared(sp));
-        const std::uint32_t baru = __shfl_sync(0xffffffffu, bar, 0);
-        const std::uint32_t du = __shfl_sync(0xffffffffu, d, 0);
-        if (lane == 0) {
-          if (lo >= n) {
-            mbar_arrive(baru);  // no token of the window: complete the phase, copy nothing
-          } else {
-            mbar_expect_tx(baru, K + V + 64);
-            if (page16) {  // the step is the whole page: codes and norms of a pool are one range
-              bulk_copy(du, kb, K + 32, baru);
-              bulk_copy(du + K + 32, vb, V + 32, baru);
-            } else {
-              const unsigned pmask = (1u << a.page_shift) - 1u, slot = static_cast<unsigned>(p0u) & pmask;
-              bulk_copy(du, kb + slot * Lay::cbK, K, baru);
-              bulk_copy(du + K, kb + ((pmask + 1u) * Lay::cbK + slot * 2), 32, baru);
-              bulk_copy(du + K + 32, vb + slot * Lay::cbV, V, baru);
-              bulk_copy(du + K + 32 + V, vb + ((pmask + 1u) * Lay::cbV + slot * 2), 32, baru);
-            }
-          }
+        const std::uint32_t baru = wbar_u + 8 * sl, du = wst_u + sl * Lay::wstep;
+        if (lou >= nu) {
+          elect_arrive(baru);  // no token of the window: complete the phase, copy nothing
+        } else if (page16) {  // the step is the whole page: codes and norms of a pool are one range
+          elect_bulk2(baru, K + V + 64, du, kb, K + 32, du + K + 32, vb, V + 32);
+        } else {
+          const unsigned pmask = (1u << a.page_shift) - 1u, slot = static_cast<unsigned>(p0u) & pmask;
+          elect_bulk2(baru, K + V + 64, du, kb + slot * Lay::cbK, K, du + K + 32, vb + slot * Lay::cbV, V);
+          elect_bulk2(baru, 0, du + K, kb + ((pmask + 1u) * Lay::cbK + slot * 2), 32, du + K + 32 + V,
+                      vb + ((pmask + 1u) * Lay::cbV + slot * 2), 32);
         }
         return;
       }
@@ -382,7 +430,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   // latencies overlap: at batch 1 the set-up is a third of the kernel.
   unsigned pg0[Lay::kStages];
 #pragma unroll
-  for (int it = 0; it < Lay::kStages; ++it) pg0[it] = page_of(it);
+  for (int it = 0; it < Lay::kStages; ++it) pg0[it] = kPageBlocks && fast ? __shfl_sync(0xffffffffu, pgc, it) : page_of(it);
   const float kc = (KB > 0 && lane < (1 << KB)) ? __ldg(a.kcent + lane) : 0.0f;
   const float vc = lane < (1 << VB) ? __ldg(a.vcent + lane) : 0.0f;
   // Warp n < 8 rotates query head n of the block: lane L holds dims [E L, E L + E).
@@ -521,7 +569,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       const int ahead = cur == 0 ? Lay::kStages - 1 : cur - 1;  // slot of step it + kStages - 1
       if (it + Lay::kStages - 1 < ntw) issue(it + Lay::kStages - 1, ahead, pnext);
       if constexpr (!Lay::kBulk) cp_async_commit();
-      pnext = page_of(it + Lay::kStages);
+      pnext = page_at(it + Lay::kStages);
     }
     if (lo < n) {
       // ---- scores: S[token tb + {gid, gid+8}][head 2tig + {0,1}]
@@ -674,7 +722,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       const int ahead = cur == 0 ? Lay::kStages - 1 : cur - 1;  // slot of step it + kStages - 1
       if (it + Lay::kStages - 1 < ntw) issue(it + Lay::kStages - 1, ahead, pnext);
       if constexpr (!Lay::kBulk) cp_async_commit();
-      pnext = page_of(it + Lay::kStages);
+      pnext = page_at(it + Lay::kStages);
     }
     cur = cur + 1 == Lay::kStages ? 0 : cur + 1;
     phase ^= cur == 0 ? 1u : 0u;

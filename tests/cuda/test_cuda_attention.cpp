@@ -36,6 +36,11 @@ struct DecodeCase {
   std::vector<int> lens;
   float softcap = 0;                  ///< logit soft-capping (0 = off)
   cuda::IoType io = cuda::IoType::kF32;  ///< query / output type
+  /// Long single-split sequences: the CUDA-core and 3xTF32 kernels run too, but their error is
+  /// printed, not bounded by kTqDecodeRelTol: one thread's fp32 running sums over L tokens carry
+  /// up to ~L * 2^-24 of rounding (1.2e-3 at 20,000 tokens; H200 run s5-4 measured 1.64e-3 for both
+  /// kernels, which sum in the same order), while with the chosen split counts L stays short.
+  bool fp32_kernels_unbounded = false;
 };
 
 /// Output rounding of a 16-bit io type, relative (added to the kernel's tolerance).
@@ -161,6 +166,11 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     const float* o = &out[static_cast<std::size_t>(b) * nh * d];
     for (std::size_t i = 0; i < ref.size(); ++i) ASSERT_TRUE(std::isfinite(o[i])) << "b=" << b << " i=" << i;
     const double err = rel_err(o, ref.data(), ref.size());
+    if (kernel != 0 && c.fp32_kernels_unbounded) {
+      std::printf("kernel %d, one split over %d tokens: relative error %.3g\n", kernel, c.lens[b], err);
+      EXPECT_LE(err, 2.0 * c.lens[b] * 0x1p-24) << "sequence " << b << " (len " << c.lens[b] << ")";
+      continue;
+    }
     EXPECT_LE(err, (kernel == 0 ? kTqDecodeH16RelTol : kTqDecodeRelTol) + io_rounding(c.io))
         << "sequence " << b << " (len " << c.lens[b] << ")";
     worst_err[kernel] = std::max(worst_err[kernel], err);
@@ -190,6 +200,13 @@ TEST(CudaDecode, TqMseMatchesReference) {
       // head_dim 256 on the bulk path (1/2-bit rows are dense; 8 warps per block)
       {256, 2, 2, 8, 2, 16, 0, 0, {1000, 33}},
       {256, 1, 2, 4, 1, 8, 100, 0, {700}},
+      // one split over long sequences: every warp runs more than 64 steps (its page ids are fetched
+      // 32 steps at a time), page 16 (bulk), 32 (bulk, four ranges per step), and 3-bit (cp.async)
+      {128, 4, 4, 32, 8, 16, 0, 1, {20000, 9000}, 0.0f, cuda::IoType::kF32, true},
+      {128, 4, 4, 32, 8, 16, 5000, 1, {20000}, 0.0f, cuda::IoType::kF32, true},
+      {64, 2, 4, 9, 3, 32, 0, 1, {17000}, 0.0f, cuda::IoType::kF32, true},
+      {128, 3, 3, 32, 8, 16, 0, 1, {20000}, 0.0f, cuda::IoType::kF32, true},
+      {256, 2, 2, 4, 1, 16, 0, 1, {9000}, 0.0f, cuda::IoType::kF32, true},
       // soft-capping (cap 5 bites: logits here have standard deviation ~3), 16-bit query / output
       {128, 4, 4, 32, 8, 16, 0, 0, {1000, 77}, 5.0f},
       {256, 3, 2, 8, 2, 64, 0, 0, {300}, 2.0f, cuda::IoType::kF16},
