@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "turbokv/codec.h"
@@ -29,6 +30,20 @@ struct CUstream_st;
 namespace turbokv::cuda {
 
 using Stream = CUstream_st*;  ///< = cudaStream_t
+
+/// Deleter of device allocations: cudaFree(p), its error ignored (noexcept; a null p is never passed
+/// by std::unique_ptr). Defined in src/cuda/pack.cu, so this header needs no CUDA headers.
+struct DeviceFree {
+  void operator()(void* p) const noexcept;
+};
+
+/**
+ * Owner of one cudaMalloc'ed device array of T (the device tables' storage):
+ * frees it with cudaFree (DeviceFree) when destroyed or reset. Move-only
+ * (std::unique_ptr); get() is the raw device pointer, null when empty.
+ */
+template <class T>
+using DeviceArray = std::unique_ptr<T[], DeviceFree>;
 
 /// Element type of device tensors at the API boundary (append input, decode query and output).
 enum class IoType {
@@ -63,7 +78,6 @@ std::size_t tq_page_stride(int page_size, std::size_t code_bytes);
 class TqMseTables {
  public:
   explicit TqMseTables(const CodecConfig& cfg);
-  ~TqMseTables();
   TqMseTables(const TqMseTables&) = delete;
   TqMseTables& operator=(const TqMseTables&) = delete;
 
@@ -71,9 +85,9 @@ class TqMseTables {
   int bits() const { return bits_; }
   std::size_t code_bytes() const { return static_cast<std::size_t>(head_dim_) * bits_ / 8; }
   float hadamard_scale() const { return scale_; }
-  const float* signs() const { return signs_; }            ///< device, size head_dim
-  const float* centroids() const { return centroids_; }    ///< device, size 2^bits
-  const float* boundaries() const { return boundaries_; }  ///< device, size 2^bits - 1
+  const float* signs() const { return signs_.get(); }            ///< device, size head_dim
+  const float* centroids() const { return centroids_.get(); }    ///< device, size 2^bits
+  const float* boundaries() const { return boundaries_.get(); }  ///< device, size 2^bits - 1
   /// The host codebook (lloyd_max_codebook's cached object: equal addresses = equal codebooks).
   const ScalarCodebook& codebook() const { return *codebook_; }
 
@@ -81,9 +95,7 @@ class TqMseTables {
   const ScalarCodebook* codebook_ = nullptr;
   int head_dim_ = 0, bits_ = 0;
   float scale_ = 0;
-  float* signs_ = nullptr;
-  float* centroids_ = nullptr;
-  float* boundaries_ = nullptr;
+  DeviceArray<float> signs_, centroids_, boundaries_;
 };
 
 /// Where the paged blocks of one pool are.

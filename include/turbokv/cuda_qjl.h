@@ -42,7 +42,6 @@ namespace turbokv::cuda {
 class QjlTables {
  public:
   explicit QjlTables(const CodecConfig& cfg);
-  ~QjlTables();
   QjlTables(const QjlTables&) = delete;
   QjlTables& operator=(const QjlTables&) = delete;
 
@@ -65,22 +64,21 @@ class QjlTables {
   }
   double kappa() const { return kappa_; }
   float hadamard_scale() const { return scale_; }
-  const float* sketch() const { return sketch_; }        ///< device, [m][head_dim]
-  const float* sketch_t() const { return sketch_t_; }    ///< device, [head_dim][m]
-  const float* signs() const { return signs_; }          ///< tq-prod: device, size head_dim; else null
-  const float* centroids() const { return centroids_; }  ///< tq-prod, bits >= 2: device, size 2^(bits-1); else null
-  const float* boundaries() const { return boundaries_; }  ///< tq-prod, bits >= 2: device, size 2^(bits-1) - 1
+  const float* sketch() const { return sketch_.get(); }      ///< device, [m][head_dim]
+  const float* sketch_t() const { return sketch_t_.get(); }  ///< device, [head_dim][m]
+  const float* signs() const { return signs_.get(); }        ///< tq-prod: device, size head_dim; else null
+  /// tq-prod, bits >= 2: device, size 2^(bits-1); else null
+  const float* centroids() const { return centroids_.get(); }
+  /// tq-prod, bits >= 2: device, size 2^(bits-1) - 1
+  const float* boundaries() const { return boundaries_.get(); }
 
  private:
   Method method_ = Method::kQjl;
   int head_dim_ = 0, rows_ = 0, bits_ = 0, mse_bits_ = 0;
   double kappa_ = 0;
   float scale_ = 0;
-  float* sketch_ = nullptr;
-  float* sketch_t_ = nullptr;
-  float* signs_ = nullptr;
-  float* centroids_ = nullptr;
-  float* boundaries_ = nullptr;
+  DeviceArray<float> sketch_, sketch_t_;
+  DeviceArray<float> signs_, centroids_, boundaries_;  // tq-prod only (centroids_, boundaries_: bits >= 2)
 };
 
 /**

@@ -39,7 +39,6 @@ namespace turbokv::cuda {
 class RvqTables {
  public:
   explicit RvqTables(const CodecConfig& cfg);
-  ~RvqTables();
   RvqTables(const RvqTables&) = delete;
   RvqTables& operator=(const RvqTables&) = delete;
 
@@ -52,20 +51,16 @@ class RvqTables {
   /// Bytes of a block of n tokens (= the reference's encoded_bytes(n)): codes, then n fp16 norms.
   std::size_t block_bytes(std::size_t n) const { return n * (code_bytes() + 2); }
   float hadamard_scale() const { return scale_; }
-  const float* signs() const { return signs_; }          ///< device, size head_dim
-  const float* centroids1() const { return c1_; }        ///< device, size 2^bits
-  const float* boundaries1() const { return b1_; }       ///< device, size 2^bits - 1
-  const float* centroids2() const { return c2_; }        ///< device, size 2^bits
-  const float* boundaries2() const { return b2_; }       ///< device, size 2^bits - 1
+  const float* signs() const { return signs_.get(); }          ///< device, size head_dim
+  const float* centroids1() const { return c1_.get(); }        ///< device, size 2^bits
+  const float* boundaries1() const { return b1_.get(); }       ///< device, size 2^bits - 1
+  const float* centroids2() const { return c2_.get(); }        ///< device, size 2^bits
+  const float* boundaries2() const { return b2_.get(); }       ///< device, size 2^bits - 1
 
  private:
   int head_dim_ = 0, bits_ = 0;
   float scale_ = 0;
-  float* signs_ = nullptr;
-  float* c1_ = nullptr;
-  float* b1_ = nullptr;
-  float* c2_ = nullptr;
-  float* b2_ = nullptr;
+  DeviceArray<float> signs_, c1_, b1_, c2_, b2_;
 };
 
 /**
@@ -81,7 +76,6 @@ class RvqTables {
 class PvqTables {
  public:
   explicit PvqTables(const Codec& codec);
-  ~PvqTables();
   PvqTables(const PvqTables&) = delete;
   PvqTables& operator=(const PvqTables&) = delete;
 
@@ -98,18 +92,15 @@ class PvqTables {
   /// Floats of one query's look-up table: num_sub * K.
   std::size_t lut_size() const { return static_cast<std::size_t>(num_sub()) * num_centroids(); }
   float hadamard_scale() const { return scale_; }
-  const float* lambda() const { return lambda_; }        ///< device, size head_dim
-  const float* signs() const { return signs_; }          ///< device, size head_dim
-  const float* centroids() const { return cent_; }       ///< device, [num_sub][K][g]
-  const float* centroids_soa() const { return cent_t_; } ///< device, [num_sub][g][K]
+  const float* lambda() const { return lambda_.get(); }        ///< device, size head_dim
+  const float* signs() const { return signs_.get(); }          ///< device, size head_dim
+  const float* centroids() const { return cent_.get(); }       ///< device, [num_sub][K][g]
+  const float* centroids_soa() const { return cent_t_.get(); } ///< device, [num_sub][g][K]
 
  private:
   int head_dim_ = 0, bits_ = 0, g_ = 0, c_ = 0;
   float scale_ = 0;
-  float* lambda_ = nullptr;
-  float* signs_ = nullptr;
-  float* cent_ = nullptr;
-  float* cent_t_ = nullptr;
+  DeviceArray<float> lambda_, signs_, cent_, cent_t_;
 };
 
 /**

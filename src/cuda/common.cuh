@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "turbokv/cuda.h"
 
@@ -30,6 +31,18 @@ namespace turbokv::cuda::detail {
 namespace turbokv::cuda::detail {
 
 inline cudaStream_t stream_of(Stream s) { return reinterpret_cast<cudaStream_t>(s); }
+
+/// A new device array holding a copy of v (max(v.size(), 1) elements, so an empty v still
+/// gets a non-null pointer); throws std::runtime_error (TKV_CUDA_CHECK) if either call fails,
+/// freeing what it allocated.
+template <class T>
+DeviceArray<T> upload(const std::vector<T>& v) {
+  T* p = nullptr;
+  TKV_CUDA_CHECK(cudaMalloc(&p, sizeof(T) * (v.empty() ? 1 : v.size())));
+  DeviceArray<T> owner(p);
+  TKV_CUDA_CHECK(cudaMemcpy(p, v.data(), sizeof(T) * v.size(), cudaMemcpyHostToDevice));
+  return owner;
+}
 
 inline int num_sms() {
   static int n = [] {

@@ -45,6 +45,8 @@ unsigned grid_for(std::size_t n, int threads) {
 
 }  // namespace
 
+void DeviceFree::operator()(void* p) const noexcept { cudaFree(p); }
+
 int device_count(std::string* why) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
@@ -100,26 +102,9 @@ TqMseTables::TqMseTables(const CodecConfig& cfg) {
   scale_ = Rotation::hadamard_scale(head_dim_);
   std::vector<float> bnd(cb.boundaries);
   bnd.push_back(INFINITY);  // padding entry, never compared against
-  try {
-    TKV_CUDA_CHECK(cudaMalloc(&signs_, sizeof(float) * head_dim_));
-    TKV_CUDA_CHECK(cudaMalloc(&centroids_, sizeof(float) * cb.centroids.size()));
-    TKV_CUDA_CHECK(cudaMalloc(&boundaries_, sizeof(float) * bnd.size()));
-    TKV_CUDA_CHECK(cudaMemcpy(signs_, rot.signs().data(), sizeof(float) * head_dim_, cudaMemcpyHostToDevice));
-    TKV_CUDA_CHECK(cudaMemcpy(centroids_, cb.centroids.data(), sizeof(float) * cb.centroids.size(),
-                              cudaMemcpyHostToDevice));
-    TKV_CUDA_CHECK(cudaMemcpy(boundaries_, bnd.data(), sizeof(float) * bnd.size(), cudaMemcpyHostToDevice));
-  } catch (...) {
-    cudaFree(signs_);
-    cudaFree(centroids_);
-    cudaFree(boundaries_);
-    throw;
-  }
-}
-
-TqMseTables::~TqMseTables() {
-  cudaFree(signs_);
-  cudaFree(centroids_);
-  cudaFree(boundaries_);
+  signs_ = detail::upload(rot.signs());  // head_dim floats
+  centroids_ = detail::upload(cb.centroids);
+  boundaries_ = detail::upload(bnd);
 }
 
 }  // namespace turbokv::cuda

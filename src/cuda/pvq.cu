@@ -40,19 +40,6 @@ using namespace detail::splitk;
 
 using detail::qjl::allow_smem;
 
-template <class T>
-T* upload(const std::vector<T>& v) {
-  T* p = nullptr;
-  TKV_CUDA_CHECK(cudaMalloc(&p, sizeof(T) * (v.empty() ? 1 : v.size())));
-  try {
-    TKV_CUDA_CHECK(cudaMemcpy(p, v.data(), sizeof(T) * v.size(), cudaMemcpyHostToDevice));
-  } catch (...) {
-    cudaFree(p);
-    throw;
-  }
-  return p;
-}
-
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kVecs = 32;  // tokens per encode block
@@ -339,25 +326,10 @@ PvqTables::PvqTables(const Codec& codec) {
   check_arg(bits_ >= 1 && bits_ <= 4 && g_ == g_of[bits_] && c_ == c_of[bits_], where, "codec.bits", bits_,
             "must be 1..4 with the reference's (g, c)");
   scale_ = Rotation::hadamard_scale(d);
-  try {
-    lambda_ = upload(r->lambda());
-    signs_ = upload(r->rotation().signs());
-    cent_ = upload(r->centroids());
-    cent_t_ = upload(r->centroids_soa());
-  } catch (...) {
-    cudaFree(lambda_);
-    cudaFree(signs_);
-    cudaFree(cent_);
-    cudaFree(cent_t_);
-    throw;
-  }
-}
-
-PvqTables::~PvqTables() {
-  cudaFree(lambda_);
-  cudaFree(signs_);
-  cudaFree(cent_);
-  cudaFree(cent_t_);
+  lambda_ = detail::upload(r->lambda());
+  signs_ = detail::upload(r->rotation().signs());
+  cent_ = detail::upload(r->centroids());
+  cent_t_ = detail::upload(r->centroids_soa());
 }
 
 void pvq_encode(const PvqTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream) {

@@ -17,19 +17,6 @@ namespace {
 
 using namespace detail::qjl;
 
-template <class T>
-T* upload(const std::vector<T>& v) {
-  T* p = nullptr;
-  TKV_CUDA_CHECK(cudaMalloc(&p, sizeof(T) * (v.empty() ? 1 : v.size())));
-  try {
-    TKV_CUDA_CHECK(cudaMemcpy(p, v.data(), sizeof(T) * v.size(), cudaMemcpyHostToDevice));
-  } catch (...) {
-    cudaFree(p);
-    throw;
-  }
-  return p;
-}
-
 // Norm of every vector (sumsq_spec order, one warp per vector), then the sketch signs.
 __global__ void __launch_bounds__(kThreads) qjl_encode_kernel(const float* __restrict__ x, std::size_t n, int d,
                                                               int m, const float* __restrict__ st,
@@ -115,35 +102,18 @@ QjlTables::QjlTables(const CodecConfig& cfg) {
   // tq-prod RotatedScalar(d, b - 1, rotation, codebook, seed).
   const ref::Sketch sk(rows_, head_dim_, cfg.qjl_orthogonal, cfg.seed ^ 0x51ull);
   kappa_ = sk.kappa;
-  try {
-    sketch_ = upload(sk.s);
-    sketch_t_ = upload(sk.st);
-    if (method_ == Method::kTurboProd) {
-      const Rotation rot(head_dim_, cfg.rotation, cfg.seed);
-      scale_ = Rotation::hadamard_scale(head_dim_);
-      signs_ = upload(rot.signs());
-      if (mse_bits_ > 0) {
-        const ScalarCodebook& cb = lloyd_max_codebook(head_dim_, mse_bits_, cfg.codebook);
-        centroids_ = upload(cb.centroids);
-        boundaries_ = upload(cb.boundaries);
-      }
+  sketch_ = detail::upload(sk.s);
+  sketch_t_ = detail::upload(sk.st);
+  if (method_ == Method::kTurboProd) {
+    const Rotation rot(head_dim_, cfg.rotation, cfg.seed);
+    scale_ = Rotation::hadamard_scale(head_dim_);
+    signs_ = detail::upload(rot.signs());
+    if (mse_bits_ > 0) {
+      const ScalarCodebook& cb = lloyd_max_codebook(head_dim_, mse_bits_, cfg.codebook);
+      centroids_ = detail::upload(cb.centroids);
+      boundaries_ = detail::upload(cb.boundaries);
     }
-  } catch (...) {
-    cudaFree(sketch_);
-    cudaFree(sketch_t_);
-    cudaFree(signs_);
-    cudaFree(centroids_);
-    cudaFree(boundaries_);
-    throw;
   }
-}
-
-QjlTables::~QjlTables() {
-  cudaFree(sketch_);
-  cudaFree(sketch_t_);
-  cudaFree(signs_);
-  cudaFree(centroids_);
-  cudaFree(boundaries_);
 }
 
 void qjl_encode(const QjlTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream) {

@@ -35,19 +35,6 @@ using detail::qjl::load_half_le;
 using detail::qjl::store_half_le;
 using detail::qjl::sumsq_row;
 
-template <class T>
-T* upload(const std::vector<T>& v) {
-  T* p = nullptr;
-  TKV_CUDA_CHECK(cudaMalloc(&p, sizeof(T) * (v.empty() ? 1 : v.size())));
-  try {
-    TKV_CUDA_CHECK(cudaMemcpy(p, v.data(), sizeof(T) * v.size(), cudaMemcpyHostToDevice));
-  } catch (...) {
-    cudaFree(p);
-    throw;
-  }
-  return p;
-}
-
 constexpr int kEncThreads = 128;
 constexpr int kEncWarps = kEncThreads / 32;
 
@@ -260,28 +247,11 @@ RvqTables::RvqTables(const CodecConfig& cfg) {
   bits_ = static_cast<int>(cfg.bits);
   const ref::Rvq r(cfg);  // the reference codec's own rotation and codebooks
   scale_ = Rotation::hadamard_scale(head_dim_);
-  try {
-    signs_ = upload(r.rotation().signs());
-    c1_ = upload(r.stage1_codebook().centroids);
-    b1_ = upload(r.stage1_codebook().boundaries);
-    c2_ = upload(r.stage2_codebook().centroids);
-    b2_ = upload(r.stage2_codebook().boundaries);
-  } catch (...) {
-    cudaFree(signs_);
-    cudaFree(c1_);
-    cudaFree(b1_);
-    cudaFree(c2_);
-    cudaFree(b2_);
-    throw;
-  }
-}
-
-RvqTables::~RvqTables() {
-  cudaFree(signs_);
-  cudaFree(c1_);
-  cudaFree(b1_);
-  cudaFree(c2_);
-  cudaFree(b2_);
+  signs_ = detail::upload(r.rotation().signs());
+  c1_ = detail::upload(r.stage1_codebook().centroids);
+  b1_ = detail::upload(r.stage1_codebook().boundaries);
+  c2_ = detail::upload(r.stage2_codebook().centroids);
+  b2_ = detail::upload(r.stage2_codebook().boundaries);
 }
 
 void rvq_encode(const RvqTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream) {
