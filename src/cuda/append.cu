@@ -1,10 +1,17 @@
 // TurboQuant-MSE append: fused randomized Hadamard + quantize + pack, written
-// straight into pages. D/16 threads per vector, 16 consecutive elements each
-// (see append_kernel). The float operations are the reference's
+// straight into pages. D/16 threads per vector (a group), 16 consecutive
+// elements each (see encode_v3). The float operations are the reference's
 // (formats.h, rotation.h), each an explicitly rounded intrinsic (no FMA):
 //   y = x * sign; FWHT stages h = 1, 2, 4, ... ((a, b) -> (a + b, a - b));
 //   y *= float(1/sqrt(D)); sumsq in 8 interleaved lanes + the fixed tree;
 //   norm = sqrt(sum) (IEEE); t = y * (1 / norm) (IEEE); code = #boundaries < t.
+// v3 moves data only: stages h = 1..8 in registers on 16 consecutive elements,
+// one shared-memory transpose (each thread then holds 16/T consecutive elements
+// of every 16-element block), stages h = 16..D/2 in registers, quantize in that
+// layout, codes back to stream order as bytes through shared memory. Every
+// element sees the same operations in the same order as in the reference, so
+// codes and norms are bit-identical to it. History and measurements:
+// docs/CUDA_NOTES.md ("Encode v3"); v2 (session 1) did stages h >= 16 with shuffles.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -33,15 +40,6 @@ struct AppendArgs {
   float scale;
 };
 
-// T = D/16 threads per vector; thread t of a vector's group holds the 16
-// consecutive elements [16t, 16t + 16). FWHT stages h = 1..8 run in registers,
-// h = 16..D/2 with log2(T) shuffle stages. The sum of squares needs lane
-// k = i % 8 over ascending i, a transpose: the input goes through a padded
-// shared row (thread stride 20 floats: conflict-free float4 writes and stride-8
-// reads), thread t sums k = t % 8 (T = 4: k = t and t + 4), then the fixed tree
-// by an xor-butterfly (fp32 addition is commutative, so both partners of a
-// butterfly compute the same rounded sum). Codes of 16 consecutive elements
-// are 2B bytes of the stream: packed in registers, stored directly.
 // Centroid index without a compare per boundary (B >= 3): a monotone cell map
 // cell(u) = clamp(round(u * invw + K)) into kCells cells (fma, then the
 // 1.5 * 2^23 rounding trick; max before min so NaN maps to cell 0). Because the
@@ -54,7 +52,7 @@ struct AppendArgs {
 // so base[cell] indexes the first one at or above the cell. When some cell
 // holds two boundaries the block falls back to one compare per boundary
 // (block-uniform flag; never the case for the d = 64/128/256 codebooks).
-constexpr int kCells = 32;  // one 32-bit word per bank: conflict-free look-ups
+constexpr int kCells = 32;
 constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
 
 __device__ __forceinline__ int cell_of(float u, float invw, float k) {
@@ -62,20 +60,131 @@ __device__ __forceinline__ int cell_of(float u, float invw, float k) {
   return __float_as_int(f) - __float_as_int(kMagic);
 }
 
+// The Hadamard signs are +-1 (Rotation::signs): +-1.0f = {0x3F or 0xBF} 80 00 00,
+// so a sign is kept as its top byte, four to a register, and rebuilt with one
+// PRMT (byte k of quad on top of 0x00800000): the same float operand for the
+// same multiply. The PRMT is volatile asm inside the loop: otherwise the
+// compiler hoists the 16 rebuilt signs out of the loop and holds 16 registers.
+template <int K>
+__device__ __forceinline__ float sign_of(unsigned quad) {
+  unsigned r;
+  asm volatile("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(quad), "r"(0x00800000u), "n"(0x0654 | (K << 12)));
+  return __uint_as_float(r);
+}
+
+// Elements [16t, 16t + 16) of vector v in two parts: raw 16-byte loads (4 for fp32,
+// 2 for 16-bit input, so a 16-bit prefetch holds 8 registers), then the exact widening.
+template <class XT>
+struct RawX {
+  uint4 w[std::is_same_v<XT, float> ? 4 : 2];
+};
+template <int D, class XT>
+__device__ __forceinline__ void load_raw(const AppendArgs& a, int v, int t, RawX<XT>& r) {
+  const uint4* xr =
+      reinterpret_cast<const uint4*>(static_cast<const XT*>(a.x) + static_cast<std::size_t>(v) * D + 16 * t);
+#pragma unroll
+  for (int j = 0; j < (std::is_same_v<XT, float> ? 4 : 2); ++j) r.w[j] = __ldcs(xr + j);
+}
+template <class XT>
+__device__ __forceinline__ void widen_raw(const RawX<XT>& r, float* x) {
+  if constexpr (std::is_same_v<XT, float>) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      x[4 * j] = __uint_as_float(r.w[j].x), x[4 * j + 1] = __uint_as_float(r.w[j].y);
+      x[4 * j + 2] = __uint_as_float(r.w[j].z), x[4 * j + 3] = __uint_as_float(r.w[j].w);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const unsigned w[4] = {r.w[j].x, r.w[j].y, r.w[j].z, r.w[j].w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        XT h[2];
+        memcpy(h, &w[k], 4);
+        x[8 * j + 2 * k] = static_cast<float>(h[0]);
+        x[8 * j + 2 * k + 1] = static_cast<float>(h[1]);
+      }
+    }
+  }
+}
+
+// v3. T = D/16 threads per vector (group); thread t of a group.
+//  1. Load: thread t holds the 16 consecutive elements [16t, 16t + 16); the group's
+//     next vector is prefetched (raw 16-byte loads).
+//  2. x goes to the group's x row (element i at float 20 (i / 16) + i % 16,
+//     row stride RX = 20T + 8 floats) for the sum of squares.
+//  3. y = x * sign; FWHT stages h = 1, 2, 4, 8 in registers (pairs inside a block
+//     of 16 elements).
+//  4. Transpose through the group's y row (block j = elements [16j, 16j + 16) at
+//     float 20j, row stride RY = 20T, + 16 when 20T is a multiple of 32): thread t
+//     writes its block with 4 STS.128, then, after __syncwarp, reads for every
+//     block j its P = 16/T consecutive elements i = 16j + Pt + q (q < P) with one
+//     LDS.{128,64,32} (T = 4, 8, 16): z[P j + q] = y[16j + Pt + q].
+//  5. FWHT stages h = 16 .. D/2 pair i with i + h, i.e. block j with block j + h/16
+//     at the same (t, q): both are in this thread's z, so these stages run in
+//     registers. Same butterflies, same stage order, same (a + b, a - b) as the
+//     reference.
+//  6. Sum of squares from the x row (8 interleaved lanes k = i % 8 over ascending i,
+//     then the fixed tree by an xor-butterfly: both partners compute the same sum).
+//  7. Quantize in the transposed layout (same ops per element), the code of element
+//     i as one byte at byte 64 + 80 (i / 16) + i % 16 of the group's x row: the
+//     4-float gap after each 16-float block, which the x writes never touch (P
+//     consecutive codes: one STS.{32,U16,U8}). After __syncwarp thread t reads the
+//     16 code bytes of elements [16t, 16t + 16) with one LDS.128 and packs them
+//     LSB-first into its 2B bytes of the stream.
+// Two __syncwarps per vector: after the x/y writes, and after the code writes
+// (every x/y read of the vector precedes the code writes: the codes depend on
+// them; the code bytes of the next vector are written after its first
+// __syncwarp, which follows this vector's code reads).
+// Registers (59-64, no spills with nvcc 13.0): the
+// signs are not held; s_sign keeps the top byte of each +-1.0f and one LDS.128
+// per vector plus one PRMT per element rebuild the same float operand of the
+// same multiply (sign_of). The table and fallback paths are separate loops
+// (no flag register).
+// Shared memory per block: x rows VPB * RX + y rows VPB * RY floats (42.5 to
+// 44.0 KB; 4 blocks of 256 threads per SM, bound by registers). Bank conflicts
+// (per warp; STS/LDS.128 in quarter-warp phases of 8 lanes, LDS.64 in half-warps): block stride 20
+// floats puts the 8 STS.128 of a phase on 8 distinct 4-bank groups
+// (20t mod 32 = 0, 20, 8, 28, 16, 4, 24, 12); the
+// transposed reads of one block by one group cover 16 consecutive floats, and
+// RY mod 32 = 16 puts the next group of the phase on the other 16 banks. Code
+// bytes: a group writes 16 consecutive bytes per block, the x rows of the groups
+// of a warp start 32 bytes apart mod 128 (T = 8, 16); the chunk reads at
+// 80t + 64 hit 8 distinct 16-byte bank groups. T = 4 (d64): 2-way on the x row's
+// STS.128 and sum-of-squares reads, and 2-way code writes/reads (8 groups per
+// warp at 96g mod 128).
+// Cell table: two 32-word arrays (base, first), two conflict-free LDS.32 per
+// element. One 8-byte entry per cell (one LDS.64) was 3% slower at 4 bits on the
+// H200 (run s5-6): 32 such entries span 256 bytes, so lanes of a half-warp on
+// cells c and c + 16 conflict; so was v3 without the input prefetch (48
+// registers, 5 blocks per SM).
 template <int D, int B, bool kTable, class XT>
-__global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a) {
+__device__ __forceinline__ void encode_v3(const AppendArgs& a) {
   constexpr int T = D / 16;
+  constexpr int P = 16 / T;          // consecutive elements per block after the transpose
   constexpr int VPB = kThreads / T;  // vectors per block step
-  constexpr int RS = T * 20 + 8;     // shared row stride in floats (16-byte multiple)
+  constexpr int RX = T * 20 + 8;     // x row stride in floats (as v2)
+  constexpr int RY = T * 20 + ((T * 20) % 32 == 0 ? 16 : 0);  // y row stride: 16 mod 32
   constexpr int CB = D * B / 8;
   constexpr int NB = (1 << B) - 1;
   static_assert(T >= 4 && T <= 16, "head_dim 64..256");
-  __shared__ __align__(16) float s_x[VPB * RS];
+  static_assert(RY % 32 == 16 && RX % 4 == 0, "row strides");
+  __shared__ __align__(16) float s_x[VPB * RX];
+  __shared__ __align__(16) float s_y[VPB * RY];
   __shared__ float s_bnd[16];
-  __shared__ int s_base[kCells];
+  __shared__ int s_base[kCells];  // the cell table: two 32-word arrays (see cell_of)
   __shared__ float s_first[kCells];
   __shared__ int s_ok;
+  // Byte k of word m of s_sign[t]: top byte of the sign of element 16t + 4m + k
+  // (see sign_of); one LDS.128 per vector instead of 4 registers held.
+  __shared__ uint4 s_sign[T];
   if (threadIdx.x < 16) s_bnd[threadIdx.x] = threadIdx.x < NB ? a.boundaries[threadIdx.x] : INFINITY;
+  if (threadIdx.x < 4 * T) {
+    unsigned w = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) w |= (__float_as_uint(__ldg(a.signs + 4 * threadIdx.x + k)) >> 24) << (8 * k);
+    reinterpret_cast<unsigned*>(s_sign)[threadIdx.x] = w;
+  }
   __syncthreads();
   const float lo_b = s_bnd[0], hi_b = s_bnd[NB - 1];
   float invw = (kCells - 3) / (hi_b - lo_b);  // boundaries span cells ~1 .. kCells - 2
@@ -89,8 +198,9 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
       base += ck < c ? 1 : 0;
       same += ck == c ? 1 : 0;
     }
+    // first = s_bnd[base]: +inf when base == NB (s_bnd[NB..15] = inf; NB <= 15)
     s_base[c] = base;
-    s_first[c] = s_bnd[base];  // +inf when base == NB (s_bnd[NB..15] = inf; NB <= 15)
+    s_first[c] = s_bnd[base];
     const bool ok = __all_sync(0xffffffffu, same <= 1);
     if (c == 0) s_ok = ok ? 1 : 0;
   }
@@ -103,163 +213,213 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   if constexpr (!kTable)
 #pragma unroll
     for (int k = 0; k < NB; ++k) bnd[k] = s_bnd[k];
-  float sgn[16];
+  float* xrow = s_x + grp * RX;
+  const float* yrd = s_y + grp * RY + P * t;  // transposed read of block j at + 20 j
+  float* ywr = s_y + grp * RY + 20 * t;       // this thread's block
+  std::uint8_t* cwr = reinterpret_cast<std::uint8_t*>(xrow) + 64 + P * t;  // code bytes of block j at + 80 j
+  const uint4* crd = reinterpret_cast<const uint4*>(reinterpret_cast<const std::uint8_t*>(xrow) + 64 + 80 * t);
+  const int step = gridDim.x * VPB;
+  // The loop, instantiated for the table and the fallback path (no per-vector
+  // branch, no register for the flag).
+  const auto run = [&](auto tab) {
+    RawX<XT> xn;  // prefetch of the group's next vector
+    int v = blockIdx.x * VPB + grp;
+    if (v < a.total) load_raw<D, XT>(a, v, t, xn);
+    for (; v < a.total; v += step) {  // uniform per group (all T lanes share v)
+      float x[16];
+      widen_raw<XT>(xn, x);
+      if (v + step < a.total) load_raw<D, XT>(a, v + step, t, xn);
+      // Element i of x at xrow[20 * (i / 16) + i % 16].
 #pragma unroll
-  for (int e = 0; e < 16; ++e) sgn[e] = __ldg(a.signs + 16 * t + e);
-  float* row = s_x + grp * RS;
-  auto load_x = [&](int v, float* x) {
-    if constexpr (std::is_same_v<XT, float>) {
-      const float4* xr =
-          reinterpret_cast<const float4*>(static_cast<const float*>(a.x) + static_cast<std::size_t>(v) * D + 16 * t);
+      for (int q = 0; q < 4; ++q)
+        *reinterpret_cast<float4*>(xrow + 20 * t + 4 * q) =
+            make_float4(x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]);
+      float y[16];
+      const uint4 sv = s_sign[t];
+      const unsigned sq[4] = {sv.x, sv.y, sv.z, sv.w};
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float4 f = __ldcs(xr + j);
-        x[4 * j] = f.x, x[4 * j + 1] = f.y, x[4 * j + 2] = f.z, x[4 * j + 3] = f.w;
+      for (int m = 0; m < 4; ++m) {
+        y[4 * m] = __fmul_rn(x[4 * m], sign_of<0>(sq[m]));
+        y[4 * m + 1] = __fmul_rn(x[4 * m + 1], sign_of<1>(sq[m]));
+        y[4 * m + 2] = __fmul_rn(x[4 * m + 2], sign_of<2>(sq[m]));
+        y[4 * m + 3] = __fmul_rn(x[4 * m + 3], sign_of<3>(sq[m]));
       }
-    } else {  // 16-bit: two 16-byte loads, widened exactly
-      const uint4* xr =
-          reinterpret_cast<const uint4*>(static_cast<const XT*>(a.x) + static_cast<std::size_t>(v) * D + 16 * t);
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const uint4 u = __ldcs(xr + j);
-        const unsigned w[4] = {u.x, u.y, u.z, u.w};
+      for (int h = 1; h < 16; h <<= 1)
+#pragma unroll
+        for (int e = 0; e < 16; ++e)
+          if ((e & h) == 0) {
+            const float p = y[e], q = y[e + h];
+            y[e] = __fadd_rn(p, q);
+            y[e + h] = __fsub_rn(p, q);
+          }
+      // Element i of y at the y row's float 20 * (i / 16) + i % 16.
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        *reinterpret_cast<float4*>(ywr + 4 * q) = make_float4(y[4 * q], y[4 * q + 1], y[4 * q + 2], y[4 * q + 3]);
+      __syncwarp(gmask);
+      const int g = v % a.num_kv_heads;
+      const int j = (v / a.num_kv_heads) % a.num_new;
+      const int b = v / (a.num_kv_heads * a.num_new);
+      const int pos = __ldg(a.start + b) + j;
+      const int page = __ldg(a.pages + static_cast<std::size_t>(b) * a.max_pages + (pos >> a.page_shift));
+      const int off = pos & ((1 << a.page_shift) - 1);
+      float z[16];  // z[P * jb + q] = y[16 * jb + P * t + q]
+#pragma unroll
+      for (int jb = 0; jb < T; ++jb) {
+        if constexpr (P == 4) {
+          const float4 f = *reinterpret_cast<const float4*>(yrd + 20 * jb);
+          z[4 * jb] = f.x, z[4 * jb + 1] = f.y, z[4 * jb + 2] = f.z, z[4 * jb + 3] = f.w;
+        } else if constexpr (P == 2) {
+          const float2 f = *reinterpret_cast<const float2*>(yrd + 20 * jb);
+          z[2 * jb] = f.x, z[2 * jb + 1] = f.y;
+        } else {
+          z[jb] = yrd[20 * jb];
+        }
+      }
+      // Stages h = 16 * hb: element 16 jb + P t + q pairs with 16 (jb + hb) + P t + q.
+#pragma unroll
+      for (int hb = 1; hb < T; hb <<= 1)
+#pragma unroll
+        for (int jb = 0; jb < T; ++jb)
+          if ((jb & hb) == 0)
+#pragma unroll
+            for (int q = 0; q < P; ++q) {
+              const float p = z[P * jb + q], r = z[P * (jb + hb) + q];
+              z[P * jb + q] = __fadd_rn(p, r);
+              z[P * (jb + hb) + q] = __fsub_rn(p, r);
+            }
+      // Sum of squares of x: acc[k] over i = k, k + 8, ... ascending (as v2).
+      float acc;
+      if constexpr (T >= 8) {
+        const int k = t & 7;
+        acc = 0.0f;
+#pragma unroll
+        for (int m = 0; m < D / 8; ++m) {
+          const float xv = xrow[20 * (m >> 1) + 8 * (m & 1) + k];
+          acc = __fadd_rn(acc, __fmul_rn(xv, xv));
+        }
+        acc = __fadd_rn(acc, __shfl_xor_sync(gmask, acc, 4));  // a_k + a_{k+4}
+      } else {
+        float a0 = 0.0f, a1 = 0.0f;
+#pragma unroll
+        for (int m = 0; m < D / 8; ++m) {
+          const float u = xrow[20 * (m >> 1) + 8 * (m & 1) + t];
+          const float w = xrow[20 * (m >> 1) + 8 * (m & 1) + t + 4];
+          a0 = __fadd_rn(a0, __fmul_rn(u, u));
+          a1 = __fadd_rn(a1, __fmul_rn(w, w));
+        }
+        acc = __fadd_rn(a0, a1);
+      }
+      acc = __fadd_rn(acc, __shfl_xor_sync(gmask, acc, 2));  // (a0 + a4) + (a2 + a6), (a1 + a5) + (a3 + a7)
+      const float sum = __fadd_rn(acc, __shfl_xor_sync(gmask, acc, 1));
+      const float norm = __fsqrt_rn(sum);
+      const float inv = norm > 0.0f ? __fdiv_rn(1.0f, norm) : 0.0f;
+      unsigned code[16];  // code of z[e]: number of boundaries strictly below u
+#pragma unroll
+      for (int e = 0; e < 16; ++e) z[e] = __fmul_rn(__fmul_rn(z[e], a.scale), inv);
+      if constexpr (decltype(tab)::value) {
+#pragma unroll
+        for (int e = 0; e < 16; ++e) {
+          const int c = cell_of(z[e], invw, kofs);
+          code[e] = static_cast<unsigned>(s_base[c]) + (z[e] > s_first[c] ? 1u : 0u);
+        }
+      } else if constexpr (kTable) {  // fallback (a cell holds two boundaries): boundaries from shared memory
+#pragma unroll
+        for (int e = 0; e < 16; ++e) {
+          unsigned idx = 0;
+#pragma unroll 1
+          for (int k = 0; k < NB; ++k) idx += z[e] > s_bnd[k] ? 1u : 0u;
+          code[e] = idx;
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < 16; ++e) {
+          unsigned idx = 0;
+#pragma unroll
+          for (int k = 0; k < NB; ++k) idx += z[e] > bnd[k] ? 1u : 0u;
+          code[e] = idx;
+        }
+      }
+      // Code byte of element 16 jb + P t + q at cwr[80 jb + q].
+#pragma unroll
+      for (int jb = 0; jb < T; ++jb) {
+        if constexpr (P == 4) {
+          *reinterpret_cast<std::uint32_t*>(cwr + 80 * jb) =
+              code[4 * jb] | (code[4 * jb + 1] << 8) | (code[4 * jb + 2] << 16) | (code[4 * jb + 3] << 24);
+        } else if constexpr (P == 2) {
+          *reinterpret_cast<std::uint16_t*>(cwr + 80 * jb) =
+              static_cast<std::uint16_t>(code[2 * jb] | (code[2 * jb + 1] << 8));
+        } else {
+          cwr[80 * jb] = static_cast<std::uint8_t>(code[jb]);
+        }
+      }
+      __syncwarp(gmask);
+      const uint4 cv = *crd;  // byte r of word k: code of element 16 t + 4 k + r
+      const unsigned w[4] = {cv.x, cv.y, cv.z, cv.w};
+      std::uint8_t* dst = a.pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * a.stride +
+                          static_cast<std::size_t>(off) * CB + 2 * B * t;
+      if constexpr (B == 4) {  // c0 | c1 << 4 in bytes 0 and 2 of w | w >> 4
+        unsigned n[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) n[k] = w[k] | (w[k] >> 4);
+        *reinterpret_cast<uint2*>(dst) = make_uint2(__byte_perm(n[0], n[1], 0x6420), __byte_perm(n[2], n[3], 0x6420));
+      } else if constexpr (B == 2) {  // c0 | c1 << 2 | c2 << 4 | c3 << 6 in byte 0
+        unsigned n[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-          XT h[2];
-          memcpy(h, &w[k], 4);
-          x[8 * j + 2 * k] = static_cast<float>(h[0]);
-          x[8 * j + 2 * k + 1] = static_cast<float>(h[1]);
+          n[k] = w[k] | (w[k] >> 6);
+          n[k] |= n[k] >> 12;
         }
+        *reinterpret_cast<std::uint32_t*>(dst) =
+            __byte_perm(__byte_perm(n[0], n[1], 0x0040), __byte_perm(n[2], n[3], 0x0040), 0x5410);
+      } else if constexpr (B == 1) {  // (w * 0x01020408) >> 24 = c0 | c1 << 1 | c2 << 2 | c3 << 3
+        unsigned bits = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) bits |= ((w[k] * 0x01020408u) >> 24) << (4 * k);
+        *reinterpret_cast<std::uint16_t*>(dst) = static_cast<std::uint16_t>(bits);
+      } else {  // B == 3: c0 | c1 << 3 in bits 0..5 and c2 | c3 << 3 in bits 16..21 of w | w >> 5
+        unsigned f[4];  // 12 bits: codes 4k .. 4k + 3
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const unsigned n = w[k] | (w[k] >> 5);
+          f[k] = (n & 0x3Fu) | ((n >> 10) & 0xFC0u);
+        }
+        const unsigned lo = f[0] | (f[1] << 12) | (f[2] << 24), hi = (f[2] >> 8) | (f[3] << 4);
+        reinterpret_cast<std::uint16_t*>(dst)[0] = static_cast<std::uint16_t>(lo);
+        reinterpret_cast<std::uint16_t*>(dst)[1] = static_cast<std::uint16_t>(lo >> 16);
+        reinterpret_cast<std::uint16_t*>(dst)[2] = static_cast<std::uint16_t>(hi);
+      }
+      if (t == 0) {
+        std::uint8_t* blk = a.pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * a.stride;
+        *reinterpret_cast<std::uint16_t*>(blk + (static_cast<std::size_t>(1) << a.page_shift) * CB + 2 * off) =
+            float_to_half(norm);
       }
     }
   };
-  const int step = gridDim.x * VPB;
-  float xn[16];
-  int v = blockIdx.x * VPB + grp;
-  if (v < a.total) load_x(v, xn);
-  for (; v < a.total; v += step) {  // uniform per group (all T lanes share v)
-    float x[16];
-#pragma unroll
-    for (int e = 0; e < 16; ++e) x[e] = xn[e];
-    if (v + step < a.total) load_x(v + step, xn);
-    const int g = v % a.num_kv_heads;
-    const int j = (v / a.num_kv_heads) % a.num_new;
-    const int b = v / (a.num_kv_heads * a.num_new);
-    const int pos = __ldg(a.start + b) + j;
-    const int page = __ldg(a.pages + static_cast<std::size_t>(b) * a.max_pages + (pos >> a.page_shift));
-    const int off = pos & ((1 << a.page_shift) - 1);
-    // Element i lives at row[20 * (i / 16) + i % 16].
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-      *reinterpret_cast<float4*>(row + 20 * t + 4 * q) = make_float4(x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]);
-    float y[16];
-#pragma unroll
-    for (int e = 0; e < 16; ++e) y[e] = __fmul_rn(x[e], sgn[e]);
-#pragma unroll
-    for (int h = 1; h < 16; h <<= 1)
-#pragma unroll
-      for (int e = 0; e < 16; ++e)
-        if ((e & h) == 0) {
-          const float p = y[e], q = y[e + h];
-          y[e] = __fadd_rn(p, q);
-          y[e + h] = __fsub_rn(p, q);
-        }
-#pragma unroll
-    for (int lo = 1; lo < T; lo <<= 1) {
-      // Lower partner: y + o; upper: o - y. fma(+-1, y, o): the product is exact,
-      // so the one rounding is that of __fadd_rn(y, o) / __fsub_rn(o, y).
-      const float s = (t & lo) ? -1.0f : 1.0f;
-#pragma unroll
-      for (int e = 0; e < 16; ++e) {
-        const float o = __shfl_xor_sync(gmask, y[e], lo);
-        y[e] = __fmaf_rn(s, y[e], o);
-      }
-    }
-    __syncwarp(gmask);
-    // Sum of squares of x: acc[k] over i = k, k + 8, ... ascending.
-    float acc;
-    if constexpr (T >= 8) {
-      const int k = t & 7;
-      acc = 0.0f;
-#pragma unroll
-      for (int m = 0; m < D / 8; ++m) {
-        const float xv = row[20 * (m >> 1) + 8 * (m & 1) + k];
-        acc = __fadd_rn(acc, __fmul_rn(xv, xv));
-      }
-      acc = __fadd_rn(acc, __shfl_xor_sync(gmask, acc, 4));  // a_k + a_{k+4}
-    } else {
-      float a0 = 0.0f, a1 = 0.0f;
-#pragma unroll
-      for (int m = 0; m < D / 8; ++m) {
-        const float u = row[20 * (m >> 1) + 8 * (m & 1) + t];
-        const float w = row[20 * (m >> 1) + 8 * (m & 1) + t + 4];
-        a0 = __fadd_rn(a0, __fmul_rn(u, u));
-        a1 = __fadd_rn(a1, __fmul_rn(w, w));
-      }
-      acc = __fadd_rn(a0, a1);
-    }
-    acc = __fadd_rn(acc, __shfl_xor_sync(gmask, acc, 2));  // (a0 + a4) + (a2 + a6), (a1 + a5) + (a3 + a7)
-    const float sum = __fadd_rn(acc, __shfl_xor_sync(gmask, acc, 1));
-    const float norm = __fsqrt_rn(sum);
-    const float inv = norm > 0.0f ? __fdiv_rn(1.0f, norm) : 0.0f;
-    float u[16];
-#pragma unroll
-    for (int e = 0; e < 16; ++e) u[e] = __fmul_rn(__fmul_rn(y[e], a.scale), inv);
-    unsigned long long bits = 0;  // code e at bit B * e; code = number of boundaries strictly below u
-    if (use_table) {
-#pragma unroll
-      for (int e = 0; e < 16; ++e) {
-        const int c = cell_of(u[e], invw, kofs);
-        const unsigned idx = static_cast<unsigned>(s_base[c]) + (u[e] > s_first[c] ? 1u : 0u);
-        bits |= static_cast<unsigned long long>(idx) << (B * e);
-      }
-    } else if constexpr (kTable) {  // fallback (a cell holds two boundaries): boundaries from shared memory
-#pragma unroll
-      for (int e = 0; e < 16; ++e) {
-        unsigned idx = 0;
-#pragma unroll 1
-        for (int k = 0; k < NB; ++k) idx += u[e] > s_bnd[k] ? 1u : 0u;
-        bits |= static_cast<unsigned long long>(idx) << (B * e);
-      }
-    } else {
-#pragma unroll
-      for (int e = 0; e < 16; ++e) {
-        unsigned idx = 0;
-#pragma unroll
-        for (int k = 0; k < NB; ++k) idx += u[e] > bnd[k] ? 1u : 0u;
-        bits |= static_cast<unsigned long long>(idx) << (B * e);
-      }
-    }
-    std::uint8_t* dst = a.pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * a.stride +
-                        static_cast<std::size_t>(off) * CB + 2 * B * t;
-    if constexpr (B == 4) {
-      *reinterpret_cast<uint2*>(dst) = make_uint2(static_cast<unsigned>(bits), static_cast<unsigned>(bits >> 32));
-    } else if constexpr (B == 2) {
-      *reinterpret_cast<std::uint32_t*>(dst) = static_cast<std::uint32_t>(bits);
-    } else if constexpr (B == 1) {
-      *reinterpret_cast<std::uint16_t*>(dst) = static_cast<std::uint16_t>(bits);
-    } else {
-#pragma unroll
-      for (int q = 0; q < 3; ++q)
-        reinterpret_cast<std::uint16_t*>(dst)[q] = static_cast<std::uint16_t>(bits >> (16 * q));
-    }
-    if (t == 0) {
-      std::uint8_t* blk = a.pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * a.stride;
-      *reinterpret_cast<std::uint16_t*>(blk + (static_cast<std::size_t>(1) << a.page_shift) * CB + 2 * off) =
-          float_to_half(norm);
-    }
-    __syncwarp(gmask);  // row is rewritten next iteration
+  if constexpr (kTable) {
+    if (use_table)
+      run(std::true_type{});
+    else
+      run(std::false_type{});
+  } else {
+    run(std::false_type{});
   }
+}
+
+template <int D, int B, bool kTable, class XT>
+__global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a) {
+  encode_v3<D, B, kTable, XT>(a);
 }
 
 template <int D, int B, class XT>
 void launch_append(const AppendArgs& a, cudaStream_t s) {
   constexpr int VPB = kThreads / (D / 16);
+  constexpr bool kTable = B >= 3;  // widths 3 and 4 (7 and 15 boundaries) use the cell table
   const int blocks_needed = (a.total + VPB - 1) / VPB;
   const int cap = detail::num_sms() * 4;  // 4 resident blocks per SM (64 registers)
   const int grid = blocks_needed < cap ? blocks_needed : cap;
-  // Widths 3 and 4 (7 and 15 boundaries) use the cell table; 1 and 2 compare directly.
-  append_kernel<D, B, (B >= 3), XT><<<grid, kThreads, 0, s>>>(a);
+  append_kernel<D, B, kTable, XT><<<grid, kThreads, 0, s>>>(a);
   TKV_CHECK_LAUNCH();
 }
 
