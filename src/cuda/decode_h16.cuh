@@ -1,5 +1,5 @@
 // fp16 tensor-core split-K decode attention on paged TurboQuant-MSE keys/values
-// (the default decode kernel; decode_mma.cuh's 3xTF32 kernel is the fp32-exact
+// (the default decode kernel; decode_mma.cuh's 3xTF32 kernel is the fp32-accurate
 // one). Same grid, workspace and merge as decode_mma.cuh; what changes is the
 // pipeline and how codes become matrix operands:
 //
@@ -9,7 +9,8 @@
 // Pipeline: every warp owns 16-token steps of its split (warp w takes steps w,
 // w + NW, ...) and copies, waits for and computes them on its own (cp.async
 // groups, or cp.async.bulk onto per-(warp, slot) mbarriers where rows are
-// dense): the main loop has no block barrier.
+// dense, issued under one elect.sync predicate from warp-uniform operands; with
+// page_size 16 a step is one range per pool): the main loop has no block barrier.
 // Pair look-up tables: an mma A register holds two fp16 values, and two codes
 // (2*B bits) index a table of (c[lo], c[hi]) half2 pairs. Keys: the two
 // consecutive codes of a token (two consecutive dims). Values: at 2 and 4 bits
