@@ -211,6 +211,28 @@ std::size_t smem_bytes(int d, int cbK, int cbV, int hpw, int nsub_block, int sta
   return 128 + (stages * kMaxTilePages * 4 + 15) / 16 * 16 + stages * stage + scratch;
 }
 
+/// The kernel arguments every split-K decode path sets the same way once its plan is known: the
+/// soft-cap, shapes, split count, window, the workspace carve-up ([batch * num_heads][splits][head_dim]
+/// partial outputs, then [..][splits][2] (max, sum), then the fp32 query copy) and the query.
+/// nsub: the kernel's sub-group count (CUDA-core kernel: sub-groups of 4 heads; tensor-core kernels:
+/// blocks of 8 heads along grid z).
+void fill_kernel_args(const DecodeArgs& args, const Plan& p, int nsub, DecodeKernelArgs& ka, cudaStream_t s) {
+  set_softcap(args, ka);
+  ka.seq_lens = args.seq_lens;
+  ka.head_dim = args.head_dim;
+  ka.num_heads = args.num_heads;
+  ka.num_kv_heads = args.num_kv_heads;
+  ka.group = p.group;
+  ka.nsub = nsub;
+  ka.num_splits = p.splits;
+  ka.window = args.window;
+  float* ws = static_cast<float*>(args.workspace);
+  const std::size_t bh = std::size_t(args.batch) * args.num_heads;
+  ka.ws_acc = ws;
+  ka.ws_ml = ws + bh * p.splits * args.head_dim;
+  ka.q = query_f32(args, ka.ws_ml + bh * p.splits * 2, s);
+}
+
 template <class Launch>
 void run(const char* where, const DecodeArgs& args, int cbK, int cbV, int stages, DecodeKernelArgs& ka,
          const float* vsigns, float vscale, cudaStream_t s, Launch&& launch) {
@@ -223,21 +245,8 @@ void run(const char* where, const DecodeArgs& args, int cbK, int cbV, int stages
     launch(p.hpw, query, smem, ka);
     p = make_plan(args, occ);
   }
-  set_softcap(args, ka);
-  ka.seq_lens = args.seq_lens;
-  ka.head_dim = args.head_dim;
+  fill_kernel_args(args, p, p.nsub, ka, s);
   ka.tpt_shift = __builtin_ctz(static_cast<unsigned>(args.head_dim / 16));
-  ka.num_heads = args.num_heads;
-  ka.num_kv_heads = args.num_kv_heads;
-  ka.group = p.group;
-  ka.nsub = p.nsub;
-  ka.num_splits = p.splits;
-  ka.window = args.window;
-  float* ws = static_cast<float*>(args.workspace);
-  const std::size_t bh = std::size_t(args.batch) * args.num_heads;
-  ka.ws_acc = ws;
-  ka.ws_ml = ws + bh * p.splits * args.head_dim;
-  ka.q = query_f32(args, ka.ws_ml + bh * p.splits * 2, s);
   LaunchShape shape{dim3(p.splits, args.batch * args.num_kv_heads, p.zdim), dim3(kSubThreads * p.nsub_block),
                     p.nsub_block};
   launch(p.hpw, shape, smem, ka);
@@ -284,20 +293,7 @@ void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKe
     launch_any(kb, args.head_dim, vb, query, s, ka);
     p = make_plan(args, occ);
   }
-  set_softcap(args, ka);
-  ka.seq_lens = args.seq_lens;
-  ka.head_dim = args.head_dim;
-  ka.num_heads = args.num_heads;
-  ka.num_kv_heads = args.num_kv_heads;
-  ka.group = p.group;
-  ka.nsub = p.zdim;
-  ka.num_splits = p.splits;
-  ka.window = args.window;
-  float* ws = static_cast<float*>(args.workspace);
-  const std::size_t bh = std::size_t(args.batch) * args.num_heads;
-  ka.ws_acc = ws;
-  ka.ws_ml = ws + bh * p.splits * args.head_dim;
-  ka.q = query_f32(args, ka.ws_ml + bh * p.splits * 2, s);
+  fill_kernel_args(args, p, p.zdim, ka, s);
   const LaunchShape shape{dim3(p.splits, args.batch * args.num_kv_heads, p.zdim), dim3(128), 1};
   launch_any(kb, args.head_dim, vb, shape, s, ka);
   launch_combine(args, ka, p.splits, vsigns, vscale, s);
