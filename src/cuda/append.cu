@@ -1,6 +1,6 @@
 // TurboQuant-MSE append: fused randomized Hadamard + quantize + pack, written
 // straight into pages. D/16 threads per vector (a group), 16 consecutive
-// elements each (see encode_v3). The float operations are the reference's
+// elements each (see append_kernel). The float operations are the reference's
 // (formats.h, rotation.h), each an explicitly rounded intrinsic (no FMA):
 //   y = x * sign; FWHT stages h = 1, 2, 4, ... ((a, b) -> (a + b, a - b));
 //   y *= float(1/sqrt(D)); sumsq in 8 interleaved lanes + the fixed tree;
@@ -159,7 +159,7 @@ __device__ __forceinline__ void widen_raw(const RawX<XT>& r, float* x) {
 // cells c and c + 16 conflict; so was v3 without the input prefetch (48
 // registers, 5 blocks per SM).
 template <int D, int B, bool kTable, class XT>
-__device__ __forceinline__ void encode_v3(const AppendArgs& a) {
+__global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a) {
   constexpr int T = D / 16;
   constexpr int P = 16 / T;          // consecutive elements per block after the transpose
   constexpr int VPB = kThreads / T;  // vectors per block step
@@ -405,11 +405,6 @@ __device__ __forceinline__ void encode_v3(const AppendArgs& a) {
   } else {
     run(std::false_type{});
   }
-}
-
-template <int D, int B, bool kTable, class XT>
-__global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a) {
-  encode_v3<D, B, kTable, XT>(a);
 }
 
 template <int D, int B, class XT>

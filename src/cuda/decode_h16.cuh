@@ -189,12 +189,6 @@ __device__ __forceinline__ std::uint32_t lds_at(std::uint32_t tab, std::uint32_t
 __device__ __forceinline__ void mbar_init(std::uint32_t bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
-__device__ __forceinline__ void mbar_expect_tx(std::uint32_t bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
 /// Arrives on bar when this thread's earlier cp.async copies have completed (counts one arrival).
 __device__ __forceinline__ void mbar_arrive_cp_async(std::uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
@@ -232,13 +226,6 @@ __device__ __forceinline__ void elect_bulk2(std::uint32_t bar, unsigned tx, std:
 __device__ __forceinline__ void elect_arrive(std::uint32_t bar) {
   asm volatile("{\n .reg .pred p;\n elect.sync _|p, 0xffffffff;\n @p mbarrier.arrive.shared::cta.b64 _, [%0];\n}" ::"r"(
                    bar)
-               : "memory");
-}
-/// bytes (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst, completing
-/// bytes of bar's transaction count.
-__device__ __forceinline__ void bulk_copy(std::uint32_t dst, const void* src, unsigned bytes, std::uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
                : "memory");
 }
 
@@ -431,7 +418,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   // latencies overlap: at batch 1 the set-up is a third of the kernel.
   unsigned pg0[Lay::kStages];
 #pragma unroll
-  for (int it = 0; it < Lay::kStages; ++it) pg0[it] = kPageBlocks && fast ? __shfl_sync(0xffffffffu, pgc, it) : page_of(it);
+  for (int it = 0; it < Lay::kStages; ++it)
+    pg0[it] = kPageBlocks && fast ? __shfl_sync(0xffffffffu, pgc, it) : page_of(it);
   const float kc = (KB > 0 && lane < (1 << KB)) ? __ldg(a.kcent + lane) : 0.0f;
   const float vc = lane < (1 << VB) ? __ldg(a.vcent + lane) : 0.0f;
   // Warp n < 8 rotates query head n of the block: lane L holds dims [E L, E L + E).
