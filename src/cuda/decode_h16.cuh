@@ -20,6 +20,8 @@
 // The table is replicated per lane in 256-byte rows (entry e of lane L at byte
 // 256 e + 4 L; values with their own codebook at + 128), so a byte-wide index
 // becomes an address with one PRMT and every look-up of a warp hits 32 banks.
+// 3-bit codes (6-bit pair fields) use a 256-row table that repeats the 64 entries, so a field's
+// address is the byte at its first bit (one PRMT after a funnel shift shared by several fields).
 // Orders: each lane owns a contiguous span of every key row (its k-slots map to
 // dims D/4 * tig + 4 kk + {0..3}; the query fragments are permuted to match)
 // and of every value row (pair gid * D/16 + j; output rows are un-permuted when
@@ -90,10 +92,19 @@ struct CodeSpan {
   }
   /// Byte offset (field p << 8) | lanebyte of a pair-table entry (H16Layout::tab; lanebyte < 256):
   /// one PRMT for byte-wide fields (byte 1 = the code byte, byte 0 = lanebyte, bytes 2, 3 = 0).
-  template <int PB>
+  /// WIDE (the table's 256 rows repeat every 2^PB entries, H16Layout::kWideK/V): the byte that
+  /// starts at the field's first bit, with the next field's low bits above it, is the row: one funnel
+  /// shift to the field's bit offset mod 8 (shared by every field of the span at that offset in the
+  /// same word) and one PRMT, instead of a shift, a mask and a multiply-add per field.
+  template <int PB, bool WIDE = false>
   __device__ __forceinline__ std::uint32_t row_addr(int p, std::uint32_t lanebyte) const {
     const int bit = p * PB, wi = bit / 32, sh = bit % 32;
     if (PB == 8) return __byte_perm(w[wi], lanebyte, 0x5504u | ((sh / 8) << 4));
+    if constexpr (WIDE) {
+      const int r = sh % 8;
+      const std::uint32_t x = r == 0 ? w[wi] : __funnelshift_r(w[wi], w[wi + 1], r);
+      return __byte_perm(x, lanebyte, 0x5504u | ((sh / 8) << 4));
+    }
     return (field<PB>(p) << 8) | lanebyte;
   }
 };
@@ -130,15 +141,22 @@ struct H16Layout {
   static constexpr int cbM = D * KB / 8;
   static constexpr int cbK = cbM + (PROD ? D / 8 : 0), cbV = D * VB / 8;
   /// Key rows: dense where a lane's span is 2..16 bytes (the four lanes of a row read it whole, so
-  /// a phase of the warp's look-up reads consecutive rows: conflict-free); otherwise, and for values
-  /// (lanes of a phase read four rows two apart), padded to an odd number of 16-byte units
-  /// (mma_row_stride).
-  static constexpr bool kDenseK = !PROD && (cbK == 8 || cbK == 16 || cbK == 32 || cbK == 64);
+  /// a phase of the warp's look-up reads consecutive rows: conflict-free) or the 3-bit rows of 24,
+  /// 48 and 96 bytes (spans of 6, 12, 24 bytes: 16-bit, 32-bit, 64-bit loads; at 48 and 96 bytes
+  /// every load instruction hits 32 distinct banks); otherwise, and for values (lanes of a phase
+  /// read four rows two apart), padded to an odd number of 16-byte units (mma_row_stride).
+  static constexpr bool dense_ok(int cb) {
+    return cb == 8 || cb == 16 || cb == 24 || cb == 32 || cb == 48 || cb == 64 || cb == 96;
+  }
+  static constexpr bool kDenseK = !PROD && dense_ok(cbK);
   /// kBulk: key and value rows dense, so a step of a page (page_size >= 16) is four contiguous
   /// ranges, copied by one lane with cp.async.bulk (TMA) onto a per-(warp, slot) mbarrier. Values
-  /// are then read as rows tig + 4 r (r = 0..3: four consecutive rows per load, conflict-free) and
-  /// the P fragments follow the same token order.
-  static constexpr bool kBulk = kDenseK && (cbV == 8 || cbV == 16 || cbV == 32 || cbV == 64);
+  /// are then read as rows tig + 4 r (r = 0..3: four consecutive rows per load; conflict-free except
+  /// 48-byte rows, where some 16-bit loads are 2-way; 128-byte rows, not dense, would be 4-way) and
+  /// the P fragments follow the same token order. 3-bit rows became dense in session 6, with the wide
+  /// table (H200 run s6-2, A/B, b16 x 64k, means of two passes: d64 163.9 -> 144.2 us, d256
+  /// 121.2 -> 105.9, d128 386.7 -> 381.5; dense rows without the wide table: d128 389.2).
+  static constexpr bool kBulk = kDenseK && dense_ok(cbV);
   static constexpr int rsK = kDenseK ? cbK : mma_row_stride(cbK), rsV = kBulk ? cbV : mma_row_stride(cbV);
   static constexpr int NBK = PROD ? 4 : 2;  // staged key-norm bytes per token
   /// One warp step: [key codes 16 x rsK][key norms 16 x NBK][value codes 16 x rsV][value norms 16 x 2]
@@ -150,7 +168,12 @@ struct H16Layout {
   /// have their own codebook, the value entry e at 128 + 4 L (so a look-up address is
   /// (e << 8) | lane byte: one PRMT for byte-wide fields; 32 lanes hit 32 banks).
   static constexpr int KE = KB > 0 ? 1 << (2 * KB) : 0, VE = 1 << (2 * VB);
-  static constexpr int tab = (KE > VE ? KE : VE) * 256;
+  /// 3-bit codes (6-bit pair fields, which straddle bytes): the table gets 256 rows, entry e holding
+  /// the pair of e mod 64, so a field's address is the byte at its first bit (CodeSpan::row_addr
+  /// WIDE).
+  static constexpr bool kWideK = KB == 3, kWideV = VB == 3;
+  static constexpr int KR = kWideK ? 256 : KE, VR = kWideV ? 256 : VE;  // rows holding key / value entries
+  static constexpr int tab = (KR > VR ? KR : VR) * 256;
   static constexpr int qrot = kMmaHeads * D * 4;
   static constexpr int pbuf = NW * kPWarpFloats * 4;          // per warp P[16][8] (p_at)
   static constexpr int qp = qrot > pbuf ? qrot : pbuf;        // Pi q (set-up) and P (main loop) overlaid
@@ -452,7 +475,14 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       const int hi = val ? e >> VB : e >> (KB > 0 ? KB : 1);
       const float clo = __shfl_sync(0xffffffffu, val ? vc : kc, lo & 15);
       const float chi = __shfl_sync(0xffffffffu, val ? vc : kc, hi & 15);
-      if (val ? (!share && e < VE) : e < KE) s_tab[i] = pack_h2(clo, chi);
+      if (val ? (!share && e < VE) : e < KE) {
+        const std::uint32_t h = pack_h2(clo, chi);
+        s_tab[i] = h;
+        if (val ? Lay::kWideV : Lay::kWideK) {  // 64-entry table: rows e + 64, e + 128, e + 192 repeat it
+#pragma unroll
+          for (int r = 1; r < 4; ++r) s_tab[i + r * 64 * 64] = h;
+        }
+      }
     }
     if constexpr (PROD) {  // sign pairs: bit 1 -> +1, bit 0 -> -1
       std::uint32_t* s_stab = reinterpret_cast<std::uint32_t*>(rest + Lay::off_stab);
@@ -587,10 +617,10 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) {
               std::uint32_t af[4];
-              af[0] = lds_at(tabs, k0.template row_addr<2 * KB>(2 * kk, klane));
-              af[1] = lds_at(tabs, k1.template row_addr<2 * KB>(2 * kk, klane));
-              af[2] = lds_at(tabs, k0.template row_addr<2 * KB>(2 * kk + 1, klane));
-              af[3] = lds_at(tabs, k1.template row_addr<2 * KB>(2 * kk + 1, klane));
+              af[0] = lds_at(tabs, k0.template row_addr<2 * KB, Lay::kWideK>(2 * kk, klane));
+              af[1] = lds_at(tabs, k1.template row_addr<2 * KB, Lay::kWideK>(2 * kk, klane));
+              af[2] = lds_at(tabs, k0.template row_addr<2 * KB, Lay::kWideK>(2 * kk + 1, klane));
+              af[3] = lds_at(tabs, k1.template row_addr<2 * KB, Lay::kWideK>(2 * kk + 1, klane));
               mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
             }
           }
@@ -694,10 +724,10 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       } else {
 #pragma unroll
         for (int j = 0; j < D / 16; ++j) {
-          const std::uint32_t c0 = lds_at(tabs, v0.template row_addr<2 * VB>(j, vlane));
-          const std::uint32_t c1 = lds_at(tabs, v1.template row_addr<2 * VB>(j, vlane));
-          const std::uint32_t c2 = lds_at(tabs, v2.template row_addr<2 * VB>(j, vlane));
-          const std::uint32_t c3 = lds_at(tabs, v3.template row_addr<2 * VB>(j, vlane));
+          const std::uint32_t c0 = lds_at(tabs, v0.template row_addr<2 * VB, Lay::kWideV>(j, vlane));
+          const std::uint32_t c1 = lds_at(tabs, v1.template row_addr<2 * VB, Lay::kWideV>(j, vlane));
+          const std::uint32_t c2 = lds_at(tabs, v2.template row_addr<2 * VB, Lay::kWideV>(j, vlane));
+          const std::uint32_t c3 = lds_at(tabs, v3.template row_addr<2 * VB, Lay::kWideV>(j, vlane));
           std::uint32_t af[4];
           af[0] = __byte_perm(c0, c1, 0x5410);  // (tok 2tig, 2tig+1) at dim d0
           af[1] = __byte_perm(c0, c1, 0x7632);  // same tokens at dim d1
