@@ -19,6 +19,7 @@
 
 #include "common.cuh"
 #include "turbokv/error.h"
+#include "turbokv/fastdiv.h"
 #include "turbokv/formats.h"
 
 namespace turbokv::cuda {
@@ -30,6 +31,7 @@ struct AppendArgs {
   const void* x;  // [total][D] of the kernel's XT
   int total;  // batch * num_new * num_kv_heads vectors
   int num_new, num_kv_heads;
+  FastDiv div_heads, div_new;  // v -> (v / num_kv_heads, v % num_kv_heads), then by num_new
   const std::int32_t* start;
   const std::int32_t* pages;
   int max_pages, page_shift;
@@ -258,9 +260,12 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
       for (int q = 0; q < 4; ++q)
         *reinterpret_cast<float4*>(ywr + 4 * q) = make_float4(y[4 * q], y[4 * q + 1], y[4 * q + 2], y[4 * q + 3]);
       __syncwarp(gmask);
-      const int g = v % a.num_kv_heads;
-      const int j = (v / a.num_kv_heads) % a.num_new;
-      const int b = v / (a.num_kv_heads * a.num_new);
+      // v = (b * num_new + j) * num_kv_heads + g (multiply-high divisions: ~20 instructions
+      // each as integer divisions by runtime values, and ptxas recomputed g later).
+      const unsigned bj = a.div_heads.div(static_cast<unsigned>(v));
+      const int g = static_cast<int>(static_cast<unsigned>(v) - bj * a.div_heads.d);
+      const int b = static_cast<int>(a.div_new.div(bj));
+      const int j = static_cast<int>(bj - static_cast<unsigned>(b) * a.div_new.d);
       const int pos = __ldg(a.start + b) + j;
       const int page = __ldg(a.pages + static_cast<std::size_t>(b) * a.max_pages + (pos >> a.page_shift));
       const int off = pos & ((1 << a.page_shift) - 1);
@@ -452,7 +457,8 @@ void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_n
   check_arg(total < (1LL << 31), where, "batch*num_new*num_kv_heads", total, "must be < 2^31");
   if (total == 0) return;
   check_arg(x && start && table.pages && pool.data, where, "pointers", 0, "must be non-null device pointers");
-  AppendArgs a{x, static_cast<int>(total), num_new, num_kv_heads, start, table.pages, table.max_pages,
+  AppendArgs a{x, static_cast<int>(total), num_new, num_kv_heads, FastDiv(num_kv_heads), FastDiv(num_new), start,
+               table.pages, table.max_pages,
                __builtin_ctz(static_cast<unsigned>(table.page_size)), pool.data, pool.page_stride,
                codec.signs(), codec.boundaries(), codec.hadamard_scale()};
   const cudaStream_t s = detail::stream_of(stream);
