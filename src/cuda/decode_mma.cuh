@@ -319,16 +319,28 @@ __global__ void __launch_bounds__(128) decode_mma_kernel(const DecodeKernelArgs 
       for (int i = 0; i < 4; ++i) s[i] = s3[0][i] + (s3[1][i] + s3[2][i]);
       mma_softmax_step(a, s, m, l, acc, s_kn, s_vn, tb, n, t0, gid, tig, s_p);
       // ---- values: O^T[16j + {gid, gid+8}][heads] += C_v^T[.., tokens] . P[tokens][heads]
+      // The tile's six MMAs per block j (two 8-token halves x hi.hi, hi.lo, lo.hi) accumulate into a
+      // zeroed fragment that is then added to acc[j] with IEEE fp32 adds: the tensor cores' fp32
+      // accumulation is not round-to-nearest (products aligned and truncated), so accumulating the
+      // whole split inside the MMA biased the result by ~L ulps (error growing with the split length
+      // L: 0.9e-5 to 3.1e-5 at 17,000-20,000 tokens in H200 runs s5-8, s5-9).
+      float bh[2][2], bl[2][2];
+      const std::uint8_t* ra[2];
+      const std::uint8_t* rb[2];
 #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
         const float pb0 = s_p[p_at(8 * ks + tig, gid)], pb1 = s_p[p_at(8 * ks + tig + 4, gid)];
-        const float bh0 = tf32_hi(pb0), bh1 = tf32_hi(pb1), bl0 = pb0 - bh0, bl1 = pb1 - bh1;
-        const std::uint8_t* ra = s_vc + (tb + 8 * ks + tig) * Lay::rsV;
-        const std::uint8_t* rb = ra + 4 * Lay::rsV;
+        bh[ks][0] = tf32_hi(pb0), bh[ks][1] = tf32_hi(pb1), bl[ks][0] = pb0 - bh[ks][0], bl[ks][1] = pb1 - bh[ks][1];
+        ra[ks] = s_vc + (tb + 8 * ks + tig) * Lay::rsV;
+        rb[ks] = ra[ks] + 4 * Lay::rsV;
+      }
 #pragma unroll
-        for (int j = 0; j < D / 16; ++j) {
-          const std::uint32_t la = load_group<VB>(ra, 2 * j * VB), ha = load_group<VB>(ra, (2 * j + 1) * VB);
-          const std::uint32_t lb = load_group<VB>(rb, 2 * j * VB), hb = load_group<VB>(rb, (2 * j + 1) * VB);
+      for (int j = 0; j < D / 16; ++j) {
+        float t4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+          const std::uint32_t la = load_group<VB>(ra[ks], 2 * j * VB), ha = load_group<VB>(ra[ks], (2 * j + 1) * VB);
+          const std::uint32_t lb = load_group<VB>(rb[ks], 2 * j * VB), hb = load_group<VB>(rb[ks], (2 * j + 1) * VB);
           float ah[4], al[4];
           if constexpr (kOneTab) {
             split_tz(s_vt1[(la >> (gid * VB)) & VM], ah[0], al[0]);
@@ -341,10 +353,12 @@ __global__ void __launch_bounds__(128) decode_mma_kernel(const DecodeKernelArgs 
             ah[0] = c0.x, ah[1] = c1.x, ah[2] = c2.x, ah[3] = c3.x;
             al[0] = c0.y, al[1] = c1.y, al[2] = c2.y, al[3] = c3.y;
           }
-          mma_tf32(acc[j], ah, bh0, bh1);
-          mma_tf32(acc[j], ah, bl0, bl1);
-          mma_tf32(acc[j], al, bh0, bh1);
+          mma_tf32(t4, ah, bh[ks][0], bh[ks][1]);
+          mma_tf32(t4, ah, bl[ks][0], bl[ks][1]);
+          mma_tf32(t4, al, bh[ks][0], bh[ks][1]);
         }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[j][i] += t4[i];
       }
     }
     ring.store(it + kMmaStages, tid, pnext);

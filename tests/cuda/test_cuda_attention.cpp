@@ -36,10 +36,10 @@ struct DecodeCase {
   std::vector<int> lens;
   float softcap = 0;                  ///< logit soft-capping (0 = off)
   cuda::IoType io = cuda::IoType::kF32;  ///< query / output type
-  /// Long single-split sequences (L tokens in one split): the 3xTF32 kernel's error grows with L
-  /// (H200 runs s5-8, s5-9: 1.2e-5 to 1.4e-5 at 9,000 tokens, 0.9e-5 to 3.1e-5 at 17,000 to 20,000;
-  /// it exceeded 2e-5 in run s5-4), so it is bounded by kTqDecodeRelTol * L / 4096 there (9.8e-5 at
-  /// 20,000); the CUDA-core kernel keeps kTqDecodeRelTol (measured 0.7e-6 to 1.3e-6).
+  /// Long single-split sequences (L tokens in one split, 9,000 to 20,000): every kernel within
+  /// kTqDecodeRelTol. Until session 6 the 3xTF32 kernel accumulated the values inside the MMA for
+  /// the whole split, and the tensor cores' truncating fp32 accumulation made its error grow with L
+  /// (0.9e-5 to 3.1e-5 at 17,000-20,000 tokens in H200 runs s5-8, s5-9; it exceeded 2e-5 in s5-4).
   bool long_split = false;
 };
 
@@ -166,10 +166,10 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     const float* o = &out[static_cast<std::size_t>(b) * nh * d];
     for (std::size_t i = 0; i < ref.size(); ++i) ASSERT_TRUE(std::isfinite(o[i])) << "b=" << b << " i=" << i;
     const double err = rel_err(o, ref.data(), ref.size());
-    if (kernel == 2 && c.long_split) {
-      std::printf("3xTF32 kernel, one split over %d tokens: relative error %.3g\n", c.lens[b], err);
-      EXPECT_LE(err, kTqDecodeRelTol * std::max(1.0, c.lens[b] / 4096.0))
-          << "sequence " << b << " (len " << c.lens[b] << ")";
+    if (kernel != 0 && c.long_split) {
+      std::printf("%s kernel, one split over %d tokens: relative error %.3g\n", kernel == 1 ? "CUDA-core" : "3xTF32",
+                  c.lens[b], err);
+      EXPECT_LE(err, kTqDecodeRelTol) << "sequence " << b << " (len " << c.lens[b] << ")";
       continue;
     }
     EXPECT_LE(err, (kernel == 0 ? kTqDecodeH16RelTol : kTqDecodeRelTol) + io_rounding(c.io))
