@@ -320,10 +320,12 @@ __global__ void __launch_bounds__(128) decode_mma_kernel(const DecodeKernelArgs 
       mma_softmax_step(a, s, m, l, acc, s_kn, s_vn, tb, n, t0, gid, tig, s_p);
       // ---- values: O^T[16j + {gid, gid+8}][heads] += C_v^T[.., tokens] . P[tokens][heads]
       // The tile's six MMAs per block j (two 8-token halves x hi.hi, hi.lo, lo.hi) accumulate into a
-      // zeroed fragment that is then added to acc[j] with IEEE fp32 adds: the tensor cores' fp32
-      // accumulation is not round-to-nearest (products aligned and truncated), so accumulating the
-      // whole split inside the MMA biased the result by ~L ulps (error growing with the split length
-      // L: 0.9e-5 to 3.1e-5 at 17,000-20,000 tokens in H200 runs s5-8, s5-9).
+      // zeroed fragment that is then added to acc[j] with IEEE fp32 adds. Accumulating the whole
+      // split inside the MMA made the error grow with the split length L (0.9e-5 to 3.1e-5 at
+      // 17,000-20,000 tokens in H200 runs s5-8, s5-9; 1.0e-6 to 2.2e-6 with this, run s6-8), as the
+      // tensor cores' fp32 accumulation is not round-to-nearest (products aligned and truncated:
+      // Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ CS 2021,
+      // measured on V100/T4/A100; the H200 result above is consistent with it).
       float bh[2][2], bl[2][2];
       const std::uint8_t* ra[2];
       const std::uint8_t* rb[2];
