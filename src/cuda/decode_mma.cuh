@@ -103,27 +103,34 @@ __device__ __forceinline__ void softmax_core(const DecodeKernelArgs& a, float s[
   s[1] = va ? x[1] : -INFINITY;
   s[2] = vc ? x[2] : -INFINITY;
   s[3] = vc ? x[3] : -INFINITY;
-  float tmax[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
+  // The running max changes only where some logit of the step exceeds it; when no lane's does
+  // (one vote), the max reduction, the correction factors and the rescale are skipped: the result
+  // is the same bit for bit (the reduction would give max(m, tmax) = m and f = 2^0 = 1 exactly).
+  // At the first step m = -inf and a valid row exists, so the vote is true.
+  float f[2] = {1.0f, 1.0f};
+  const bool up = s[0] > m[0] || s[1] > m[1] || s[2] > m[0] || s[3] > m[1];
+  if (__any_sync(0xffffffffu, up)) {
+    float tmax[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
 #pragma unroll
-  for (int off = 4; off < 32; off <<= 1) {
-    tmax[0] = fmaxf(tmax[0], __shfl_xor_sync(0xffffffffu, tmax[0], off));
-    tmax[1] = fmaxf(tmax[1], __shfl_xor_sync(0xffffffffu, tmax[1], off));
-  }
-  float f[2];
+    for (int off = 4; off < 32; off <<= 1) {
+      tmax[0] = fmaxf(tmax[0], __shfl_xor_sync(0xffffffffu, tmax[0], off));
+      tmax[1] = fmaxf(tmax[1], __shfl_xor_sync(0xffffffffu, tmax[1], off));
+    }
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float mn = fmaxf(m[h], tmax[h]);
-    f[h] = ex2_approx(m[h] - mn);  // m = -inf (first step): 2^-inf = 0
-    m[h] = mn;
+    for (int h = 0; h < 2; ++h) {
+      const float mn = fmaxf(m[h], tmax[h]);
+      f[h] = ex2_approx(m[h] - mn);  // m = -inf (first step): 2^-inf = 0
+      m[h] = mn;
+    }
+    if (f[0] != 1.0f || f[1] != 1.0f) {
+#pragma unroll
+      for (int j = 0; j < J; ++j) acc[j][0] *= f[0], acc[j][1] *= f[1], acc[j][2] *= f[0], acc[j][3] *= f[1];
+    }
   }
   const float p0 = ex2_approx(s[0] - m[0]), p1 = ex2_approx(s[1] - m[1]);
   const float p2 = ex2_approx(s[2] - m[0]), p3 = ex2_approx(s[3] - m[1]);
   l[0] = l[0] * f[0] + (p0 + p2);
   l[1] = l[1] * f[1] + (p1 + p3);
-  if (f[0] != 1.0f || f[1] != 1.0f) {
-#pragma unroll
-    for (int j = 0; j < J; ++j) acc[j][0] *= f[0], acc[j][1] *= f[1], acc[j][2] *= f[0], acc[j][3] *= f[1];
-  }
   const float wa = va ? nva : 0.0f, wc = vc ? nvc : 0.0f;  // (stale norms of invalid rows may be NaN)
   __syncwarp();
   *reinterpret_cast<float2*>(s_p + p_at(gid, 2 * tig)) = make_float2(p0 * wa, p1 * wa);
