@@ -143,8 +143,9 @@ struct H16Layout {
   /// Key rows: dense where a lane's span is 2..16 bytes (the four lanes of a row read it whole, so
   /// a phase of the warp's look-up reads consecutive rows: conflict-free) or the 3-bit rows of 24,
   /// 48 and 96 bytes (spans of 6, 12, 24 bytes: 16-bit, 32-bit, 64-bit loads; at 48 and 96 bytes
-  /// every load instruction hits 32 distinct banks); otherwise, and for values (lanes of a phase
-  /// read four rows two apart), padded to an odd number of 16-byte units (mma_row_stride).
+  /// every key load instruction hits 32 distinct banks, at 24 bytes each of the three 16-bit loads
+  /// is 2-way); otherwise, and for values (lanes of a phase read four rows two apart), padded to an
+  /// odd number of 16-byte units (mma_row_stride).
   static constexpr bool dense_ok(int cb) {
     return cb == 8 || cb == 16 || cb == 24 || cb == 32 || cb == 48 || cb == 64 || cb == 96;
   }
@@ -152,7 +153,7 @@ struct H16Layout {
   /// kBulk: key and value rows dense, so a step of a page (page_size >= 16) is four contiguous
   /// ranges, copied by one lane with cp.async.bulk (TMA) onto a per-(warp, slot) mbarrier. Values
   /// are then read as rows tig + 4 r (r = 0..3: four consecutive rows per load; conflict-free except
-  /// 48-byte rows, where some 16-bit loads are 2-way; 128-byte rows, not dense, would be 4-way) and
+  /// 48-byte rows, whose 16-bit loads are 2-way; 128-byte rows, not dense, would be 4-way) and
   /// the P fragments follow the same token order. 3-bit rows became dense in session 6, with the wide
   /// table (H200 run s6-2, A/B, b16 x 64k, means of two passes: d64 163.9 -> 144.2 us, d256
   /// 121.2 -> 105.9, d128 386.7 -> 381.5; dense rows without the wide table: d128 389.2).

@@ -36,10 +36,11 @@ struct DecodeCase {
   std::vector<int> lens;
   float softcap = 0;                  ///< logit soft-capping (0 = off)
   cuda::IoType io = cuda::IoType::kF32;  ///< query / output type
-  /// Long single-split sequences (L tokens in one split, 9,000 to 20,000): every kernel within
-  /// kTqDecodeRelTol. Until session 6 the 3xTF32 kernel accumulated the values inside the MMA for
-  /// the whole split, and the tensor cores' truncating fp32 accumulation made its error grow with L
-  /// (0.9e-5 to 3.1e-5 at 17,000-20,000 tokens in H200 runs s5-8, s5-9; it exceeded 2e-5 in s5-4).
+  /// Long single-split sequences (L tokens in one split, 9,000 to 20,000; the fp32 kernels' errors
+  /// are printed), with the same bounds as every case (kTqDecodeRelTol; the fp16 kernel
+  /// kTqDecodeH16RelTol). Until session 6 the 3xTF32 kernel accumulated the values inside the MMA
+  /// for the whole split, and the tensor cores' truncating fp32 accumulation made its error grow
+  /// with L (0.9e-5 to 3.1e-5 at 17,000-20,000 tokens in H200 runs s5-8, s5-9; over 2e-5 in s5-4).
   bool long_split = false;
 };
 
@@ -166,12 +167,9 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     const float* o = &out[static_cast<std::size_t>(b) * nh * d];
     for (std::size_t i = 0; i < ref.size(); ++i) ASSERT_TRUE(std::isfinite(o[i])) << "b=" << b << " i=" << i;
     const double err = rel_err(o, ref.data(), ref.size());
-    if (kernel != 0 && c.long_split) {
+    if (kernel != 0 && c.long_split)
       std::printf("%s kernel, one split over %d tokens: relative error %.3g\n", kernel == 1 ? "CUDA-core" : "3xTF32",
                   c.lens[b], err);
-      EXPECT_LE(err, kTqDecodeRelTol) << "sequence " << b << " (len " << c.lens[b] << ")";
-      continue;
-    }
     EXPECT_LE(err, (kernel == 0 ? kTqDecodeH16RelTol : kTqDecodeRelTol) + io_rounding(c.io))
         << "sequence " << b << " (len " << c.lens[b] << ")";
     worst_err[kernel] = std::max(worst_err[kernel], err);
@@ -201,13 +199,16 @@ TEST(CudaDecode, TqMseMatchesReference) {
       // head_dim 256 on the bulk path (1/2-bit rows are dense; 8 warps per block)
       {256, 2, 2, 8, 2, 16, 0, 0, {1000, 33}},
       {256, 1, 2, 4, 1, 8, 100, 0, {700}},
-      // one split over long sequences: every warp runs more than 64 steps (its page ids are fetched
-      // 32 steps at a time), page 16 (bulk), 32 (bulk, four ranges per step), and 3-bit (cp.async)
+      // one split over long sequences: every warp runs more than 64 steps (page ids of the cp.async
+      // paths are fetched 32 steps at a time), page 16 (bulk), 32 (bulk, four ranges per step),
+      // 3-bit (bulk since session 6), and d256 with 4-bit values (128-byte value rows: cp.async with
+      // page-id blocks; added after session 6's last device run)
       {128, 4, 4, 32, 8, 16, 0, 1, {20000, 9000}, 0.0f, cuda::IoType::kF32, true},
       {128, 4, 4, 32, 8, 16, 5000, 1, {20000}, 0.0f, cuda::IoType::kF32, true},
       {64, 2, 4, 9, 3, 32, 0, 1, {17000}, 0.0f, cuda::IoType::kF32, true},
       {128, 3, 3, 32, 8, 16, 0, 1, {20000}, 0.0f, cuda::IoType::kF32, true},
       {256, 2, 2, 4, 1, 16, 0, 1, {9000}, 0.0f, cuda::IoType::kF32, true},
+      {256, 2, 4, 4, 1, 16, 0, 1, {9000}, 0.0f, cuda::IoType::kF32, true},
       // soft-capping (cap 5 bites: logits here have standard deviation ~3), 16-bit query / output
       {128, 4, 4, 32, 8, 16, 0, 0, {1000, 77}, 5.0f},
       {256, 3, 2, 8, 2, 64, 0, 0, {300}, 2.0f, cuda::IoType::kF16},
