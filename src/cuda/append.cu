@@ -30,8 +30,7 @@ constexpr int kThreads = 256;
 struct AppendArgs {
   const void* x;  // [total][D] of the kernel's XT
   int total;  // batch * num_new * num_kv_heads vectors
-  int num_new, num_kv_heads;
-  FastDiv div_heads, div_new;  // v -> (v / num_kv_heads, v % num_kv_heads), then by num_new
+  FastDiv div_heads, div_new;  // divisors num_kv_heads and num_new (v -> (v / num_kv_heads, v % num_kv_heads), ...)
   const std::int32_t* start;
   const std::int32_t* pages;
   int max_pages, page_shift;
@@ -362,7 +361,7 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
       __syncwarp(gmask);
       const uint4 cv = *crd;  // byte r of word k: code of element 16 t + 4 k + r
       const unsigned w[4] = {cv.x, cv.y, cv.z, cv.w};
-      std::uint8_t* dst = a.pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * a.stride +
+      std::uint8_t* dst = a.pool + (static_cast<std::size_t>(page) * a.div_heads.d + g) * a.stride +
                           static_cast<std::size_t>(off) * CB + 2 * B * t;
       if constexpr (B == 4) {  // c0 | c1 << 4 in bytes 0 and 2 of w | w >> 4
         unsigned n[4];
@@ -396,7 +395,7 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
         reinterpret_cast<std::uint16_t*>(dst)[2] = static_cast<std::uint16_t>(hi);
       }
       if (t == 0) {
-        std::uint8_t* blk = a.pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * a.stride;
+        std::uint8_t* blk = a.pool + (static_cast<std::size_t>(page) * a.div_heads.d + g) * a.stride;
         *reinterpret_cast<std::uint16_t*>(blk + (static_cast<std::size_t>(1) << a.page_shift) * CB + 2 * off) =
             float_to_half(norm);
       }
@@ -457,7 +456,7 @@ void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_n
   check_arg(total < (1LL << 31), where, "batch*num_new*num_kv_heads", total, "must be < 2^31");
   if (total == 0) return;
   check_arg(x && start && table.pages && pool.data, where, "pointers", 0, "must be non-null device pointers");
-  AppendArgs a{x, static_cast<int>(total), num_new, num_kv_heads, FastDiv(num_kv_heads), FastDiv(num_new), start,
+  AppendArgs a{x, static_cast<int>(total), FastDiv(num_kv_heads), FastDiv(num_new), start,
                table.pages, table.max_pages,
                __builtin_ctz(static_cast<unsigned>(table.page_size)), pool.data, pool.page_stride,
                codec.signs(), codec.boundaries(), codec.hadamard_scale()};
