@@ -4,13 +4,15 @@
 //
 //   turbokv_cuda_bench [--csv FILE] [--configs 128:32:8,64:9:3,256:4:1]
 //                      [--batches 1,8,16,64] [--contexts 4096,32768,65536,131072]
-//                      [--bits 2,3,4] [--repeats 50]
+//                      [--bits 2,3,4] [--repeats 50] [--methods tq-mse,3xtf32,encode,tq-prod]
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <type_traits>
 
 #include "turbokv/bench.h"
 
@@ -21,7 +23,12 @@ std::vector<T> parse_list(const std::string& s) {
   std::vector<T> v;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ',')) v.push_back(static_cast<T>(std::stod(item)));
+  while (std::getline(ss, item, ',')) {
+    if constexpr (std::is_same_v<T, std::string>)
+      v.push_back(item);
+    else
+      v.push_back(static_cast<T>(std::stod(item)));
+  }
   return v;
 }
 
@@ -43,6 +50,7 @@ int main(int argc, char** argv) {
     else if (a == "--contexts") opt.contexts = parse_list<std::size_t>(v), ++i;
     else if (a == "--bits") opt.bits = parse_list<double>(v), ++i;
     else if (a == "--repeats") opt.repeats = std::atoi(v.c_str()), ++i;
+    else if (a == "--methods") opt.methods = parse_list<std::string>(v), ++i;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;

@@ -117,6 +117,14 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
   std::size_t free_b = 0, total_b = 0;
   TKV_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const std::string base_name = "fp16-flash-decode (ours)";
+  // opt.methods filters the parts (empty = all): "tq-mse" (fp16 tensor-core decode), "3xtf32",
+  // "encode", "tq-prod"; the fp16 baseline always runs (every row's ratio is against it).
+  for (const std::string& m : opt.methods)
+    check_arg(m == "tq-mse" || m == "3xtf32" || m == "encode" || m == "tq-prod", "run_cuda_bench", "methods", m,
+              "must be tq-mse, 3xtf32, encode or tq-prod");
+  auto want = [&](const char* m) {
+    return opt.methods.empty() || std::find(opt.methods.begin(), opt.methods.end(), m) != opt.methods.end();
+  };
   std::vector<BenchRow> rows;
 
   for (int batch : opt.batches)
@@ -192,6 +200,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
                                  table.size() * 4;
         for (int kernel : {0, 2}) {  // fp16 tensor-core (default) and 3xTF32 tensor-core kernels (the CUDA-core
                                      // kernel, slower than both, is exercised by the tests only)
+          if (!want(kernel == 0 ? "tq-mse" : "3xtf32")) continue;
           cuda::DecodeArgs ak = a;
           ak.kernel = kernel;
           const double us = median_us(s, reps, [&](int i) {
@@ -208,7 +217,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
 
         // Encode (prefill append of the whole context into the key pool), vs a d2d copy of the same bytes.
         const std::size_t in_bytes = std::size_t(batch) * ctx * kvh * d * 4;
-        if (in_bytes <= (4ull << 30)) {
+        if (in_bytes <= (4ull << 30) && want("encode")) {
           DevMem x(in_bytes);
           fill_float<<<fill_grid(), 256, 0, s>>>(x.as<float>(), in_bytes / 4, 99 + bits, 8.0f);
           TKV_CHECK_LAUNCH();
@@ -232,7 +241,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
 
         // TurboQuant-Prod keys (bits - 1 MSE + 1-bit QJL, m = head_dim) with MSE values at `bits`, on
         // contiguous blocks (tq_prod_decode; the untuned CUDA-core kernel of cuda_qjl.h), and its encode.
-        if (bits >= 2) {
+        if (bits >= 2 && want("tq-prod")) {
           CodecConfig pc;
           pc.method = Method::kTurboProd, pc.bits = bits, pc.head_dim = d;
           cuda::QjlTables ptab(pc);

@@ -566,6 +566,16 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   for (int j = 0; j < D / 16; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
   constexpr bool kCopyFirst = !PROD;
+  // page16 && kBulk: the page-table index of step it + kStages, clamped to the warp's last step;
+  // the pools' bases of this KV head as opaque 64-bit values (keeps the compiler from splitting
+  // them into pool + g * stride again at every step).
+  int pi16 = (wbeg + TILE * Lay::kStages) >> 4;
+  const int plast16 = (wbeg + TILE * max(ntw - 1, 0)) >> 4;
+  std::uint64_t kbase16, vbase16;
+  const std::int32_t* ptab16;
+  asm("mov.b64 %0, %1;" : "=l"(kbase16) : "l"(reinterpret_cast<std::uint64_t>(kpool_g)));
+  asm("mov.b64 %0, %1;" : "=l"(vbase16) : "l"(reinterpret_cast<std::uint64_t>(vpool_g)));
+  asm("mov.b64 %0, %1;" : "=l"(ptab16) : "l"(ptab));
   int cur = 0;               // stage slot of step it (= it % kStages)
   std::uint32_t phase = 0;   // kBulk: parity of slot cur's current use (= (it / kStages) & 1)
   for (int it = 0; it < ntw; ++it) {
@@ -587,9 +597,31 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     constexpr int tb = 0;
     if constexpr (kCopyFirst) {
       const int ahead = cur == 0 ? Lay::kStages - 1 : cur - 1;  // slot of step it + kStages - 1
-      if (it + Lay::kStages - 1 < ntw) issue(it + Lay::kStages - 1, ahead, pnext);
-      if constexpr (!Lay::kBulk) cp_async_commit();
-      pnext = page_at(it + Lay::kStages);
+      if (Lay::kBulk && page16) {
+        // Lean path (page_size 16, bulk copies): the copies issued here are of steps >= kStages - 1,
+        // whose tokens are all past `start` (p0 >= start_al + 16 > start) and before t_end, so the
+        // window test of issue() is not needed; the next page id is one load at an index that
+        // advances TILE / 16 entries per step; the pool bases stay whole 64-bit values, so the
+        // addresses are two wide multiply-adds in uniform registers. ncu of the generic path
+        // (run s7-1): ~89 of 356 instructions per step were the wait, the copy issue and the next
+        // page id; here ~47. H200 run s7-2 (A/B, b16 x 64k, two passes): 4-bit d128 312.9 -> 292.2
+        // us, 3-bit 358.0 -> 330.6, 2-bit 319.7 -> 286.0, d64 4-bit 123.1 -> 108.9.
+        if (it + Lay::kStages - 1 < ntw) {
+          const unsigned pgu = __shfl_sync(0xffffffffu, pnext, 0);
+          constexpr unsigned K = 16 * Lay::cbK, V = 16 * Lay::cbV;
+          const std::uint32_t du = wst_u + ahead * Lay::wstep;
+          const auto* ksrc = reinterpret_cast<const void*>(kbase16 + std::uint64_t(pgu) * kps);
+          const auto* vsrc = reinterpret_cast<const void*>(vbase16 + std::uint64_t(pgu) * vps);
+          elect_bulk2(wbar_u + 8 * ahead, K + V + 64, du, ksrc, K + 32, du + K + 32, vsrc, V + 32);
+        }
+        // Past the warp's last step the id is never used: clamp the index instead of branching.
+        pnext = static_cast<unsigned>(__ldg(ptab16 + min(pi16, plast16)));
+        pi16 += TILE / 16;
+      } else {
+        if (it + Lay::kStages - 1 < ntw) issue(it + Lay::kStages - 1, ahead, pnext);
+        if constexpr (!Lay::kBulk) cp_async_commit();
+        pnext = page_at(it + Lay::kStages);
+      }
     }
     if (lo < n) {
       // ---- scores: S[token tb + {gid, gid+8}][head 2tig + {0,1}]
@@ -673,10 +705,32 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       const std::uint32_t pb1 = pack_h2(s_p[p_at(r0 + R2, gid)], s_p[p_at(r0 + R3, gid)]);
       CodeSpan<VSPAN> v0, v1, v2, v3;
       const std::uint8_t* vr = s_vc + (tb + r0) * Lay::rsV + VSPAN * gid;
-      v0.load(vr);
-      v1.load(vr + R1 * Lay::rsV);
-      v2.load(vr + R2 * Lay::rsV);
-      v3.load(vr + R3 * Lay::rsV);
+      if constexpr (Lay::kBulk && VSPAN == 8 && Lay::rsV == 64) {
+        // Dense 64-byte rows: a 64-bit load's half-warp (gid 0..3, rows tig + 4k) would hit the
+        // same 8 banks in rows tig and tig + 2 (2-way conflict). Two 32-bit loads per row instead,
+        // lanes tig 2, 3 taking their second word first, cover 32 distinct banks per load; the
+        // words are then put back in order (H200 run s7-2, b16 x 64k, 4-bit d128: 291.4 / 293.1 ->
+        // 290.6 / 291.8 us in two passes; 8 of the step's ~103 shared wavefronts were excess).
+        const bool sw = (tig & 2) != 0;
+        const std::uint8_t* vfirst = vr + (sw ? 4 : 0);
+        const std::uint8_t* vsecond = vr + (sw ? 0 : 4);
+        auto ld = [&](CodeSpan<VSPAN>& v, int off) {
+          const std::uint32_t x = *reinterpret_cast<const std::uint32_t*>(vfirst + off);
+          const std::uint32_t y = *reinterpret_cast<const std::uint32_t*>(vsecond + off);
+          v.w[0] = sw ? y : x;
+          v.w[1] = sw ? x : y;
+          v.w[2] = 0;
+        };
+        ld(v0, 0);
+        ld(v1, R1 * Lay::rsV);
+        ld(v2, R2 * Lay::rsV);
+        ld(v3, R3 * Lay::rsV);
+      } else {
+        v0.load(vr);
+        v1.load(vr + R1 * Lay::rsV);
+        v2.load(vr + R2 * Lay::rsV);
+        v3.load(vr + R3 * Lay::rsV);
+      }
       if constexpr (VB == 4) {
         // Cross-token pair indices: for a byte of two tokens' rows (dims d0, d1 of block j), the
         // index (token 2tig's code) | (token 2tig+1's code) << 4 of dim d0 (d1) is a table entry whose
