@@ -163,7 +163,33 @@ struct Plan {
   int group, nsub, hpw, nsub_block, zdim, splits;
 };
 
-Plan make_plan(const DecodeArgs& a, int blocks_per_sm = 2) {
+/// Setup of a block (tables, query rotation, pipeline fill, merge) in units of one tile step, for the
+/// split-count model below: the batch-1 times of the fp16 kernel (d128, 4 KB to 128K tokens, one
+/// wave) fit ~19 us + ~1.2 us per tile step, of which launch and combine are ~8 us.
+constexpr int kSetupTiles = 8;
+
+/// Split count for a kernel with `blocks_per_sm` resident blocks and `tile` tokens per block step:
+/// the s in 1 .. min(256, eff / (2 kTile)) minimising waves(s) * (tiles per split + kSetupTiles),
+/// waves(s) = ceil(base * s / (blocks_per_sm * SMs)) (the first such s). One full wave when the
+/// blocks fit (base * s <= slots, the rule before session 7), but also more splits over several waves
+/// when the last wave of one split per block would leave SMs idle: 48 (sequence, KV head) blocks of
+/// d64 9/3 heads at batch 16 filled 96 of 132 SMs with two splits each.
+int plan_splits(const DecodeArgs& a, long long base, int blocks_per_sm, int tile) {
+  const int eff = a.window > 0 ? std::min(a.window, a.max_seq_len) : a.max_seq_len;
+  const long long slots = 1LL * std::max(1, blocks_per_sm) * num_sms();
+  const long long max_s = std::min<long long>(std::max(1, (eff + 2 * kTile - 1) / (2 * kTile)), 256);
+  long long best = 1, best_cost = -1;
+  for (long long s = 1; s <= max_s; ++s) {
+    const long long waves = (base * s + slots - 1) / slots;
+    if (best_cost >= 0 && waves * kSetupTiles >= best_cost) break;  // a lower bound of every later cost
+    const long long tiles = ((eff + s - 1) / s + tile - 1) / tile;
+    const long long cost = waves * (tiles + kSetupTiles);
+    if (best_cost < 0 || cost < best_cost) best = s, best_cost = cost;
+  }
+  return static_cast<int>(best);
+}
+
+Plan make_plan(const DecodeArgs& a, int blocks_per_sm = 2, int tile = kTile) {
   Plan p{};
   p.group = a.num_heads / a.num_kv_heads;
   p.nsub = (p.group + 3) / 4;
@@ -173,14 +199,7 @@ Plan make_plan(const DecodeArgs& a, int blocks_per_sm = 2) {
   if (a.num_splits > 0) {
     p.splits = a.num_splits;
   } else {
-    // One full wave: as many splits as fit next to the batch x KV-head blocks.
-    const int eff = a.window > 0 ? std::min(a.window, a.max_seq_len) : a.max_seq_len;
-    const long long base = 1LL * a.batch * a.num_kv_heads * p.zdim;
-    const long long slots = 1LL * std::max(1, blocks_per_sm) * num_sms();
-    long long s = slots / base;
-    const long long max_by_len = std::max(1, (eff + 2 * kTile - 1) / (2 * kTile));  // >= 2 tiles per split
-    s = std::clamp<long long>(s, 1, std::min<long long>(max_by_len, 256));
-    p.splits = static_cast<int>(s);
+    p.splits = plan_splits(a, 1LL * a.batch * a.num_kv_heads * p.zdim, blocks_per_sm, tile);
   }
   return p;
 }
@@ -288,10 +307,10 @@ void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKe
   validate(where, args);
   Plan p = make_plan(args);  // zdim = ceil(group / 8) here as well
   if (args.num_splits == 0) {
-    int occ = 0;
-    LaunchShape query{dim3(1), dim3(128), 1, &occ};
+    int occ = 0, tile = kTile;
+    LaunchShape query{dim3(1), dim3(128), 1, &occ, &tile};
     launch_any(kb, args.head_dim, vb, query, s, ka);
-    p = make_plan(args, occ);
+    p = make_plan(args, occ, tile);
   }
   fill_kernel_args(args, p, p.zdim, ka, s);
   const LaunchShape shape{dim3(p.splits, args.batch * args.num_kv_heads, p.zdim), dim3(128), 1};
@@ -304,7 +323,12 @@ void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKe
 
 std::size_t decode_workspace_bytes(const DecodeArgs& args) {
   detail::validate("cuda::decode_workspace_bytes", args, false);
-  const detail::Plan p = detail::make_plan(args, 64);  // upper bound over every instance's occupancy
+  // Upper bound over every instance's occupancy (1..64 blocks per SM) and block step (64, 128 or 256
+  // tokens): the split count of the cost model is not monotone in either.
+  detail::Plan p = detail::make_plan(args, 1);
+  if (args.num_splits == 0)
+    for (int occ = 1; occ <= 64; ++occ)
+      for (int tile : {detail::kTile, 128, 256}) p.splits = std::max(p.splits, detail::make_plan(args, occ, tile).splits);
   return std::size_t(args.batch) * args.num_heads * (p.splits * (args.head_dim + 2) + args.head_dim) * sizeof(float);
 }
 

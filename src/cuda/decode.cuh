@@ -396,6 +396,7 @@ struct LaunchShape {
   dim3 grid, block;
   int nsub_block;
   int* occupancy = nullptr;  ///< if set: store resident blocks per SM instead of launching
+  int* tile_tokens = nullptr;  ///< with occupancy, if set: tokens per block step (left alone: kTile)
 };
 
 /// The one runtime -> compile-time dispatch point of the decode kernels:

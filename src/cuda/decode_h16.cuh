@@ -867,6 +867,7 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
     static int o = -1;
     if (o < 0) TKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, kernel, 32 * NW, smem));
     *shape.occupancy = o;
+    if (shape.tile_tokens) *shape.tile_tokens = Lay::kTileT;
     return;
   }
   kernel<<<shape.grid, dim3(32 * NW), smem, stream>>>(a);
