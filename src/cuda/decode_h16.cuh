@@ -174,7 +174,14 @@ struct H16Layout {
   /// WIDE).
   static constexpr bool kWideK = KB == 3, kWideV = VB == 3;
   static constexpr int KR = kWideK ? 256 : KE, VR = kWideV ? 256 : VE;  // rows holding key / value entries
-  static constexpr int tab = (KR > VR ? KR : VR) * 256;
+  /// kQuad (2-bit keys and values): quad tables instead, one for keys at byte 0 and one for values
+  /// at kQuadV: row e (256 bytes) holds for lane L at byte 8 L the uint2 (half2(c[e0], c[e1]),
+  /// half2(c[e2], c[e3])) of the four 2-bit codes e = e0 | e1 << 2 | e2 << 4 | e3 << 6, so one 64-bit
+  /// look-up (half-warps on 16 distinct bank pairs) gives two mma A registers: a key byte is four
+  /// consecutive dims of a token (registers a0, a2), a value index byte four tokens at one dim.
+  static constexpr bool kQuad = !PROD && KB == 2 && VB == 2;
+  static constexpr int kQuadV = 256 * 256;
+  static constexpr int tab = kQuad ? 2 * kQuadV : (KR > VR ? KR : VR) * 256;
   static constexpr int qrot = kMmaHeads * D * 4;
   static constexpr int pbuf = NW * kPWarpFloats * 4;          // per warp P[16][8] (p_at)
   static constexpr int qp = qrot > pbuf ? qrot : pbuf;        // Pi q (set-up) and P (main loop) overlaid
@@ -197,6 +204,7 @@ struct H16Layout {
   static constexpr int rest = off_stage + (stages_bytes > merge ? stages_bytes : merge);
   static constexpr int bytes() { return tab + rest; }
   static_assert(wstep % 16 == 0 && off_stage % 16 == 0, "16-byte aligned warp steps");
+  static_assert(tab + rest <= kMaxBlockSmem, "block shared memory");
 };
 
 /// The 32-bit word at byte off of a pair table (shared-window address tab, warp-uniform): one LDS
@@ -206,6 +214,13 @@ struct H16Layout {
 __device__ __forceinline__ std::uint32_t lds_at(std::uint32_t tab, std::uint32_t off) {
   std::uint32_t v;
   asm("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(tab + off));
+  return v;
+}
+
+/// The 64-bit entry at byte off of a quad table (H16Layout::kQuad), as lds_at.
+__device__ __forceinline__ uint2 lds64_at(std::uint32_t tab, std::uint32_t off) {
+  uint2 v;
+  asm("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(tab + off));
   return v;
 }
 
@@ -469,6 +484,27 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   // half2(c[lo], c[hi]). Lane j < 16 of each warp holds centroid j; entries are gathered by shuffles.
   {
     constexpr int KE = Lay::KE, VE = Lay::VE, R = KE > VE ? KE : VE;
+    if constexpr (Lay::kQuad) {
+      // Quad tables: 2 x 256 rows x 32 lanes of uint2; thread i writes the 16-byte unit i (two lanes'
+      // identical entries) for i < 2 x 256 x 16 (the key table only when values share its codebook:
+      // at batch 1 the 128 KB fill cost ~1.5 us, H200 run s7-4). Centroids 0..3 by shuffles, once.
+      const float k0 = __shfl_sync(0xffffffffu, kc, 0), k1 = __shfl_sync(0xffffffffu, kc, 1);
+      const float k2 = __shfl_sync(0xffffffffu, kc, 2), k3 = __shfl_sync(0xffffffffu, kc, 3);
+      const float w0 = __shfl_sync(0xffffffffu, vc, 0), w1 = __shfl_sync(0xffffffffu, vc, 1);
+      const float w2 = __shfl_sync(0xffffffffu, vc, 2), w3 = __shfl_sync(0xffffffffu, vc, 3);
+      uint4* t4 = reinterpret_cast<uint4*>(smem);
+      const int units = share ? 256 * 16 : 2 * 256 * 16;
+      for (int i = tid; i < units; i += NT) {
+        const bool val = i >= 256 * 16;
+        const int e = (i >> 4) & 255;
+        auto c = [&](int code) {
+          const float a = val ? w0 : k0, b = val ? w1 : k1, cc = val ? w2 : k2, d = val ? w3 : k3;
+          return code == 0 ? a : code == 1 ? b : code == 2 ? cc : d;
+        };
+        const std::uint32_t x = pack_h2(c(e & 3), c((e >> 2) & 3)), y = pack_h2(c((e >> 4) & 3), c(e >> 6));
+        t4[i] = make_uint4(x, y, x, y);
+      }
+    } else
     for (int i = tid; i < R * 64; i += NT) {  // warp-uniform trip counts (R * 64 is a multiple of 64)
       const int e = i >> 6;
       const bool val = (i & 32) != 0;  // words 32..63 of a row: the value table
@@ -557,6 +593,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   (void)stab;
   const std::uint32_t tabs = static_cast<std::uint32_t>(__cvta_generic_to_shared(s_tab));
   const std::uint32_t klane = 4u * lane, vlane = klane + (share ? 0u : 128u);
+  // kQuad: this lane's byte in a quad-table row, and the value table (the key table when shared).
+  const std::uint32_t qlane = 8u * lane, tabv = tabs + (share ? 0u : static_cast<std::uint32_t>(Lay::kQuadV));
+  (void)qlane, (void)tabv;
 
   // Per-thread state: heads 2*tig, 2*tig+1; acc[j] = O^T[rows gid, gid+8 of block j][heads 2tig + {0,1}],
   // row gid <-> dim 2 * (gid * D/16 + j), row gid + 8 <-> that + 1.
@@ -633,7 +672,24 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           CodeSpan<KSPAN> k0, k1;
           k0.load(s_kc + (tb + gid) * Lay::rsK + KSPAN * tig);
           k1.load(s_kc + (tb + gid + 8) * Lay::rsK + KSPAN * tig);
-          if constexpr (KB == 2) {  // 4-bit pair fields: spread to bytes, then one PRMT per address
+          if constexpr (Lay::kQuad) {
+            // Index bytes of two rows' 4-bit pair fields: x = (k0 field 2b) | (k1 field 2b) << 4 gives
+            // (a0, a1) of kk = 4i + b (tokens gid, gid + 8 at dims 4kk + {0, 1}), y the same for
+            // fields 2b + 1 (a2, a3): one 64-bit look-up per register pair.
+            constexpr std::uint32_t m4 = 0x0F0F0F0Fu;
+#pragma unroll
+            for (int i = 0; i < (D / 16 + 3) / 4; ++i) {
+              const std::uint32_t x = (k0.w[i] & m4) | ((k1.w[i] << 4) & ~m4);
+              const std::uint32_t y = ((k0.w[i] >> 4) & m4) | (k1.w[i] & ~m4);
+#pragma unroll
+              for (int b = 0; b < 4 && 4 * i + b < D / 16; ++b) {
+                const int kk = 4 * i + b;
+                const uint2 lo = lds64_at(tabs, byte_addr(x, b, qlane)), hi = lds64_at(tabs, byte_addr(y, b, qlane));
+                const std::uint32_t af[4] = {lo.x, lo.y, hi.x, hi.y};
+                mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
+              }
+            }
+          } else if constexpr (KB == 2) {  // 4-bit pair fields: spread to bytes, then one PRMT per address
             NibbleBytes<KSPAN / 4> n0, n1;
             n0.spread(k0.w);
             n1.spread(k1.w);
@@ -765,6 +821,25 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           lo23[wq] = (v2.w[wq] & m) | ((v3.w[wq] << 2) & ~m);
           hi23[wq] = ((v2.w[wq] >> 2) & m) | (v3.w[wq] & ~m);
         }
+        if constexpr (Lay::kQuad) {
+          // Index bytes (e01 = lo01 field j | hi01 field j << 4: tokens r0, r0 + R1 at dims d0, d1 of
+          // block j) give (a0, a1) with one 64-bit look-up, e23 the same for (a2, a3).
+          constexpr std::uint32_t m4 = 0x0F0F0F0Fu;
+#pragma unroll
+          for (int wq = 0; wq < NWV; ++wq) {
+            const std::uint32_t e01 = (lo01[wq] & m4) | ((hi01[wq] << 4) & ~m4);  // even j
+            const std::uint32_t o01 = ((lo01[wq] >> 4) & m4) | (hi01[wq] & ~m4);  // odd j
+            const std::uint32_t e23 = (lo23[wq] & m4) | ((hi23[wq] << 4) & ~m4);
+            const std::uint32_t o23 = ((lo23[wq] >> 4) & m4) | (hi23[wq] & ~m4);
+#pragma unroll
+            for (int jj = 0; jj < 8 && 8 * wq + jj < D / 16; ++jj) {
+              const uint2 lo = lds64_at(tabv, byte_addr((jj & 1) ? o01 : e01, jj / 2, qlane));
+              const uint2 hi = lds64_at(tabv, byte_addr((jj & 1) ? o23 : e23, jj / 2, qlane));
+              const std::uint32_t af[4] = {lo.x, lo.y, hi.x, hi.y};
+              mma_f16(acc[8 * wq + jj], af, pb0, pb1);
+            }
+          }
+        } else {
         NibbleBytes<NWV> a0, a1, a2, a3;
         a0.spread(lo01), a1.spread(hi01), a2.spread(lo23), a3.spread(hi23);
 #pragma unroll
@@ -775,6 +850,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           af[2] = lds_at(tabs, a2.addr(j, vlane));
           af[3] = lds_at(tabs, a3.addr(j, vlane));
           mma_f16(acc[j], af, pb0, pb1);
+        }
         }
       } else {
 #pragma unroll
