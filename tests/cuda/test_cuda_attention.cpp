@@ -42,6 +42,9 @@ struct DecodeCase {
   /// for the whole split, and the tensor cores' truncating fp32 accumulation made its error grow
   /// with L (0.9e-5 to 3.1e-5 at 17,000-20,000 tokens in H200 runs s5-8, s5-9; over 2e-5 in s5-4).
   bool long_split = false;
+  /// Values with the Gaussian-limit codebook (keys keep the default Beta one): the kernels' separate
+  /// value tables (vtab_shared = 0; equal widths otherwise share one codebook object and one table).
+  bool value_gaussian = false;
 };
 
 /// Output rounding of a 16-bit io type, relative (added to the kernel's tolerance).
@@ -56,6 +59,7 @@ std::string describe(const DecodeCase& c, std::uint64_t seed) {
                   " window=" + std::to_string(c.window) + " splits=" + std::to_string(c.num_splits) +
                   " softcap=" + std::to_string(c.softcap) + " io=" + std::to_string(static_cast<int>(c.io)) + " lens=";
   for (int l : c.lens) s += std::to_string(l) + ",";
+  if (c.value_gaussian) s += " values=gaussian-codebook";
   return s + " seed=" + std::to_string(seed);
 }
 
@@ -74,6 +78,7 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   vcfg.role = Role::kValue;
   kcfg.seed = seed ^ 0x1234;
   vcfg.seed = seed ^ 0x9876;
+  if (c.value_gaussian) vcfg.codebook = CodebookKind::kGaussian;
   const auto kref = make_codec(kcfg), vref = make_codec(vcfg);
   cuda::TqMseTables ktab(kcfg), vtab(vcfg);
   const std::size_t kcb = ktab.code_bytes(), vcb = vtab.code_bytes();
@@ -214,6 +219,12 @@ TEST(CudaDecode, TqMseMatchesReference) {
       {256, 3, 2, 8, 2, 64, 0, 0, {300}, 2.0f, cuda::IoType::kF16},
       {128, 4, 3, 12, 4, 16, 0, 5, {1, 4097}, 0.0f, cuda::IoType::kBf16},
       {64, 2, 2, 9, 3, 16, 37, 0, {1000}, 30.0f, cuda::IoType::kF16},
+      // keys and values of equal width with different codebooks: separate value tables (2-bit quad
+      // tables at + 64 KB, 3/4-bit pair entries at + 128 bytes of a row)
+      {128, 2, 2, 32, 8, 16, 0, 0, {1000, 33}, 0.0f, cuda::IoType::kF32, false, true},
+      {256, 2, 2, 4, 1, 16, 0, 2, {700}, 0.0f, cuda::IoType::kF32, false, true},
+      {128, 4, 4, 32, 8, 16, 0, 0, {1000}, 0.0f, cuda::IoType::kF32, false, true},
+      {64, 3, 3, 9, 3, 16, 0, 0, {1000}, 0.0f, cuda::IoType::kF32, false, true},
   };
   // TURBOKV_CUDA_TEST_SMALL=1 (for compute-sanitizer runs) caps every length at 130 tokens.
   const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
