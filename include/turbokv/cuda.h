@@ -140,7 +140,10 @@ struct DecodeArgs {
   int max_seq_len = 0;                  ///< host-side bound on seq_lens (chooses the split count)
   float softmax_scale = 0;              ///< > 0
   int window = 0;                       ///< sliding window in tokens (0 = all)
-  int num_splits = 0;                   ///< split-K count; 0 = one full wave of the chosen kernel (<= 256)
+  /// Split-K count; 0 = chosen by a cost model (<= 256): waves of blocks x (tiles per split + a block's
+  /// set-up), so one full wave where the blocks fit, several waves where one split per block would
+  /// leave SMs idle.
+  int num_splits = 0;
   void* workspace = nullptr;            ///< device, decode_workspace_bytes(args) bytes
   /// tq_mse_decode's kernel: 0 = fp16 tensor cores (default, fastest: Pi q, centroids and softmax
   /// weights rounded to fp16, fp32 accumulation; decode_h16.cuh), 1 = CUDA cores (fp32),

@@ -20,6 +20,9 @@
 // The table is replicated per lane in 256-byte rows (entry e of lane L at byte
 // 256 e + 4 L; values with their own codebook at + 128), so a byte-wide index
 // becomes an address with one PRMT and every look-up of a warp hits 32 banks.
+// 2-bit keys and values use quad tables instead (H16Layout::kQuad): a byte of
+// four codes (two tokens x two dims) indexes an 8-byte entry that is an mma A
+// register pair, one 64-bit look-up per pair.
 // 3-bit codes (6-bit pair fields) use a 256-row table that repeats the 64 entries, so a field's
 // address is the byte at its first bit (one PRMT after a funnel shift shared by several fields).
 // Orders: each lane owns a contiguous span of every key row (its k-slots map to
@@ -177,8 +180,9 @@ struct H16Layout {
   /// kQuad (2-bit keys and values): quad tables instead, one for keys at byte 0 and one for values
   /// at kQuadV: row e (256 bytes) holds for lane L at byte 8 L the uint2 (half2(c[e0], c[e1]),
   /// half2(c[e2], c[e3])) of the four 2-bit codes e = e0 | e1 << 2 | e2 << 4 | e3 << 6, so one 64-bit
-  /// look-up (half-warps on 16 distinct bank pairs) gives two mma A registers: a key byte is four
-  /// consecutive dims of a token (registers a0, a2), a value index byte four tokens at one dim.
+  /// look-up (half-warps on 16 distinct bank pairs) gives an mma A register pair (a0, a1) or (a2, a3):
+  /// an index byte is two tokens x two dims (keys: a pair field of rows gid and gid + 8; values: the
+  /// cross-token fields of dims d0 and d1), built from two nibble fields per byte.
   static constexpr bool kQuad = !PROD && KB == 2 && VB == 2;
   static constexpr int kQuadV = 256 * 256;
   static constexpr int tab = kQuad ? 2 * kQuadV : (KR > VR ? KR : VR) * 256;
@@ -498,8 +502,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         const bool val = i >= 256 * 16;
         const int e = (i >> 4) & 255;
         auto c = [&](int code) {
-          const float a = val ? w0 : k0, b = val ? w1 : k1, cc = val ? w2 : k2, d = val ? w3 : k3;
-          return code == 0 ? a : code == 1 ? b : code == 2 ? cc : d;
+          const float c0 = val ? w0 : k0, c1 = val ? w1 : k1, c2 = val ? w2 : k2, c3 = val ? w3 : k3;
+          return code == 0 ? c0 : code == 1 ? c1 : code == 2 ? c2 : c3;
         };
         const std::uint32_t x = pack_h2(c(e & 3), c((e >> 2) & 3)), y = pack_h2(c((e >> 4) & 3), c(e >> 6));
         t4[i] = make_uint4(x, y, x, y);
@@ -682,10 +686,10 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
               const std::uint32_t x = (k0.w[i] & m4) | ((k1.w[i] << 4) & ~m4);
               const std::uint32_t y = ((k0.w[i] >> 4) & m4) | (k1.w[i] & ~m4);
 #pragma unroll
-              for (int b = 0; b < 4 && 4 * i + b < D / 16; ++b) {
-                const int kk = 4 * i + b;
-                const uint2 lo = lds64_at(tabs, byte_addr(x, b, qlane)), hi = lds64_at(tabs, byte_addr(y, b, qlane));
-                const std::uint32_t af[4] = {lo.x, lo.y, hi.x, hi.y};
+              for (int bq = 0; bq < 4 && 4 * i + bq < D / 16; ++bq) {
+                const int kk = 4 * i + bq;
+                const uint2 ra = lds64_at(tabs, byte_addr(x, bq, qlane)), rc = lds64_at(tabs, byte_addr(y, bq, qlane));
+                const std::uint32_t af[4] = {ra.x, ra.y, rc.x, rc.y};
                 mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
               }
             }
@@ -833,9 +837,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             const std::uint32_t o23 = ((lo23[wq] >> 4) & m4) | (hi23[wq] & ~m4);
 #pragma unroll
             for (int jj = 0; jj < 8 && 8 * wq + jj < D / 16; ++jj) {
-              const uint2 lo = lds64_at(tabv, byte_addr((jj & 1) ? o01 : e01, jj / 2, qlane));
-              const uint2 hi = lds64_at(tabv, byte_addr((jj & 1) ? o23 : e23, jj / 2, qlane));
-              const std::uint32_t af[4] = {lo.x, lo.y, hi.x, hi.y};
+              const uint2 ra = lds64_at(tabv, byte_addr((jj & 1) ? o01 : e01, jj / 2, qlane));
+              const uint2 rc = lds64_at(tabv, byte_addr((jj & 1) ? o23 : e23, jj / 2, qlane));
+              const std::uint32_t af[4] = {ra.x, ra.y, rc.x, rc.y};
               mma_f16(acc[8 * wq + jj], af, pb0, pb1);
             }
           }
@@ -939,6 +943,7 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
     return true;
   }();
   (void)attr_set;
+  static_assert(Lay::kTileT == 128 || Lay::kTileT == 256, "decode_workspace_bytes bounds block steps of 64, 128, 256");
   if (shape.occupancy) {
     static int o = -1;
     if (o < 0) TKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, kernel, 32 * NW, smem));
