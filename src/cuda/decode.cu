@@ -258,7 +258,7 @@ void run(const char* where, const DecodeArgs& args, int cbK, int cbV, int stages
   validate(where, args);
   Plan p = make_plan(args);
   const std::size_t smem = smem_bytes(args.head_dim, cbK, cbV, p.hpw, p.nsub_block, stages);
-  if (args.num_splits == 0) {  // size the splits to one full wave of this instance
+  if (args.num_splits == 0) {  // size the splits for this instance's occupancy (plan_splits)
     int occ = 0;
     LaunchShape query{dim3(1), dim3(kSubThreads * p.nsub_block), p.nsub_block, &occ};
     launch(p.hpw, query, smem, ka);
