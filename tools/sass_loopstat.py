@@ -26,6 +26,7 @@ for line in f.split('\n'):
     m = re.match(r'\s+/\*([0-9a-f]{4,})\*/\s+(.*?);', line)
     if m: ins.append((int(m.group(1), 16), m.group(2).strip()))
 print('total', len(ins))
+hot = len(sys.argv) > 3 and sys.argv[3].startswith('hot')
 # main loop = the backward branch spanning the most HMMAs
 best = None
 for i, (a, s) in enumerate(ins):
@@ -36,7 +37,6 @@ for i, (a, s) in enumerate(ins):
             n = sum(1 for b, x in ins if t <= b <= a and 'HMMA' in x)
             # ties: the longest span (the listing/histogram modes), or for `hot` the shortest
             # (the innermost loop: the one whose head waits for the step's data)
-            hot = len(sys.argv) > 3 and sys.argv[3].startswith('hot')
             longer = (a - t < best[2] - best[1]) if (best and hot) else (best is None or a - t > best[2] - best[1])
             if best is None or n > best[0] or (n == best[0] and longer): best = (n, t, a)
 n, lo, hi = best
@@ -44,7 +44,7 @@ body = [(a, s) for a, s in ins if lo <= a <= hi]
 print('loop %x..%x: %d instructions, %d HMMA' % (lo, hi, len(body), n))
 ops = collections.Counter(re.sub(r'^@!?U?P\w+ ', '', s).split()[0].split('.')[0] for a, s in body)
 print(' '.join('%s:%d' % kv for kv in ops.most_common(40)))
-if len(sys.argv) > 3 and sys.argv[3].startswith('hot'):
+if hot:
     arg = sys.argv[3]
     if '=' not in arg:
         for a, s in body:

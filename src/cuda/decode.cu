@@ -164,8 +164,10 @@ struct Plan {
 };
 
 /// Setup of a block (tables, query rotation, pipeline fill, merge) in units of one tile step, for the
-/// split-count model below: the batch-1 times of the fp16 kernel (d128, 4 KB to 128K tokens, one
-/// wave) fit ~19 us + ~1.2 us per tile step, of which launch and combine are ~8 us.
+/// split-count model below: the batch-1 times of the fp16 kernel (d128, 4K to 128K tokens, one
+/// wave; H200 run s6-10) fit ~19 us + ~1.2 us per tile step; the ~19 us include the launch and the
+/// combine kernel (5.3 us in ncu run s4-2), so a block's own set-up is taken as ~8 tile steps (an
+/// estimate, not a measurement).
 constexpr int kSetupTiles = 8;
 
 /// Split count for a kernel with `blocks_per_sm` resident blocks and `tile` tokens per block step:

@@ -414,6 +414,20 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     __syncwarp();
   }
+  // kBulk with page_size 16: a step is a whole page, whose codes and norms of a pool are one range:
+  // two bulk copies onto slot sl's mbarrier. The pools' bases of this KV head are opaque 64-bit
+  // values (keeps the compiler from splitting them into pool + g * stride and re-adding the parts at
+  // every step of the main loop); pgu: the page id, warp-uniform.
+  std::uint64_t kbase16, vbase16;
+  asm("mov.b64 %0, %1;" : "=l"(kbase16) : "l"(reinterpret_cast<std::uint64_t>(kpool_g)));
+  asm("mov.b64 %0, %1;" : "=l"(vbase16) : "l"(reinterpret_cast<std::uint64_t>(vpool_g)));
+  auto copy_page16 = [&](int sl, unsigned pgu) {
+    constexpr unsigned K = 16 * Lay::cbK, V = 16 * Lay::cbV;
+    const std::uint32_t du = wst_u + sl * Lay::wstep;
+    const auto* ksrc = reinterpret_cast<const void*>(kbase16 + std::uint64_t(pgu) * kps);
+    const auto* vsrc = reinterpret_cast<const void*>(vbase16 + std::uint64_t(pgu) * vps);
+    elect_bulk2(wbar_u + 8 * sl, K + V + 64, du, ksrc, K + 32, du + K + 32, vsrc, V + 32);
+  };
   auto issue = [&](int it, int sl, unsigned page) {
     std::uint8_t* sp = wst + sl * Lay::wstep;
     const int p0 = wbeg + TILE * it, n = min(16, t_end - p0), lo = max(start - p0, 0);
@@ -433,8 +447,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         const std::uint32_t baru = wbar_u + 8 * sl, du = wst_u + sl * Lay::wstep;
         if (lou >= nu) {
           elect_arrive(baru);  // no token of the window: complete the phase, copy nothing
-        } else if (page16) {  // the step is the whole page: codes and norms of a pool are one range
-          elect_bulk2(baru, K + V + 64, du, kb, K + 32, du + K + 32, vb, V + 32);
+        } else if (page16) {
+          copy_page16(sl, pgu);
         } else {
           const unsigned pmask = (1u << a.page_shift) - 1u, slot = static_cast<unsigned>(p0u) & pmask;
           elect_bulk2(baru, K + V + 64, du, kb + slot * Lay::cbK, K, du + K + 32, vb + slot * Lay::cbV, V);
@@ -609,15 +623,10 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   for (int j = 0; j < D / 16; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
   constexpr bool kCopyFirst = !PROD;
-  // page16 && kBulk: the page-table index of step it + kStages, clamped to the warp's last step;
-  // the pools' bases of this KV head as opaque 64-bit values (keeps the compiler from splitting
-  // them into pool + g * stride again at every step).
+  // page16 && kBulk: the page-table index of step it + kStages, clamped to the warp's last step.
   int pi16 = (wbeg + TILE * Lay::kStages) >> 4;
   const int plast16 = (wbeg + TILE * max(ntw - 1, 0)) >> 4;
-  std::uint64_t kbase16, vbase16;
   const std::int32_t* ptab16;
-  asm("mov.b64 %0, %1;" : "=l"(kbase16) : "l"(reinterpret_cast<std::uint64_t>(kpool_g)));
-  asm("mov.b64 %0, %1;" : "=l"(vbase16) : "l"(reinterpret_cast<std::uint64_t>(vpool_g)));
   asm("mov.b64 %0, %1;" : "=l"(ptab16) : "l"(ptab));
   int cur = 0;               // stage slot of step it (= it % kStages)
   std::uint32_t phase = 0;   // kBulk: parity of slot cur's current use (= (it / kStages) & 1)
@@ -649,14 +658,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         // (run s7-1): ~89 of 356 instructions per step were the wait, the copy issue and the next
         // page id; here ~47. H200 run s7-2 (A/B, b16 x 64k, two passes): 4-bit d128 312.9 -> 292.2
         // us, 3-bit 358.0 -> 330.6, 2-bit 319.7 -> 286.0, d64 4-bit 123.1 -> 108.9.
-        if (it + Lay::kStages - 1 < ntw) {
-          const unsigned pgu = __shfl_sync(0xffffffffu, pnext, 0);
-          constexpr unsigned K = 16 * Lay::cbK, V = 16 * Lay::cbV;
-          const std::uint32_t du = wst_u + ahead * Lay::wstep;
-          const auto* ksrc = reinterpret_cast<const void*>(kbase16 + std::uint64_t(pgu) * kps);
-          const auto* vsrc = reinterpret_cast<const void*>(vbase16 + std::uint64_t(pgu) * vps);
-          elect_bulk2(wbar_u + 8 * ahead, K + V + 64, du, ksrc, K + 32, du + K + 32, vsrc, V + 32);
-        }
+        if (it + Lay::kStages - 1 < ntw) copy_page16(ahead, __shfl_sync(0xffffffffu, pnext, 0));
         // Past the warp's last step the id is never used: clamp the index instead of branching.
         pnext = static_cast<unsigned>(__ldg(ptab16 + min(pi16, plast16)));
         pi16 += TILE / 16;
