@@ -5,7 +5,8 @@ Usage: python3 tools/sass_loopstat.py FILE.sass NAME_SUBSTRING [x | hot[=ADDR,AD
   FILE.sass: `cuobjdump -sass` output of a cubin, e.g.
     nvcc -O3 -std=c++20 -Iinclude -Isrc -arch=sm_90 -cubin -o k4.cubin src/cuda/decode_h16_k4.cu
     cuobjdump -sass k4.cubin > k4.sass
-  (cuobjdump is not in the CUDA image here: `pip download nvidia-cuda-cuobjdump` and unzip it.)
+  (cuobjdump is not in the CUDA image here: `pip download nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`,
+  unzip both and put their nvidia/cu13/bin on PATH: cuobjdump -sass runs nvdisasm.)
   NAME_SUBSTRING: part of the mangled kernel name, e.g. ILi128ELi4ELi4ELi8ELb0.
 The main loop is the backward branch spanning the most HMMA instructions; prints its
 instruction count and opcode histogram, and with a third argument the loop's listing.
