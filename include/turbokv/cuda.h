@@ -159,7 +159,8 @@ std::size_t decode_workspace_bytes(const DecodeArgs& args);
  * Split-K flash-decoding attention on paged TurboQuant-MSE keys and values.
  * q is rotated once per block (Pi q); logit_t = scale * norm_t * <Pi q, c[code_t]>;
  * values accumulate in the rotated domain, the split partials merge by
- * log-sum-exp and the result is rotated back once (Pi^T). Any GQA ratio; all
+ * log-sum-exp and the result is rotated back once (Pi^T; with one split the
+ * fp16 kernel does this itself, otherwise a second kernel). Any GQA ratio; all
  * query heads of a KV group (up to 8 in one block) share each loaded tile.
  * kcodec/vcodec: the key and value codecs (same head_dim); kpool/vpool: their pools.
  */

@@ -1,5 +1,6 @@
 // Host side of decode attention: validation, split choice, workspace, launch of
-// the split kernel (decode.cuh) and of the log-sum-exp merge + inverse rotation.
+// the split kernel (decode.cuh) and of the log-sum-exp merge + inverse rotation (not with one split
+// on the fp16 tensor-core kernel, whose FUSE instance finishes the rows itself).
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -304,8 +305,10 @@ void launch_h16p_any(int kmb, int d, int vb, const LaunchShape& shape, cudaStrea
 using LaunchAny = void (*)(int, int, int, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 
 /// Tensor-core paths (fp16 or 3xTF32): up to 8 query heads per block (grid z = ceil(group / 8)).
+/// fuse: the kernel (decode_h16.cuh) can finish the rows itself when there is one split
+/// (DecodeKernelArgs::fuse_out): no combine kernel then.
 void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKernelArgs& ka, const float* vsigns,
-             float vscale, cudaStream_t s, LaunchAny launch_any) {
+             float vscale, cudaStream_t s, LaunchAny launch_any, bool fuse) {
   validate(where, args);
   Plan p = make_plan(args);  // zdim = ceil(group / 8) here as well
   if (args.num_splits == 0) {
@@ -316,8 +319,15 @@ void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKe
   }
   fill_kernel_args(args, p, p.zdim, ka, s);
   const LaunchShape shape{dim3(p.splits, args.batch * args.num_kv_heads, p.zdim), dim3(128), 1};
+  // One split: the decode kernel's FUSE instance finishes the rows (H200 run s8-2, b16 x 64k d128,
+  // two passes: 4-bit 298.3 -> 295.5 us, 2-bit 252.1 -> 250.5, 3-bit unchanged; docs/CUDA_NOTES.md).
+  ka.fuse_out = fuse && p.splits == 1 ? 1 : 0;
+  ka.out = args.out;
+  ka.io = args.io == IoType::kF32 ? 0 : args.io == IoType::kF16 ? 1 : 2;
+  ka.vsigns = vsigns;
+  ka.vscale = vscale;
   launch_any(kb, args.head_dim, vb, shape, s, ka);
-  launch_combine(args, ka, p.splits, vsigns, vscale, s);
+  if (!ka.fuse_out) launch_combine(args, ka, p.splits, vsigns, vscale, s);
 }
 
 }  // namespace
@@ -382,7 +392,7 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
             "must be 0 (fp16 tensor cores), 1 (CUDA cores) or 2 (3xTF32 tensor cores)");
   if (args.kernel != 1) {
     detail::run_mma(where, args, kb, vb, ka, vc.signs(), vc.hadamard_scale(), s,
-                    args.kernel == 0 ? detail::launch_h16_any : detail::launch_mma_any);
+                    args.kernel == 0 ? detail::launch_h16_any : detail::launch_mma_any, args.kernel == 0);
     return;
   }
   auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {
@@ -422,7 +432,7 @@ void tq_prod_paged_decode(const QjlTables& kc, const TqMseTables& vc, PagedPool 
   ka.sketch = kc.sketch_t();
   ka.kappa = static_cast<float>(kc.kappa());
   detail::run_mma(where, args, kc.mse_bits(), vc.bits(), ka, vc.signs(), vc.hadamard_scale(), detail::stream_of(stream),
-                  detail::launch_h16p_any);
+                  detail::launch_h16p_any, true);
 }
 
 void fp16_decode(const std::uint16_t* k, const std::uint16_t* v, int capacity, const DecodeArgs& args,

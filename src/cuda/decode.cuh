@@ -11,6 +11,7 @@
 // cp.async (16-byte chunks; 8 for 64-dim odd widths), double-buffered.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <map>
@@ -48,6 +49,13 @@ struct DecodeKernelArgs {
   float softcap_inv;  // 1 / softcap_l2
   const float* sketch;  // TurboQuant-Prod keys: the QJL sketch transposed, S^T, device [head_dim][m] (m = head_dim)
   float kappa;          // its unbiasing constant
+  // fp16 tensor-core kernel with one split (decode_h16.cuh, FUSE): the block writes the output itself
+  // (inverse value rotation vsigns, vscale; out of type io: 0 fp32, 1 fp16, 2 bf16), no combine kernel.
+  int fuse_out;
+  void* out;
+  int io;
+  const float* vsigns;
+  float vscale;
 };
 
 /// Logit soft-capping on a log2-scaled logit x = log2(e) * l: log2(e) * c * tanh(l / c).

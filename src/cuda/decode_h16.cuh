@@ -326,7 +326,39 @@ __device__ __forceinline__ void warp_copy(std::uint8_t* s_codes, std::uint8_t* s
 }
 
 /// a.vtab_shared != 0: keys and values use the same codebook (one table).
-template <int D, int KB, int VB, int NW, bool PROD = false>
+/// decode_h16_kernel's FUSE epilogue: y [heads][D] (shared) holds the block's rows' results; the
+/// inverse value rotation Pi^T = D H / sqrt(d) of each row, the same butterflies in the same order
+/// as combine_kernel (bit-identical results), then out[row0 + h][d] in type io (0 fp32, 1 fp16,
+/// 2 bf16). Not inlined: inlined, it changed the register allocation of the kernel's main loop
+/// (SASS walk of the 4-bit d128 step 325 -> 331 instructions).
+template <int D, int NT>
+__device__ __noinline__ void fused_epilogue(float* y, int heads, void* out, int io, std::size_t row0,
+                                            const float* __restrict__ vsigns, float vscale) {
+  const int tid = threadIdx.x;
+#pragma unroll 1
+  for (int hs = 1; hs < D; hs <<= 1) {
+    __syncthreads();
+    for (int p = tid; p < heads * (D / 2); p += NT) {
+      const int h = p / (D / 2), q = p % (D / 2), j = h * D + (q / hs) * 2 * hs + q % hs;
+      const float u = y[j], v = y[j + hs];
+      y[j] = u + v;
+      y[j + hs] = u - v;
+    }
+  }
+  __syncthreads();
+  for (int idx = tid; idx < heads * D; idx += NT) {
+    const float v = y[idx] * (vscale * __ldg(vsigns + idx % D));
+    if (io == 0) static_cast<float*>(out)[row0 * D + idx] = v;
+    else if (io == 1) static_cast<__half*>(out)[row0 * D + idx] = __float2half_rn(v);
+    else static_cast<__nv_bfloat16*>(out)[row0 * D + idx] = __float2bfloat16_rn(v);
+  }
+}
+
+template <int D, int KB, int VB, int NW, bool PROD = false, bool FUSE = false>
+/// FUSE: one split (DecodeKernelArgs::fuse_out); the block finishes its rows itself (inverse value
+/// rotation, output in its type: fused_epilogue) and no combine kernel runs. A template flag, not a
+/// runtime branch: with the branch the split instances measured 1.5-2.5% slower (H200 run s8-1),
+/// while the FUSE = false instances are now the SASS of the kernel before (docs/CUDA_NOTES.md).
 __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKernelArgs a) {
   using Lay = H16Layout<D, KB, VB, NW, PROD>;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;
@@ -923,6 +955,10 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       sum += fw * s_acc[(w * kMmaHeads + h) * D + d];
       lsum += fw * s_ml[(w * kMmaHeads + h) * 2 + 1];
     }
+    if constexpr (FUSE) {  // the row's result (combine_kernel's y = acc / l with one split)
+      s_qrot[idx] = sum / lsum;
+      continue;
+    }
     const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg;
     a.ws_acc[(bh * a.num_splits + split) * D + d] = sum;
     if (d == 0) {
@@ -930,18 +966,26 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       a.ws_ml[(bh * a.num_splits + split) * 2 + 1] = lsum;
     }
   }
+  if constexpr (FUSE) {
+    const int heads = min(kMmaHeads, a.group - static_cast<int>(blockIdx.z) * kMmaHeads);
+    const std::size_t row0 = static_cast<std::size_t>(b) * a.num_heads + g * a.group + blockIdx.z * kMmaHeads;
+    fused_epilogue<D, NT>(s_qrot, heads, a.out, a.io, row0, a.vsigns, a.vscale);
+  }
 }
 
-/// Launch (or occupancy query) of decode_h16_kernel<D, KB, VB>; grid z = ceil(group / 8).
+/// Launch (or occupancy query) of decode_h16_kernel<D, KB, VB>; grid z = ceil(group / 8); the FUSE
+/// instance when a.fuse_out (one split).
 template <int D, int KB, int VB, int NW, bool PROD = false>
 void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
   auto kernel = decode_h16_kernel<D, KB, VB, NW, PROD>;
+  auto fused = decode_h16_kernel<D, KB, VB, NW, PROD, true>;
   using Lay = H16Layout<D, KB, VB, NW, PROD>;
   const int smem = Lay::bytes();
   // Driver calls once per instance (and device: the process uses one), not per launch: at batch 1
   // the decode itself takes tens of microseconds.
   static const bool attr_set = [&] {
     TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    TKV_CUDA_CHECK(cudaFuncSetAttribute(fused, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     return true;
   }();
   (void)attr_set;
@@ -953,7 +997,8 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
     if (shape.tile_tokens) *shape.tile_tokens = Lay::kTileT;
     return;
   }
-  kernel<<<shape.grid, dim3(32 * NW), smem, stream>>>(a);
+  if (a.fuse_out) fused<<<shape.grid, dim3(32 * NW), smem, stream>>>(a);
+  else kernel<<<shape.grid, dim3(32 * NW), smem, stream>>>(a);
   TKV_CHECK_LAUNCH();
 }
 

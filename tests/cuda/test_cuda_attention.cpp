@@ -228,6 +228,14 @@ TEST(CudaDecode, TqMseMatchesReference) {
       // (at 2 bits the two codebooks differ by ~0.35% at d128 and ~0.7% at d64: a value table read
       // through the key table would still pass the fp16 kernel's bound at d128, not at d64)
       {64, 2, 2, 9, 3, 16, 0, 0, {1000, 17}, 0.0f, cuda::IoType::kF32, false, true},
+      // one split: the fp16 kernel's FUSE instance writes the output itself (inverse rotation in the
+      // block, no combine kernel), for every output type and for groups of more than 8 query heads
+      // (grid z = 2; the second block of a group holds 4 or 8 heads), soft-capping, page 8
+      {128, 4, 3, 12, 4, 16, 0, 1, {1, 4097}, 0.0f, cuda::IoType::kF16},
+      {64, 2, 2, 24, 2, 16, 0, 1, {300, 1}, 0.0f, cuda::IoType::kBf16},
+      {256, 2, 4, 16, 1, 64, 100, 1, {700}},
+      {128, 4, 4, 32, 8, 8, 0, 1, {1000, 17}, 3.0f},
+      {128, 3, 3, 32, 8, 16, 0, 1, {2000, 5}, 0.0f, cuda::IoType::kF32, false, true},
   };
   // TURBOKV_CUDA_TEST_SMALL=1 (for compute-sanitizer runs) caps every length at 130 tokens.
   const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
@@ -244,10 +252,11 @@ TEST(CudaDecode, TqMseMatchesReference) {
 /// TurboQuant-Prod keys (bits kb: (kb-1)-bit MSE + 1-bit QJL, m = d) with TurboQuant-MSE values,
 /// paged, through the fp16 tensor-core kernel (tq_prod_paged_decode), against attention_compressed.
 double run_prod_case(int d, int kb, int vb, int nh, int kvh, int page_size, std::vector<int> lens, int window,
-                     bool orthogonal, std::uint64_t seed) {
+                     bool orthogonal, std::uint64_t seed, int splits = 0) {
   SCOPED_TRACE("prod d=" + std::to_string(d) + " kb=" + std::to_string(kb) + " vb=" + std::to_string(vb) +
                " heads=" + std::to_string(nh) + "/" + std::to_string(kvh) + " page=" + std::to_string(page_size) +
-               " window=" + std::to_string(window) + " orth=" + std::to_string(orthogonal) + " seed=" + std::to_string(seed));
+               " window=" + std::to_string(window) + " orth=" + std::to_string(orthogonal) + " splits=" + std::to_string(splits) +
+               " seed=" + std::to_string(seed));
   const int batch = static_cast<int>(lens.size());
   const int max_len = *std::max_element(lens.begin(), lens.end());
   const int max_pages = (max_len + page_size - 1) / page_size;
@@ -303,6 +312,7 @@ double run_prod_case(int d, int kb, int vb, int nh, int kvh, int page_size, std:
   a.q = dq.p, a.out = dout.p, a.seq_lens = dlens.p, a.max_seq_len = max_len;
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
   a.window = window;
+  a.num_splits = splits;
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   cuda::tq_prod_paged_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, page_size}, a, nullptr);
@@ -350,6 +360,9 @@ TEST(CudaDecode, TqProdKeysMatchReference) {
   worst = std::max(worst, run_prod_case(64, 4, 1, 40, 8, 16, L({999}), 0, false, seed + 5));
   worst = std::max(worst, run_prod_case(128, 2, 3, 16, 4, 256, L({1000, 3000}), 700, false, seed + 6));
   worst = std::max(worst, run_prod_case(128, 4, 4, 8, 2, 8, L({777}), 0, false, seed + 7));
+  // one split: the kernel's FUSE instance (no combine kernel), groups of 4 and 12 heads
+  worst = std::max(worst, run_prod_case(128, 4, 4, 32, 8, 16, L({1000, 3}), 0, false, seed + 8, 1));
+  worst = std::max(worst, run_prod_case(64, 3, 2, 24, 2, 16, L({500}), 60, false, seed + 9, 1));
   std::printf("tq-prod keys (fp16 tensor cores): worst relative error vs fp64 %.3g\n", worst);
 }
 
