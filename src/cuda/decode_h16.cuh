@@ -325,7 +325,6 @@ __device__ __forceinline__ void warp_copy(std::uint8_t* s_codes, std::uint8_t* s
   }
 }
 
-/// a.vtab_shared != 0: keys and values use the same codebook (one table).
 /// decode_h16_kernel's FUSE epilogue: y [heads][D] (shared) holds the block's rows' results; the
 /// inverse value rotation Pi^T = D H / sqrt(d) of each row, the same butterflies in the same order
 /// as combine_kernel (bit-identical results), then out[row0 + h][d] in type io (0 fp32, 1 fp16,
@@ -354,11 +353,12 @@ __device__ __noinline__ void fused_epilogue(float* y, int heads, void* out, int 
   }
 }
 
-template <int D, int KB, int VB, int NW, bool PROD = false, bool FUSE = false>
+/// a.vtab_shared != 0: keys and values use the same codebook (one table).
 /// FUSE: one split (DecodeKernelArgs::fuse_out); the block finishes its rows itself (inverse value
 /// rotation, output in its type: fused_epilogue) and no combine kernel runs. A template flag, not a
 /// runtime branch: with the branch the split instances measured 1.5-2.5% slower (H200 run s8-1),
 /// while the FUSE = false instances are now the SASS of the kernel before (docs/CUDA_NOTES.md).
+template <int D, int KB, int VB, int NW, bool PROD = false, bool FUSE = false>
 __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKernelArgs a) {
   using Lay = H16Layout<D, KB, VB, NW, PROD>;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;

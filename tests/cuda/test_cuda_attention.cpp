@@ -229,8 +229,9 @@ TEST(CudaDecode, TqMseMatchesReference) {
       // through the key table would still pass the fp16 kernel's bound at d128, not at d64)
       {64, 2, 2, 9, 3, 16, 0, 0, {1000, 17}, 0.0f, cuda::IoType::kF32, false, true},
       // one split: the fp16 kernel's FUSE instance writes the output itself (inverse rotation in the
-      // block, no combine kernel), for every output type and for groups of more than 8 query heads
-      // (grid z = 2; the second block of a group holds 4 or 8 heads), soft-capping, page 8
+      // block, no combine kernel): fp16 output (group 3), bf16 output with a group of 12 and fp32 with
+      // a group of 16 (grid z = 2; the second block of a group holds 4 or 8 heads), soft-capping,
+      // page 8, a separate value codebook (the older one-split cases above take this path too)
       {128, 4, 3, 12, 4, 16, 0, 1, {1, 4097}, 0.0f, cuda::IoType::kF16},
       {64, 2, 2, 24, 2, 16, 0, 1, {300, 1}, 0.0f, cuda::IoType::kBf16},
       {256, 2, 4, 16, 1, 64, 100, 1, {700}},
