@@ -35,6 +35,7 @@
 #pragma once
 
 #include "decode_mma.cuh"
+#include "splitk.cuh"
 
 namespace turbokv::cuda::detail {
 
@@ -326,27 +327,16 @@ __device__ __forceinline__ void warp_copy(std::uint8_t* s_codes, std::uint8_t* s
 }
 
 /// decode_h16_kernel's FUSE epilogue: y [heads][D] (shared) holds the block's rows' results; the
-/// inverse value rotation Pi^T = D H / sqrt(d) of each row, the same butterflies in the same order
-/// as combine_kernel (bit-identical results), then out[row0 + h][d] in type io (0 fp32, 1 fp16,
-/// 2 bf16). Not inlined: inlined, it changed the register allocation of the kernel's main loop
-/// (SASS walk of the 4-bit d128 step 325 -> 331 instructions).
+/// inverse value rotation Pi^T = D H / sqrt(d) of each row (splitk::rotate_shared: the butterflies
+/// of combine_kernel in the same order, so the results are bit-identical), then out[row0 + h][d] in
+/// type io (0 fp32, 1 fp16, 2 bf16). Not inlined: inlined, it changed the register allocation of the
+/// kernel's main loop (SASS walk of the 4-bit d128 step 325 -> 331 instructions).
 template <int D, int NT>
 __device__ __noinline__ void fused_epilogue(float* y, int heads, void* out, int io, std::size_t row0,
                                             const float* __restrict__ vsigns, float vscale) {
-  const int tid = threadIdx.x;
-#pragma unroll 1
-  for (int hs = 1; hs < D; hs <<= 1) {
-    __syncthreads();
-    for (int p = tid; p < heads * (D / 2); p += NT) {
-      const int h = p / (D / 2), q = p % (D / 2), j = h * D + (q / hs) * 2 * hs + q % hs;
-      const float u = y[j], v = y[j + hs];
-      y[j] = u + v;
-      y[j + hs] = u - v;
-    }
-  }
-  __syncthreads();
-  for (int idx = tid; idx < heads * D; idx += NT) {
-    const float v = y[idx] * (vscale * __ldg(vsigns + idx % D));
+  for (int h = 0; h < heads; ++h) splitk::rotate_shared(y + h * D, D, vsigns, vscale, true);
+  for (int idx = threadIdx.x; idx < heads * D; idx += NT) {
+    const float v = y[idx];
     if (io == 0) static_cast<float*>(out)[row0 * D + idx] = v;
     else if (io == 1) static_cast<__half*>(out)[row0 * D + idx] = __float2half_rn(v);
     else static_cast<__nv_bfloat16*>(out)[row0 * D + idx] = __float2bfloat16_rn(v);
