@@ -112,8 +112,9 @@ __device__ __forceinline__ void widen_raw(const RawX<XT>& r, float* x) {
 // v3. T = D/16 threads per vector (group); thread t of a group.
 //  1. Load: thread t holds the 16 consecutive elements [16t, 16t + 16); the group's
 //     next vector is prefetched (raw 16-byte loads).
-//  2. x goes to the group's x row (element i at float 20 (i / 16) + i % 16,
-//     row stride RX = 20T + 8 floats) for the sum of squares.
+//  2. x_i * x_i (rounded, as the reference's chain multiply) goes to the group's x
+//     row (element i at float 20 (i / 16) + i % 16, row stride RX = 20T + 8 floats)
+//     for the sum of squares.
 //  3. y = x * sign; FWHT stages h = 1, 2, 4, 8 in registers (pairs inside a block
 //     of 16 elements).
 //  4. Transpose through the group's y row (block j = elements [16j, 16j + 16) at
@@ -125,7 +126,7 @@ __device__ __forceinline__ void widen_raw(const RawX<XT>& r, float* x) {
 //     at the same (t, q): both are in this thread's z, so these stages run in
 //     registers. Same butterflies, same stage order, same (a + b, a - b) as the
 //     reference.
-//  6. Sum of squares from the x row (8 interleaved lanes k = i % 8 over ascending i,
+//  6. Sum of squares from the x row's squares (8 interleaved lanes k = i % 8 over ascending i,
 //     then the fixed tree by an xor-butterfly: both partners compute the same sum).
 //  7. Quantize in the transposed layout (same ops per element), the code of element
 //     i as one byte at byte 64 + 80 (i / 16) + i % 16 of the group's x row: the
@@ -155,7 +156,11 @@ __device__ __forceinline__ void widen_raw(const RawX<XT>& r, float* x) {
 // STS.128 and sum-of-squares reads, and 2-way code writes/reads (8 groups per
 // warp at 96g mod 128).
 // Cell table: two 32-word arrays (base, first), two conflict-free LDS.32 per
-// element. One 8-byte entry per cell (one LDS.64) was 3% slower at 4 bits on the
+// element; at T = 4 base comes from a popcount of the cells' occupancy mask
+// instead (one LDS per element fewer where L1 is the limit; H200 run s9-1, A/B:
+// d64 3/4-bit +2%, but d128/d256 3/4-bit -4 to -5% where the issue slots are).
+// Squares stored by their owner (s9-2, A/B, b16/b64 x 64k): +1 to +3% at every
+// head_dim (threads t and t + 8 no longer both square a chain at T = 16). One 8-byte entry per cell (one LDS.64) was 3% slower at 4 bits on the
 // H200 (run s5-6): 32 such entries span 256 bytes, so lanes of a half-warp on
 // cells c and c + 16 conflict; so was v3 without the input prefetch (48
 // registers, 5 blocks per SM).
@@ -175,6 +180,7 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   __shared__ float s_bnd[16];
   __shared__ int s_base[kCells];  // the cell table: two 32-word arrays (see cell_of)
   __shared__ float s_first[kCells];
+  __shared__ unsigned s_occ;      // bit c: cell c holds a boundary (T = 4 uses it instead of s_base)
   __shared__ int s_ok;
   // Byte k of word m of s_sign[t]: top byte of the sign of element 16t + 4m + k
   // (see sign_of); one LDS.128 per vector instead of 4 registers held.
@@ -203,10 +209,15 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
     s_base[c] = base;
     s_first[c] = s_bnd[base];
     const bool ok = __all_sync(0xffffffffu, same <= 1);
-    if (c == 0) s_ok = ok ? 1 : 0;
+    const unsigned occ = __ballot_sync(0xffffffffu, same != 0);
+    if (c == 0) s_ok = ok ? 1 : 0, s_occ = occ;
   }
   __syncthreads();
   const bool use_table = kTable && s_ok != 0;
+  // base[c] = #boundaries in cells below c = popc(occ & ((1 << c) - 1)) when no cell holds two
+  // (the table path's condition): three ALU instructions instead of a shared-memory look-up (used
+  // at T = 4 only: H200 run s9-1 measured d64 3/4-bit +2% with it, d128/d256 3/4-bit -4% to -5%).
+  const unsigned occ = kTable ? s_occ : 0u;
   const int grp = threadIdx.x / T, t = threadIdx.x % T;
   const int lane = threadIdx.x % 32;
   const unsigned gmask = ((1u << T) - 1u) << (lane & ~(T - 1));
@@ -230,11 +241,14 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
       float x[16];
       widen_raw<XT>(xn, x);
       if (v + step < a.total) load_raw<D, XT>(a, v + step, t, xn);
-      // Element i of x at xrow[20 * (i / 16) + i % 16].
+      // The square of element i (rounded: __fmul_rn, as the chain's own multiply would be) at
+      // xrow[20 * (i / 16) + i % 16]: squared once by its owner, not by every chain reader
+      // (threads t and t + 8 read the same chain at T = 16).
 #pragma unroll
       for (int q = 0; q < 4; ++q)
         *reinterpret_cast<float4*>(xrow + 20 * t + 4 * q) =
-            make_float4(x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]);
+            make_float4(__fmul_rn(x[4 * q], x[4 * q]), __fmul_rn(x[4 * q + 1], x[4 * q + 1]),
+                        __fmul_rn(x[4 * q + 2], x[4 * q + 2]), __fmul_rn(x[4 * q + 3], x[4 * q + 3]));
       float y[16];
       const uint4 sv = s_sign[t];
       const unsigned sq[4] = {sv.x, sv.y, sv.z, sv.w};
@@ -300,18 +314,15 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
         acc = 0.0f;
 #pragma unroll
         for (int m = 0; m < D / 8; ++m) {
-          const float xv = xrow[20 * (m >> 1) + 8 * (m & 1) + k];
-          acc = __fadd_rn(acc, __fmul_rn(xv, xv));
+          acc = __fadd_rn(acc, xrow[20 * (m >> 1) + 8 * (m & 1) + k]);
         }
         acc = __fadd_rn(acc, __shfl_xor_sync(gmask, acc, 4));  // a_k + a_{k+4}
       } else {
         float a0 = 0.0f, a1 = 0.0f;
 #pragma unroll
         for (int m = 0; m < D / 8; ++m) {
-          const float u = xrow[20 * (m >> 1) + 8 * (m & 1) + t];
-          const float w = xrow[20 * (m >> 1) + 8 * (m & 1) + t + 4];
-          a0 = __fadd_rn(a0, __fmul_rn(u, u));
-          a1 = __fadd_rn(a1, __fmul_rn(w, w));
+          a0 = __fadd_rn(a0, xrow[20 * (m >> 1) + 8 * (m & 1) + t]);
+          a1 = __fadd_rn(a1, xrow[20 * (m >> 1) + 8 * (m & 1) + t + 4]);
         }
         acc = __fadd_rn(a0, a1);
       }
@@ -326,7 +337,10 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
 #pragma unroll
         for (int e = 0; e < 16; ++e) {
           const int c = cell_of(z[e], invw, kofs);
-          code[e] = static_cast<unsigned>(s_base[c]) + (z[e] > s_first[c] ? 1u : 0u);
+          // T = 4 (d64, L1-bound): base from the occupancy mask; otherwise (issue-bound) the table.
+          const unsigned base = T == 4 ? static_cast<unsigned>(__popc(occ & ((1u << c) - 1u)))
+                                       : static_cast<unsigned>(s_base[c]);
+          code[e] = base + (z[e] > s_first[c] ? 1u : 0u);
         }
       } else if constexpr (kTable) {  // fallback (a cell holds two boundaries): boundaries from shared memory
 #pragma unroll

@@ -1,0 +1,332 @@
+// GPU kernels on the real KV caches of data/kv (docs/DATA.md: SmolLM2-135M,
+// head_dim 64, 9/3 heads; Gemma 3 270M, head_dim 256, 4/1 heads, sliding
+// window 512 on its local layers), against the CPU scalar reference:
+//   - append: the fp16 keys and values of every captured layer, written by
+//     cuda::tq_mse_append straight into shuffled pages, byte-identical to the
+//     reference codec's encode (codes and fp16 norms);
+//   - decode: the 64 real queries of each layer as 64 sequences of lengths
+//     query_start + 1 .. num_tokens that share one page list (prefix sharing),
+//     through all three tq_mse_decode kernels, within their named tolerances
+//     of the fp64 reference attention_compressed on the same bytes;
+//   - TurboQuant-Prod keys: tq_prod_encode on the device byte-identical to the
+//     reference, then tq_prod_paged_decode on those pages.
+// The errors against exact fp64 attention on the uncompressed cache are printed
+// (what the compression costs on real data), not asserted: turbokv eval reports
+// and the eval tests check them.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "cuda_test_util.h"
+#include "test_util.h"
+#include "turbokv/attention.h"
+#include "turbokv/codec.h"
+#include "turbokv/cuda_qjl.h"
+#include "turbokv/half.h"
+#include "turbokv/safetensors.h"
+
+namespace turbokv::test {
+namespace {
+
+/// Tolerances, relative L2 per sequence against attention_compressed (fp64): the fp32 kernels as
+/// in test_cuda_attention (kTqDecodeRelTol), the fp16 tensor-core kernel as there (kTqDecodeH16RelTol).
+constexpr double kFp32RelTol = 2e-5;
+constexpr double kH16RelTol = 3e-3;
+
+struct RealLayer {
+  std::string name;
+  int layer = 0, nh = 0, kvh = 0, d = 0, n = 0, nq = 0, qstart = 0, window = 0;
+  float scale = 0;
+  std::vector<float> k, v, q;  // [n][kvh][d], [n][kvh][d], [nq][nh][d] (fp16 values, widened)
+};
+
+std::vector<RealLayer> load_fixture(const std::string& file) {
+  const std::string path = std::string(TURBOKV_SOURCE_DIR) + "/data/kv/" + file;
+  if (!std::filesystem::exists(path)) throw std::runtime_error(path + " is part of the repository and is missing");
+  const auto f = SafetensorsFile::read(path);
+  std::vector<RealLayer> out;
+  std::stringstream ss(f.meta("layers"));
+  for (std::string tok; std::getline(ss, tok, ',');) {
+    RealLayer l;
+    l.name = f.meta("model") + " layer " + tok;
+    l.layer = std::stoi(tok);
+    l.nh = std::stoi(f.meta("num_heads"));
+    l.kvh = std::stoi(f.meta("num_kv_heads"));
+    l.d = std::stoi(f.meta("head_dim"));
+    l.qstart = std::stoi(f.meta("query_start"));
+    l.scale = std::stof(f.meta("softmax_scale"));
+    const std::string wk = "sliding_window." + tok;
+    l.window = f.metadata().count(wk) ? std::stoi(f.meta(wk)) : 0;
+    const std::string p = "layers." + tok + ".";
+    l.k = f.load_f32(p + "keys");
+    l.v = f.load_f32(p + "values");
+    l.q = f.load_f32(p + "queries");
+    l.n = static_cast<int>(f.info(p + "keys").shape.at(0));
+    l.nq = static_cast<int>(f.info(p + "queries").shape.at(0));
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+const std::vector<RealLayer>& layers() {
+  static const std::vector<RealLayer> all = [] {
+    std::vector<RealLayer> v;
+    for (const char* f : {"smollm2-135m.safetensors", "gemma3-270m.safetensors"}) {
+      auto l = load_fixture(f);
+      for (auto& x : l) v.push_back(std::move(x));
+    }
+    return v;
+  }();
+  return all;
+}
+
+/// One head's rows of a [n][kvh][d] tensor, [n][d].
+std::vector<float> head_rows(const RealLayer& l, const std::vector<float>& x, int g) {
+  std::vector<float> h(static_cast<std::size_t>(l.n) * l.d);
+  for (int t = 0; t < l.n; ++t)
+    std::memcpy(&h[static_cast<std::size_t>(t) * l.d], &x[(static_cast<std::size_t>(t) * l.kvh + g) * l.d],
+                sizeof(float) * l.d);
+  return h;
+}
+
+std::vector<std::uint16_t> to_half_bits(const std::vector<float>& x) {
+  std::vector<std::uint16_t> h(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    h[i] = float_to_half(x[i]);
+    if (half_to_float(h[i]) != x[i]) throw std::runtime_error("fixture value is not an fp16 value");
+  }
+  return h;
+}
+
+/// The reference attention of query row r (position qstart + r) on reference-encoded heads.
+std::vector<double> reference(const RealLayer& l, const std::vector<EncodedHead>& keys,
+                              const std::vector<EncodedHead>& values, int r) {
+  AttentionParams p;
+  p.softmax_scale = l.scale;
+  p.window = l.window;
+  std::vector<double> ref(static_cast<std::size_t>(l.nh) * l.d);
+  attention_compressed(keys, values, l.n, &l.q[static_cast<std::size_t>(r) * l.nh * l.d], l.nh, p, ref.data(), nullptr,
+                       static_cast<std::size_t>(l.qstart + r + 1));
+  return ref;
+}
+
+/// Exact fp64 attention of query row r on the uncompressed cache (printed only).
+std::vector<double> exact(const RealLayer& l, int r) {
+  AttentionParams p;
+  p.softmax_scale = l.scale;
+  p.window = l.window;
+  std::vector<double> ref(static_cast<std::size_t>(l.nh) * l.d);
+  attention_exact(l.k.data(), l.v.data(), static_cast<std::size_t>(l.qstart + r + 1), l.kvh, l.d,
+                  &l.q[static_cast<std::size_t>(r) * l.nh * l.d], l.nh, p, ref.data());
+  return ref;
+}
+
+/// Decode arguments for the layer's nq queries as nq sequences sharing one page list.
+cuda::DecodeArgs decode_args(const RealLayer& l, const float* dq, float* dout, const std::int32_t* dlens) {
+  cuda::DecodeArgs a;
+  a.batch = l.nq, a.num_heads = l.nh, a.num_kv_heads = l.kvh, a.head_dim = l.d;
+  a.q = dq, a.out = dout, a.io = cuda::IoType::kF32;
+  a.seq_lens = dlens, a.max_seq_len = l.n;
+  a.softmax_scale = l.scale;
+  a.window = l.window;
+  return a;
+}
+
+struct Shared {
+  int page_size, max_pages;
+  std::vector<std::int32_t> pages;  // one shuffled page list, the same row for every sequence
+  std::vector<std::int32_t> lens;   // qstart + r + 1
+};
+
+Shared shared_pages(const RealLayer& l, int page_size, std::uint64_t seed) {
+  Shared s;
+  s.page_size = page_size;
+  s.max_pages = (l.n + page_size - 1) / page_size;
+  const auto perm = permutation(static_cast<std::size_t>(s.max_pages), seed);
+  for (int r = 0; r < l.nq; ++r) {
+    s.pages.insert(s.pages.end(), perm.begin(), perm.end());
+    s.lens.push_back(l.qstart + r + 1);
+  }
+  return s;
+}
+
+void run_tq_mse(const RealLayer& l, int kbits, int vbits, int page_size, std::uint64_t seed, double worst[3]) {
+  SCOPED_TRACE(l.name + " tq-mse keys " + std::to_string(kbits) + " values " + std::to_string(vbits) + " page " +
+               std::to_string(page_size) + " seed " + std::to_string(seed));
+  CodecConfig kcfg, vcfg;
+  kcfg.head_dim = vcfg.head_dim = l.d;
+  kcfg.bits = kbits, vcfg.bits = vbits;
+  kcfg.role = Role::kKey, vcfg.role = Role::kValue;
+  kcfg.seed = seed ^ 0x1111, vcfg.seed = seed ^ 0x2222;
+  const auto kref = make_codec(kcfg), vref = make_codec(vcfg);
+  cuda::TqMseTables ktab(kcfg), vtab(vcfg);
+  const std::size_t kcb = ktab.code_bytes(), vcb = vtab.code_bytes();
+  const std::size_t kstride = cuda::tq_page_stride(page_size, kcb), vstride = cuda::tq_page_stride(page_size, vcb);
+  const Shared s = shared_pages(l, page_size, seed + 1);
+
+  // Append the whole layer (one sequence of n tokens, fp16 input) into the shuffled pages.
+  DevBuf<std::uint8_t> kpool(static_cast<std::size_t>(s.max_pages) * l.kvh * kstride),
+      vpool(static_cast<std::size_t>(s.max_pages) * l.kvh * vstride);
+  kpool.fill_byte(0xA5), vpool.fill_byte(0xA5);
+  DevBuf<std::int32_t> dtable(s.pages), dstart(std::vector<std::int32_t>{0});
+  DevBuf<std::uint16_t> dk16(to_half_bits(l.k)), dv16(to_half_bits(l.v));
+  const cuda::PageTable pt{dtable.p, s.max_pages, page_size};
+  cuda::tq_mse_append(ktab, dk16.p, 1, l.n, l.kvh, dstart.p, pt, {kpool.p, kstride}, nullptr, cuda::IoType::kF16);
+  cuda::tq_mse_append(vtab, dv16.p, 1, l.n, l.kvh, dstart.p, pt, {vpool.p, vstride}, nullptr, cuda::IoType::kF16);
+  const auto kgot = kpool.download(), vgot = vpool.download();
+
+  // The reference encodes of every head, and the byte comparison token by token.
+  std::vector<std::vector<std::uint8_t>> kblk(l.kvh), vblk(l.kvh);
+  int mismatches = 0;
+  for (int g = 0; g < l.kvh; ++g) {
+    const auto kh = head_rows(l, l.k, g), vh = head_rows(l, l.v, g);
+    kblk[g].resize(kref->encoded_bytes(l.n));
+    vblk[g].resize(vref->encoded_bytes(l.n));
+    kref->encode(kh.data(), l.n, kblk[g].data());
+    vref->encode(vh.data(), l.n, vblk[g].data());
+    for (int t = 0; t < l.n; ++t) {
+      const int page = s.pages[t / page_size], off = t % page_size;
+      const std::uint8_t* kb = kgot.data() + (static_cast<std::size_t>(page) * l.kvh + g) * kstride;
+      const std::uint8_t* vb = vgot.data() + (static_cast<std::size_t>(page) * l.kvh + g) * vstride;
+      const bool ok = std::memcmp(kb + off * kcb, kblk[g].data() + t * kcb, kcb) == 0 &&
+                      std::memcmp(kb + page_size * kcb + 2 * off, kblk[g].data() + l.n * kcb + 2 * t, 2) == 0 &&
+                      std::memcmp(vb + off * vcb, vblk[g].data() + t * vcb, vcb) == 0 &&
+                      std::memcmp(vb + page_size * vcb + 2 * off, vblk[g].data() + l.n * vcb + 2 * t, 2) == 0;
+      if (!ok && ++mismatches <= 3) ADD_FAILURE() << "append bytes differ: token " << t << " head " << g;
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << "tokens whose appended key/value bytes differ from the reference encode";
+
+  // Decode the real queries on the appended pages with every kernel.
+  DevBuf<float> dq(l.q), dout(l.q.size());
+  DevBuf<std::int32_t> dlens(s.lens);
+  cuda::DecodeArgs a = decode_args(l, dq.p, dout.p, dlens.p);
+  DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
+  a.workspace = ws.p;
+  std::vector<EncodedHead> keys, values;
+  for (int g = 0; g < l.kvh; ++g) keys.push_back({kref.get(), kblk[g].data()}), values.push_back({vref.get(), vblk[g].data()});
+  std::vector<std::vector<double>> refs, exacts;
+  for (int r = 0; r < l.nq; ++r) refs.push_back(reference(l, keys, values, r)), exacts.push_back(exact(l, r));
+  for (int kernel : {0, 1, 2}) {
+    SCOPED_TRACE("kernel " + std::to_string(kernel));
+    a.kernel = kernel;
+    dout.fill_byte(0xFF);  // NaN poison
+    cuda::tq_mse_decode(ktab, vtab, {kpool.p, kstride}, {vpool.p, vstride}, pt, a, nullptr);
+    const auto out = dout.download();
+    double err_max = 0, exact_max = 0;
+    for (int r = 0; r < l.nq; ++r) {
+      const float* o = &out[static_cast<std::size_t>(r) * l.nh * l.d];
+      for (std::size_t i = 0; i < refs[r].size(); ++i) ASSERT_TRUE(std::isfinite(o[i])) << "query " << r << " i " << i;
+      const double err = rel_err(o, refs[r].data(), refs[r].size());
+      EXPECT_LE(err, kernel == 0 ? kH16RelTol : kFp32RelTol) << "query " << r << " (context " << s.lens[r] << ")";
+      err_max = std::max(err_max, err);
+      exact_max = std::max(exact_max, rel_err(o, exacts[r].data(), exacts[r].size()));
+    }
+    worst[kernel] = std::max(worst[kernel], err_max);
+    std::printf("  %-28s K%d V%d page %3d kernel %d: vs reference %.3g, vs exact attention %.3g (worst of %d queries)\n",
+                l.name.c_str(), kbits, vbits, page_size, kernel, err_max, exact_max, l.nq);
+  }
+}
+
+TEST(CudaReal, TqMseAppendAndDecode) {
+  const std::uint64_t seed = fresh_seed();
+  double worst[3] = {0, 0, 0};
+  for (const auto& l : layers()) {
+    run_tq_mse(l, 4, 4, 16, seed, worst);
+    run_tq_mse(l, 3, 3, 16, seed + 1, worst);
+    run_tq_mse(l, 2, 2, 16, seed + 2, worst);
+    run_tq_mse(l, 4, 2, 1, seed + 3, worst);  // mixed widths, one token per page
+    run_tq_mse(l, 3, 4, 64, seed + 4, worst);
+  }
+  std::printf("real KV, tq-mse decode: worst relative error vs fp64 reference: fp16 tensor cores %.3g, "
+              "CUDA cores %.3g, 3xTF32 %.3g\n", worst[0], worst[1], worst[2]);
+}
+
+void run_tq_prod(const RealLayer& l, int kbits, int vbits, int page_size, std::uint64_t seed, double& worst) {
+  SCOPED_TRACE(l.name + " tq-prod keys " + std::to_string(kbits) + " values " + std::to_string(vbits) + " seed " +
+               std::to_string(seed));
+  CodecConfig kcfg, vcfg;
+  kcfg.method = Method::kTurboProd;
+  kcfg.head_dim = vcfg.head_dim = l.d;
+  kcfg.bits = kbits, vcfg.bits = vbits;
+  vcfg.role = Role::kValue;
+  kcfg.seed = seed ^ 0x3333, vcfg.seed = seed ^ 0x4444;
+  const auto kref = make_codec(kcfg), vref = make_codec(vcfg);
+  cuda::QjlTables ktab(kcfg);
+  cuda::TqMseTables vtab(vcfg);
+  const std::size_t kcb = ktab.code_bytes(), vcb = vtab.code_bytes();
+  const std::size_t kstride = cuda::tq_prod_page_stride(page_size, kcb), vstride = cuda::tq_page_stride(page_size, vcb);
+  const Shared s = shared_pages(l, page_size, seed + 1);
+  std::vector<std::uint8_t> kpool(static_cast<std::size_t>(s.max_pages) * l.kvh * kstride, 0x5A),
+      vpool(static_cast<std::size_t>(s.max_pages) * l.kvh * vstride, 0x5A);
+  std::vector<std::vector<std::uint8_t>> kblk(l.kvh), vblk(l.kvh);
+  int mismatches = 0;
+  for (int g = 0; g < l.kvh; ++g) {
+    const auto kh = head_rows(l, l.k, g), vh = head_rows(l, l.v, g);
+    kblk[g].resize(kref->encoded_bytes(l.n));
+    vblk[g].resize(vref->encoded_bytes(l.n));
+    kref->encode(kh.data(), l.n, kblk[g].data());
+    vref->encode(vh.data(), l.n, vblk[g].data());
+    // The device encode of the same rows must give the same block.
+    DevBuf<float> dx(kh);
+    DevBuf<std::uint8_t> denc(ktab.block_bytes(l.n));
+    cuda::tq_prod_encode(ktab, dx.p, l.n, denc.p, nullptr);
+    const auto enc = denc.download();
+    ASSERT_EQ(enc.size(), kblk[g].size());
+    if (std::memcmp(enc.data(), kblk[g].data(), enc.size()) != 0 && ++mismatches <= 3)
+      ADD_FAILURE() << "tq_prod_encode bytes differ from the reference, head " << g;
+    for (int t = 0; t < l.n; ++t) {
+      const int page = s.pages[t / page_size], off = t % page_size;
+      std::uint8_t* kp = &kpool[(static_cast<std::size_t>(page) * l.kvh + g) * kstride];
+      std::uint8_t* vp = &vpool[(static_cast<std::size_t>(page) * l.kvh + g) * vstride];
+      std::memcpy(kp + off * kcb, enc.data() + t * kcb, kcb);
+      std::memcpy(kp + page_size * kcb + 4 * off, enc.data() + l.n * kcb + 4 * t, 4);
+      std::memcpy(vp + off * vcb, vblk[g].data() + t * vcb, vcb);
+      std::memcpy(vp + page_size * vcb + 2 * off, vblk[g].data() + l.n * vcb + 2 * t, 2);
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+  DevBuf<std::uint8_t> dk(kpool), dv(vpool);
+  DevBuf<std::int32_t> dtable(s.pages), dlens(s.lens);
+  DevBuf<float> dq(l.q), dout(l.q.size());
+  dout.fill_byte(0xFF);
+  cuda::DecodeArgs a = decode_args(l, dq.p, dout.p, dlens.p);
+  DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
+  a.workspace = ws.p;
+  cuda::tq_prod_paged_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, s.max_pages, page_size}, a,
+                             nullptr);
+  const auto out = dout.download();
+  std::vector<EncodedHead> keys, values;
+  for (int g = 0; g < l.kvh; ++g) keys.push_back({kref.get(), kblk[g].data()}), values.push_back({vref.get(), vblk[g].data()});
+  double err_max = 0, exact_max = 0;
+  for (int r = 0; r < l.nq; ++r) {
+    const auto ref = reference(l, keys, values, r), ex = exact(l, r);
+    const float* o = &out[static_cast<std::size_t>(r) * l.nh * l.d];
+    for (std::size_t i = 0; i < ref.size(); ++i) ASSERT_TRUE(std::isfinite(o[i])) << "query " << r << " i " << i;
+    const double err = rel_err(o, ref.data(), ref.size());
+    EXPECT_LE(err, kH16RelTol) << "query " << r;
+    err_max = std::max(err_max, err);
+    exact_max = std::max(exact_max, rel_err(o, ex.data(), ex.size()));
+  }
+  worst = std::max(worst, err_max);
+  std::printf("  %-28s prod K%d V%d page %3d: vs reference %.3g, vs exact attention %.3g (worst of %d queries)\n",
+              l.name.c_str(), kbits, vbits, page_size, err_max, exact_max, l.nq);
+}
+
+TEST(CudaReal, TqProdEncodeAndDecode) {
+  const std::uint64_t seed = fresh_seed();
+  double worst = 0;
+  for (const auto& l : layers()) {
+    run_tq_prod(l, 4, 4, 16, seed + 10, worst);
+    run_tq_prod(l, 3, 2, 8, seed + 11, worst);
+  }
+  std::printf("real KV, tq-prod keys (fp16 tensor cores): worst relative error vs fp64 reference %.3g\n", worst);
+}
+
+}  // namespace
+}  // namespace turbokv::test
+
+int main(int argc, char** argv) { return turbokv::test::cuda_test_main(argc, argv, "test_cuda_real"); }
