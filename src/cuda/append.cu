@@ -153,14 +153,20 @@ __device__ __forceinline__ void widen_raw(const RawX<XT>& r, float* x) {
 // bytes: a group writes 16 consecutive bytes per block, the x rows of the groups
 // of a warp start 32 bytes apart mod 128 (T = 8, 16); the chunk reads at
 // 80t + 64 hit 8 distinct 16-byte bank groups. T = 4 (d64): 2-way on the x row's
-// STS.128 and sum-of-squares reads, and 2-way code writes/reads (8 groups per
-// warp at 96g mod 128).
+// STS.128 and 2-way code writes/reads (8 groups per warp at 96g mod 128); the
+// sum-of-squares LDS.64 reads are conflict-free (kPairX below).
 // Cell table: two 32-word arrays (base, first), two conflict-free LDS.32 per
 // element; at T = 4 base comes from a popcount of the cells' occupancy mask
 // instead (one LDS per element fewer where L1 is the limit; H200 run s9-1, A/B:
 // d64 3/4-bit +2%, but d128/d256 3/4-bit -4 to -5% where the issue slots are).
 // Squares stored by their owner (s9-2, A/B, b16/b64 x 64k): +1 to +3% at every
-// head_dim (threads t and t + 8 no longer both square a chain at T = 16). One 8-byte entry per cell (one LDS.64) was 3% slower at 4 bits on the
+// head_dim (threads t and t + 8 no longer both square a chain at T = 16).
+// kPairX (T = 4, 16): elements j and j + 8 of a block adjacent in the x row, so a
+// chain reads two elements per LDS.64 (s9-3, A/B: d64 +5 to +6%: at T = 4 the
+// LDS.64 of a half-warp's four groups (rows 88 floats apart) hit distinct banks,
+// where the LDS.32 reads were 2-way; d256 +1 to +3%: half the load instructions).
+// Not at T = 8: two groups per half-warp at RX = 168 floats conflict 2-way on the
+// LDS.64, and d128 measured 6% slower with it (s9-3). One 8-byte entry per cell (one LDS.64) was 3% slower at 4 bits on the
 // H200 (run s5-6): 32 such entries span 256 bytes, so lanes of a half-warp on
 // cells c and c + 16 conflict; so was v3 without the input prefetch (48
 // registers, 5 blocks per SM).
@@ -172,6 +178,7 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   constexpr int RX = T * 20 + 8;     // x row stride in floats (as v2)
   constexpr int RY = T * 20 + ((T * 20) % 32 == 0 ? 16 : 0);  // y row stride: 16 mod 32
   constexpr int CB = D * B / 8;
+  constexpr bool kPairX = T != 8;  // x row blocks in (j, j + 8) pairs (see the square stores)
   constexpr int NB = (1 << B) - 1;
   static_assert(T >= 4 && T <= 16, "head_dim 64..256");
   static_assert(RY % 32 == 16 && RX % 4 == 0, "row strides");
@@ -244,11 +251,16 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
       // The square of element i (rounded: __fmul_rn, as the chain's own multiply would be) at
       // xrow[20 * (i / 16) + i % 16]: squared once by its owner, not by every chain reader
       // (threads t and t + 8 read the same chain at T = 16).
+      // kPairX (T = 16): inside the block, element j at 2 (j % 8) + j / 8 instead, so that the chain
+      // elements i and i + 8 are adjacent and a chain reads them with one LDS.64.
 #pragma unroll
-      for (int q = 0; q < 4; ++q)
+      for (int q = 0; q < 4; ++q) {
+        const int j0 = kPairX ? 2 * q : 4 * q, j1 = kPairX ? 2 * q + 8 : 4 * q + 1;
+        const int j2 = kPairX ? 2 * q + 1 : 4 * q + 2, j3 = kPairX ? 2 * q + 9 : 4 * q + 3;
         *reinterpret_cast<float4*>(xrow + 20 * t + 4 * q) =
-            make_float4(__fmul_rn(x[4 * q], x[4 * q]), __fmul_rn(x[4 * q + 1], x[4 * q + 1]),
-                        __fmul_rn(x[4 * q + 2], x[4 * q + 2]), __fmul_rn(x[4 * q + 3], x[4 * q + 3]));
+            make_float4(__fmul_rn(x[j0], x[j0]), __fmul_rn(x[j1], x[j1]), __fmul_rn(x[j2], x[j2]),
+                        __fmul_rn(x[j3], x[j3]));
+      }
       float y[16];
       const uint4 sv = s_sign[t];
       const unsigned sq[4] = {sv.x, sv.y, sv.z, sv.w};
@@ -309,7 +321,26 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
             }
       // Sum of squares of x: acc[k] over i = k, k + 8, ... ascending (as v2).
       float acc;
-      if constexpr (T >= 8) {
+      if constexpr (kPairX && T == 4) {  // chains t and t + 4
+        float a0 = 0.0f, a1 = 0.0f;
+#pragma unroll
+        for (int p = 0; p < T; ++p) {
+          const float2 u = *reinterpret_cast<const float2*>(xrow + 20 * p + 2 * t);
+          const float2 w = *reinterpret_cast<const float2*>(xrow + 20 * p + 2 * t + 8);
+          a0 = __fadd_rn(__fadd_rn(a0, u.x), u.y);
+          a1 = __fadd_rn(__fadd_rn(a1, w.x), w.y);
+        }
+        acc = __fadd_rn(a0, a1);
+      } else if constexpr (kPairX) {
+        const int k = t & 7;
+        acc = 0.0f;
+#pragma unroll
+        for (int p = 0; p < T; ++p) {  // elements 16 p + k, 16 p + 8 + k
+          const float2 v2 = *reinterpret_cast<const float2*>(xrow + 20 * p + 2 * k);
+          acc = __fadd_rn(__fadd_rn(acc, v2.x), v2.y);
+        }
+        acc = __fadd_rn(acc, __shfl_xor_sync(gmask, acc, 4));  // a_k + a_{k+4}
+      } else if constexpr (T >= 8) {
         const int k = t & 7;
         acc = 0.0f;
 #pragma unroll
