@@ -11,6 +11,8 @@
 //   physical page p holds, for each KV head g, one formats.h block of
 //   page_size tokens at pool + (p * num_kv_heads + g) * page_stride:
 //     [ codes: page_size * code_bytes ][ page_size fp16 norms ][ zero padding ]
+//   (fractional TurboQuant-MSE widths: page_size [||x_0||, ||x_1||] fp16 pairs;
+//   TqMseTables::page_stride gives the stride of either).
 //   page_stride = tq_page_stride(page_size, code_bytes) rounds the block up to
 //   32 bytes so that every block starts on a 32-byte L2 sector (a block that
 //   straddled sectors made the decode's copies read 1.5x the sectors). Token t of sequence b
@@ -68,34 +70,79 @@ void unpack_bits(const std::uint8_t* packed, std::size_t n, int bits, std::uint8
 std::size_t tq_page_stride(int page_size, std::size_t code_bytes);
 
 /**
- * Device copy of one TurboQuant-MSE codec's constants (integer bits 1..4,
- * Hadamard rotation, head_dim 64/128/256): the rotation signs, the
- * Lloyd-Max centroids and boundaries, taken from the reference objects
- * (Rotation(head_dim, kHadamard, seed).signs(), lloyd_max_codebook), so the
+ * Device copy of one TurboQuant-MSE codec's constants, taken from the reference
+ * objects (Rotation(dim, kHadamard, seed).signs(), lloyd_max_codebook), so the
  * kernels write the reference codec's bytes exactly.
- * Throws std::invalid_argument for other configurations.
+ *
+ * Integer widths (bits 1..4, Hadamard rotation, head_dim 64/128/256): from the
+ * CodecConfig (or the reference codec).
+ *
+ * Fractional widths b + 0.5 (b = 1, 2, 3; head_dim 128/256; the outlier split of
+ * formats.h and src/ref/tq_mse.cpp, after Zandieh et al. Sec. 4.3): from a
+ * *calibrated* reference codec, whose split is read back by encoding the unit
+ * vectors e_j. Part 0 = the H = head_dim / 2 outlier channels at b + 1 bits, part 1
+ * = the other H channels at b bits; each part has its own Hadamard rotation of size
+ * H (seed + part) and Lloyd-Max codebook (dim H), and its own fp16 norm. On the
+ * device: channels() [head_dim] = part 0's channels then part 1's (ascending each),
+ * signs() [head_dim] = part 0's signs then part 1's; centroids()/boundaries() are
+ * part 0's (b + 1 bits), centroids_lo()/boundaries_lo() part 1's (b bits).
+ * A token's bytes: [part 0 codes: H (b+1) / 8][part 1 codes: H b / 8]; its scalars
+ * [||x_0||, ||x_1||] (page_stride()).
+ *
+ * Throws std::invalid_argument for other configurations (naming the field), and for
+ * a fractional codec that is not calibrated.
  */
 class TqMseTables {
  public:
+  /// Integer widths only.
   explicit TqMseTables(const CodecConfig& cfg);
+  /// Integer or fractional widths (ref: a tq-mse reference codec, calibrated if fractional).
+  explicit TqMseTables(const Codec& ref);
   TqMseTables(const TqMseTables&) = delete;
   TqMseTables& operator=(const TqMseTables&) = delete;
 
   int head_dim() const { return head_dim_; }
+  /// Integer widths: the width; fractional: b (the low part's width; the outlier part has b + 1).
   int bits() const { return bits_; }
-  std::size_t code_bytes() const { return static_cast<std::size_t>(head_dim_) * bits_ / 8; }
+  /// True for a fractional width (the outlier split).
+  bool split() const { return split_; }
+  /// Nominal bits per coordinate: bits(), or bits() + 0.5 when split().
+  double nominal_bits() const { return split_ ? bits_ + 0.5 : bits_; }
+  /// Code bytes per token: head_dim * bits / 8, or H (b + 1) / 8 + H b / 8 (H = head_dim / 2) when split().
+  std::size_t code_bytes() const {
+    return split_ ? static_cast<std::size_t>(head_dim_ / 2) * (2 * bits_ + 1) / 8
+                  : static_cast<std::size_t>(head_dim_) * bits_ / 8;
+  }
+  /// fp16 scalars per token: 1 (||x||), or 2 (||x_0||, ||x_1||) when split().
+  int num_norms() const { return split_ ? 2 : 1; }
+  /// Bytes of one (page, KV head) block of this codec: page_size * (code_bytes + 2 num_norms), rounded
+  /// up to 32 (= tq_page_stride(page_size, code_bytes()) for integer widths).
+  std::size_t page_stride(int page_size) const;
+  /// 1 / sqrt(rotation size): head_dim, or head_dim / 2 when split().
   float hadamard_scale() const { return scale_; }
   const float* signs() const { return signs_.get(); }            ///< device, size head_dim
-  const float* centroids() const { return centroids_.get(); }    ///< device, size 2^bits
-  const float* boundaries() const { return boundaries_.get(); }  ///< device, size 2^bits - 1
-  /// The host codebook (lloyd_max_codebook's cached object: equal addresses = equal codebooks).
+  const float* centroids() const { return centroids_.get(); }    ///< device, size 2^bits (split: 2^(bits+1))
+  const float* boundaries() const { return boundaries_.get(); }  ///< device, size 2^bits - 1 (split: part 0's)
+  /// split(): part 1's centroids (2^bits) and boundaries (2^bits - 1), device; nullptr otherwise.
+  const float* centroids_lo() const { return centroids_lo_.get(); }
+  const float* boundaries_lo() const { return boundaries_lo_.get(); }
+  /// split(): device int32 [head_dim], part 0's channels then part 1's; nullptr otherwise.
+  const std::int32_t* channels() const { return channels_.get(); }
+  /// The host codebook (lloyd_max_codebook's cached object: equal addresses = equal codebooks);
+  /// split(): part 0's.
   const ScalarCodebook& codebook() const { return *codebook_; }
+  /// split(): part 1's host codebook; nullptr otherwise.
+  const ScalarCodebook* codebook_lo() const { return codebook_lo_; }
 
  private:
+  void init(const CodecConfig& cfg);
   const ScalarCodebook* codebook_ = nullptr;
+  const ScalarCodebook* codebook_lo_ = nullptr;
   int head_dim_ = 0, bits_ = 0;
+  bool split_ = false;
   float scale_ = 0;
-  DeviceArray<float> signs_, centroids_, boundaries_;
+  DeviceArray<float> signs_, centroids_, boundaries_, centroids_lo_, boundaries_lo_;
+  DeviceArray<std::int32_t> channels_;
 };
 
 /// Where the paged blocks of one pool are.
@@ -114,7 +161,9 @@ struct PageTable {
 /**
  * Append: encodes num_new new tokens of every sequence straight into pages
  * (prefill chunk: num_new > 1; decode step: num_new = 1), byte-identical to
- * the reference codec's encode of the same vectors.
+ * the reference codec's encode of the same vectors. Integer and fractional widths
+ * (codec.split(): each part encoded from its gathered channels, two launches).
+ * pool.page_stride must equal codec.page_stride(table.page_size).
  * x: device [batch][num_new][num_kv_heads][head_dim] of type x_type (fp32, or fp16 / bf16 widened
  * exactly on load: the bytes equal the reference's encode of the widened values);
  * start: device int32 [batch], position of each sequence's first new token
@@ -162,7 +211,16 @@ std::size_t decode_workspace_bytes(const DecodeArgs& args);
  * log-sum-exp and the result is rotated back once (Pi^T; with one split the
  * fp16 kernel does this itself, otherwise a second kernel). Any GQA ratio; all
  * query heads of a KV group (up to 8 in one block) share each loaded tile.
- * kcodec/vcodec: the key and value codecs (same head_dim); kpool/vpool: their pools.
+ * kcodec/vcodec: the key and value codecs (same head_dim); kpool/vpool: their pools, page strides
+ * kcodec.page_stride(page_size) and vcodec.page_stride(page_size).
+ * Fractional widths (TqMseTables::split(), head_dim 128/256): keys and values at the same width
+ * b + 0.5 with the same codebook kind, args.kernel = 0 only; per part its own query rotation,
+ * pair tables and norm: logit_t = scale (||k_0,t|| <Pi_0 q_0, c_hi[code]> + ||k_1,t|| <Pi_1 q_1, c_lo[code]>),
+ * values accumulated per part (softmax weight times that part's norm) and rotated back per part
+ * into their channels. Tolerance as the integer fp16 kernel (tests/cuda/test_cuda_attention.cpp,
+ * TqMseFractionalMatchesReference; real KV: test_cuda_real.cpp).
+ * Throws std::invalid_argument naming the argument (shapes, page strides, mixed fractional/integer
+ * or unequal fractional widths, kernel != 0 with fractional widths).
  */
 void tq_mse_decode(const TqMseTables& kcodec, const TqMseTables& vcodec, PagedPool kpool, PagedPool vpool,
                    const PageTable& table, const DecodeArgs& args, Stream stream);

@@ -39,6 +39,11 @@ struct AppendArgs {
   const float* signs;
   const float* boundaries;
   float scale;
+  // SPLIT instances (one part of a fractional width, TqMseTables::split()): element i of this part's
+  // vector is input channel chan[i] of a row of in_stride elements; its codes go to byte code_off of
+  // the token's row_bytes and its norm is scalar norm_idx of the token's two.
+  const std::int32_t* chan;
+  int in_stride, row_bytes, code_off, norm_idx;
 };
 
 // Centroid index without a compare per boundary (B >= 3): a monotone cell map
@@ -170,7 +175,7 @@ __device__ __forceinline__ void widen_raw(const RawX<XT>& r, float* x) {
 // H200 (run s5-6): 32 such entries span 256 bytes, so lanes of a half-warp on
 // cells c and c + 16 conflict; so was v3 without the input prefetch (48
 // registers, 5 blocks per SM).
-template <int D, int B, bool kTable, class XT>
+template <int D, int B, bool kTable, class XT, bool SPLIT = false>
 __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a) {
   constexpr int T = D / 16;
   constexpr int P = 16 / T;          // consecutive elements per block after the transpose
@@ -192,6 +197,9 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   // Byte k of word m of s_sign[t]: top byte of the sign of element 16t + 4m + k
   // (see sign_of); one LDS.128 per vector instead of 4 registers held.
   __shared__ uint4 s_sign[T];
+  __shared__ std::int32_t s_chan[SPLIT ? D : 1];  // SPLIT: this part's input channels
+  if (SPLIT)
+    for (int i = threadIdx.x; i < D; i += kThreads) s_chan[i] = a.chan[i];
   if (threadIdx.x < 16) s_bnd[threadIdx.x] = threadIdx.x < NB ? a.boundaries[threadIdx.x] : INFINITY;
   if (threadIdx.x < 4 * T) {
     unsigned w = 0;
@@ -241,13 +249,19 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   // The loop, instantiated for the table and the fallback path (no per-vector
   // branch, no register for the flag).
   const auto run = [&](auto tab) {
-    RawX<XT> xn;  // prefetch of the group's next vector
+    RawX<XT> xn;  // prefetch of the group's next vector (not SPLIT)
     int v = blockIdx.x * VPB + grp;
-    if (v < a.total) load_raw<D, XT>(a, v, t, xn);
+    if (!SPLIT && v < a.total) load_raw<D, XT>(a, v, t, xn);
     for (; v < a.total; v += step) {  // uniform per group (all T lanes share v)
       float x[16];
-      widen_raw<XT>(xn, x);
-      if (v + step < a.total) load_raw<D, XT>(a, v + step, t, xn);
+      if constexpr (SPLIT) {  // gathered channels: 16 scalar loads, widened exactly
+        const XT* row = static_cast<const XT*>(a.x) + static_cast<std::size_t>(v) * a.in_stride;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) x[i] = static_cast<float>(row[s_chan[16 * t + i]]);
+      } else {
+        widen_raw<XT>(xn, x);
+        if (v + step < a.total) load_raw<D, XT>(a, v + step, t, xn);
+      }
       // The square of element i (rounded: __fmul_rn, as the chain's own multiply would be) at
       // xrow[20 * (i / 16) + i % 16]: squared once by its owner, not by every chain reader
       // (threads t and t + 8 read the same chain at T = 16).
@@ -407,7 +421,9 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
       const uint4 cv = *crd;  // byte r of word k: code of element 16 t + 4 k + r
       const unsigned w[4] = {cv.x, cv.y, cv.z, cv.w};
       std::uint8_t* dst = a.pool + (static_cast<std::size_t>(page) * a.div_heads.d + g) * a.stride +
-                          static_cast<std::size_t>(off) * CB + 2 * B * t;
+                          (SPLIT ? static_cast<std::size_t>(off) * a.row_bytes + a.code_off
+                                 : static_cast<std::size_t>(off) * CB) +
+                          2 * B * t;
       if constexpr (B == 4) {  // c0 | c1 << 4 in bytes 0 and 2 of w | w >> 4
         unsigned n[4];
 #pragma unroll
@@ -441,8 +457,9 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
       }
       if (t == 0) {
         std::uint8_t* blk = a.pool + (static_cast<std::size_t>(page) * a.div_heads.d + g) * a.stride;
-        *reinterpret_cast<std::uint16_t*>(blk + (static_cast<std::size_t>(1) << a.page_shift) * CB + 2 * off) =
-            float_to_half(norm);
+        const std::size_t nofs = SPLIT ? (static_cast<std::size_t>(1) << a.page_shift) * a.row_bytes + 2 * (2 * off + a.norm_idx)
+                                       : (static_cast<std::size_t>(1) << a.page_shift) * CB + 2 * off;
+        *reinterpret_cast<std::uint16_t*>(blk + nofs) = float_to_half(norm);
       }
     }
   };
@@ -456,33 +473,41 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   }
 }
 
-template <int D, int B, class XT>
+template <int D, int B, class XT, bool SPLIT>
 void launch_append(const AppendArgs& a, cudaStream_t s) {
   constexpr int VPB = kThreads / (D / 16);
   constexpr bool kTable = B >= 3;  // widths 3 and 4 (7 and 15 boundaries) use the cell table
   const int blocks_needed = (a.total + VPB - 1) / VPB;
   const int cap = detail::num_sms() * 4;  // 4 resident blocks per SM (64 registers)
   const int grid = blocks_needed < cap ? blocks_needed : cap;
-  append_kernel<D, B, kTable, XT><<<grid, kThreads, 0, s>>>(a);
+  append_kernel<D, B, kTable, XT, SPLIT><<<grid, kThreads, 0, s>>>(a);
   TKV_CHECK_LAUNCH();
 }
 
-template <int D, class XT>
+template <int D, class XT, bool SPLIT>
 void launch_append_d(int bits, const AppendArgs& a, cudaStream_t s) {
   switch (bits) {
-    case 1: return launch_append<D, 1, XT>(a, s);
-    case 2: return launch_append<D, 2, XT>(a, s);
-    case 3: return launch_append<D, 3, XT>(a, s);
-    case 4: return launch_append<D, 4, XT>(a, s);
+    case 1: return launch_append<D, 1, XT, SPLIT>(a, s);
+    case 2: return launch_append<D, 2, XT, SPLIT>(a, s);
+    case 3: return launch_append<D, 3, XT, SPLIT>(a, s);
+    case 4: return launch_append<D, 4, XT, SPLIT>(a, s);
   }
 }
 
+/// d: the rotation size (head_dim, or a part's head_dim / 2 for SPLIT).
 template <class XT>
-void launch_append_any(int d, int bits, const AppendArgs& a, cudaStream_t s) {
+void launch_append_any(int d, int bits, bool split, const AppendArgs& a, cudaStream_t s) {
+  if (split) {
+    switch (d) {
+      case 64: return launch_append_d<64, XT, true>(bits, a, s);
+      case 128: return launch_append_d<128, XT, true>(bits, a, s);
+    }
+    return;
+  }
   switch (d) {
-    case 64: return launch_append_d<64, XT>(bits, a, s);
-    case 128: return launch_append_d<128, XT>(bits, a, s);
-    case 256: return launch_append_d<256, XT>(bits, a, s);
+    case 64: return launch_append_d<64, XT, false>(bits, a, s);
+    case 128: return launch_append_d<128, XT, false>(bits, a, s);
+    case 256: return launch_append_d<256, XT, false>(bits, a, s);
   }
 }
 
@@ -495,24 +520,39 @@ void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_n
   check_arg(num_kv_heads > 0, where, "num_kv_heads", num_kv_heads, "must be positive");
   check_arg(table.page_size >= 1 && (table.page_size & (table.page_size - 1)) == 0, where, "page_size",
             table.page_size, "must be a power of two");
-  check_arg(pool.page_stride == tq_page_stride(table.page_size, codec.code_bytes()), where, "pool.page_stride",
-            pool.page_stride, "must equal tq_page_stride(page_size, code_bytes)");
+  check_arg(pool.page_stride == codec.page_stride(table.page_size), where, "pool.page_stride", pool.page_stride,
+            "must equal codec.page_stride(page_size) (= tq_page_stride(page_size, code_bytes) for integer widths)");
   const long long total = 1LL * batch * num_new * num_kv_heads;
   check_arg(total < (1LL << 31), where, "batch*num_new*num_kv_heads", total, "must be < 2^31");
   if (total == 0) return;
   check_arg(x && start && table.pages && pool.data, where, "pointers", 0, "must be non-null device pointers");
+  check_arg(x_type == IoType::kF32 || x_type == IoType::kF16 || x_type == IoType::kBf16, where, "x_type",
+            static_cast<int>(x_type), "must be kF32, kF16 or kBf16");
   AppendArgs a{x, static_cast<int>(total), FastDiv(num_kv_heads), FastDiv(num_new), start,
                table.pages, table.max_pages,
                __builtin_ctz(static_cast<unsigned>(table.page_size)), pool.data, pool.page_stride,
-               codec.signs(), codec.boundaries(), codec.hadamard_scale()};
+               codec.signs(), codec.boundaries(), codec.hadamard_scale(),
+               nullptr, codec.head_dim(), static_cast<int>(codec.code_bytes()), 0, 0};
   const cudaStream_t s = detail::stream_of(stream);
-  switch (x_type) {
-    case IoType::kF32: return launch_append_any<float>(codec.head_dim(), codec.bits(), a, s);
-    case IoType::kF16: return launch_append_any<__half>(codec.head_dim(), codec.bits(), a, s);
-    case IoType::kBf16: return launch_append_any<__nv_bfloat16>(codec.head_dim(), codec.bits(), a, s);
-  }
-  throw std::invalid_argument(turbokv::detail::concat(where, ": x_type = ", static_cast<int>(x_type),
-                                                      ": must be kF32, kF16 or kBf16"));
+  auto go = [&](int d, int bits, bool split) {
+    switch (x_type) {
+      case IoType::kF32: return launch_append_any<float>(d, bits, split, a, s);
+      case IoType::kF16: return launch_append_any<__half>(d, bits, split, a, s);
+      case IoType::kBf16: return launch_append_any<__nv_bfloat16>(d, bits, split, a, s);
+    }
+  };
+  if (!codec.split()) return go(codec.head_dim(), codec.bits(), false);
+  // Fractional width: each part as an integer-width encode of its gathered channels (part 0: the
+  // outlier channels at bits + 1, its codes first; part 1: the rest at bits), as the reference does.
+  const int h = codec.head_dim() / 2;
+  a.chan = codec.channels();
+  go(h, codec.bits() + 1, true);
+  a.chan = codec.channels() + h;
+  a.signs = codec.signs() + h;
+  a.boundaries = codec.boundaries_lo();
+  a.code_off = h * (codec.bits() + 1) / 8;
+  a.norm_idx = 1;
+  go(h, codec.bits(), true);
 }
 
 }  // namespace turbokv::cuda

@@ -19,6 +19,7 @@
 #include "turbokv/cuda.h"
 #include "turbokv/cuda_qjl.h"
 #include "turbokv/error.h"
+#include "turbokv/rng.h"
 
 namespace turbokv {
 namespace {
@@ -106,8 +107,12 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             opt.head_dim, "must be 64, 128 or 256");
   check_arg(opt.num_kv_heads > 0 && opt.num_heads % opt.num_kv_heads == 0, "run_cuda_bench", "num_heads",
             opt.num_heads, "must be a multiple of num_kv_heads");
-  for (double b : opt.bits)
-    check_arg(b == 1 || b == 2 || b == 3 || b == 4, "run_cuda_bench", "bits", b, "must be 1, 2, 3 or 4 on the GPU");
+  for (double b : opt.bits) {
+    check_arg(b == 1 || b == 2 || b == 3 || b == 4 || b == 1.5 || b == 2.5 || b == 3.5, "run_cuda_bench", "bits", b,
+              "must be 1, 2, 3, 4 or 1.5, 2.5, 3.5 on the GPU");
+    check_arg(b == std::floor(b) || opt.head_dim >= 128, "run_cuda_bench", "head_dim", opt.head_dim,
+              "must be 128 or 256 for fractional widths on the GPU");
+  }
   const int reps = std::max(50, opt.repeats);
   const int d = opt.head_dim, nh = opt.num_heads, kvh = opt.num_kv_heads;
   const int page_size = 16;
@@ -181,9 +186,18 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
       for (double bits_d : opt.bits) {
         const int bits = static_cast<int>(bits_d);
         CodecConfig cfg;
-        cfg.bits = bits, cfg.head_dim = d;
-        cuda::TqMseTables tab(cfg);
-        const std::size_t stride = cuda::tq_page_stride(page_size, tab.code_bytes());
+        cfg.bits = bits_d, cfg.head_dim = d;
+        const auto ref = make_codec(cfg);
+        if (ref->needs_calibration()) {  // fractional widths: an outlier split from Gaussian rows, every 8th channel x4
+          std::vector<float> cal(256 * std::size_t(d));
+          Rng rng(17);
+          for (std::size_t i = 0; i < cal.size(); ++i)
+            cal[i] = static_cast<float>(rng.normal()) * ((i % d) % 8 == 0 ? 4.0f : 1.0f);
+          ref->calibrate(cal.data(), 256);
+        }
+        const cuda::TqMseTables tab(*ref);
+        const std::size_t nb = 2 * static_cast<std::size_t>(tab.num_norms());  // norm bytes per token
+        const std::size_t stride = tab.page_stride(page_size);
         const std::size_t pool_bytes = table.size() * kvh * stride;
         const int nrot =
             static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + 2 * pool_bytes - 1) / (2 * pool_bytes)));
@@ -191,16 +205,16 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         for (int i = 0; i < nrot; ++i) {
           kb.push_back(std::make_unique<DevMem>(pool_bytes));
           vb.push_back(std::make_unique<DevMem>(pool_bytes));
-          const std::size_t noff = page_size * tab.code_bytes(), nend = noff + 2 * page_size;
+          const std::size_t noff = page_size * tab.code_bytes(), nend = noff + nb * page_size;
           fill_pages<<<fill_grid(), 256, 0, s>>>(kb.back()->as<std::uint8_t>(), pool_bytes, stride, noff, nend, 2 * i + 1);
           fill_pages<<<fill_grid(), 256, 0, s>>>(vb.back()->as<std::uint8_t>(), pool_bytes, stride, noff, nend, 2 * i + 2);
           TKV_CHECK_LAUNCH();
         }
-        const std::size_t read = std::size_t(batch) * ctx * kvh * 2 * (tab.code_bytes() + 2) + q_bytes +
+        const std::size_t read = std::size_t(batch) * ctx * kvh * 2 * (tab.code_bytes() + nb) + q_bytes +
                                  table.size() * 4;
         for (int kernel : {0, 2}) {  // fp16 tensor-core (default) and 3xTF32 tensor-core kernels (the CUDA-core
                                      // kernel, slower than both, is exercised by the tests only)
-          if (!want(kernel == 0 ? "tq-mse" : "3xtf32")) continue;
+          if (!want(kernel == 0 ? "tq-mse" : "3xtf32") || (kernel != 0 && tab.split())) continue;
           cuda::DecodeArgs ak = a;
           ak.kernel = kernel;
           const double us = median_us(s, reps, [&](int i) {
@@ -208,7 +222,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
                                 {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
           });
           BenchRow r = proto;
-          r.op = "decode_attention", r.bits = bits;
+          r.op = "decode_attention", r.bits = bits_d;
           r.method = kernel == 0 ? "tq-mse" : kernel == 2 ? "tq-mse (3xtf32)" : "tq-mse (cuda cores)";
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = read / (us * 1e3);
@@ -227,13 +241,13 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             cuda::tq_mse_append(tab, x.as<float>(), batch, ctx, kvh, zero.as<std::int32_t>(), pt,
                                 {kb[i % nrot]->as<std::uint8_t>(), stride}, st);
           });
-          const std::size_t moved = in_bytes + std::size_t(batch) * ctx * kvh * (tab.code_bytes() + 2);
+          const std::size_t moved = in_bytes + std::size_t(batch) * ctx * kvh * (tab.code_bytes() + nb);
           DevMem c1(moved / 2 + 16), c2(moved / 2 + 16);
           const double copy_us = median_us(s, 20, [&](int) {
             TKV_CUDA_CHECK(cudaMemcpyAsync(c2.p, c1.p, moved / 2, cudaMemcpyDeviceToDevice, s));
           });
           BenchRow e = proto;
-          e.op = "encode", e.method = "tq-mse", e.bits = bits;
+          e.op = "encode", e.method = "tq-mse", e.bits = bits_d;
           e.time_us = enc_us, e.baseline = "d2d-copy (same bytes)", e.baseline_time_us = copy_us;
           e.speedup = copy_us / enc_us, e.gbps = moved / (enc_us * 1e3);
           rows.push_back(e);
@@ -241,7 +255,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
 
         // TurboQuant-Prod keys (bits - 1 MSE + 1-bit QJL, m = head_dim) with MSE values at `bits`, on
         // contiguous blocks (tq_prod_decode; the untuned CUDA-core kernel of cuda_qjl.h), and its encode.
-        if (bits >= 2 && want("tq-prod")) {
+        if (bits >= 2 && bits == bits_d && want("tq-prod")) {
           CodecConfig pc;
           pc.method = Method::kTurboProd, pc.bits = bits, pc.head_dim = d;
           cuda::QjlTables ptab(pc);

@@ -37,9 +37,12 @@ __global__ void widen_kernel(const T* __restrict__ x, std::size_t n, float* __re
 /// the float4 column c into a running (m, l, acc) with its loads issued eight splits at a time (one
 /// round trip to L2 for up to 8 SL splits: at batch 1 the merge is latency-bound), then the SL lanes
 /// are merged through shared memory: part[SL][d], pm[SL], pl[SL], y[d].
+/// chan (fractional widths): the rotation is per half (blk = d / 2, signs of both halves in vsigns) and
+/// dim i of the result is output channel chan[i]; otherwise blk = d and chan = nullptr.
 template <class T>
 __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __restrict__ ws_ml, int splits,
-                               int d, const float* __restrict__ vsigns, float vscale, void* __restrict__ out) {
+                               int d, const float* __restrict__ vsigns, float vscale, void* __restrict__ out,
+                               const std::int32_t* __restrict__ chan, int blk) {
   extern __shared__ float part[];
   const int C = d / 4, SL = blockDim.x / C;
   const int lane = threadIdx.x / C, c = threadIdx.x % C;
@@ -97,7 +100,7 @@ __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __
     return;
   }
   __syncthreads();
-  for (int h = 1; h < d; h <<= 1) {
+  for (int h = 1; h < blk; h <<= 1) {
     for (int p = threadIdx.x; p < d / 2; p += blockDim.x) {
       const int j = (p / h) * 2 * h + p % h;
       const float u = y[j], v = y[j + h];
@@ -106,7 +109,8 @@ __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __
     }
     __syncthreads();
   }
-  for (int i = threadIdx.x; i < d; i += blockDim.x) store_out<T>(out, bh * d + i, y[i] * (vscale * vsigns[i]));
+  for (int i = threadIdx.x; i < d; i += blockDim.x)
+    store_out<T>(out, bh * d + (chan ? chan[i] : i), y[i] * (vscale * vsigns[i]));
 }
 
 /// The fp32 query the kernels read: args.q itself, or its widened copy at the workspace's end.
@@ -144,7 +148,7 @@ void launch_combine(const DecodeArgs& args, const DecodeKernelArgs& ka, int spli
   auto go = [&](auto kernel) {
     TKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<const float*>(ka.ws_acc),
                                       static_cast<const float*>(ka.ws_ml), splits, args.head_dim, vsigns, vscale,
-                                      args.out));
+                                      args.out, ka.vchan, ka.vchan ? args.head_dim / 2 : args.head_dim));
   };
   switch (args.io) {
     case IoType::kF32: go(combine_kernel<float>); break;
@@ -293,6 +297,11 @@ void launch_h16_any(int kb, int d, int vb, const LaunchShape& shape, cudaStream_
   }
 }
 
+/// Fractional widths: kb = b + 1 (the outlier part), vb = b.
+void launch_h16s_any(int /*kb*/, int d, int vb, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+  launch_h16s(d, vb, shape, s, a);
+}
+
 void launch_h16p_any(int kmb, int d, int vb, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
   switch (kmb) {
     case 0: return launch_h16p_k0(d, vb, shape, s, a);
@@ -356,7 +365,7 @@ detail::DecodeKernelArgs paged_args(const char* where, PagedPool kpool, PagedPoo
             table.max_pages, "must cover max_seq_len");
   check_arg(kpool.page_stride == kstride, where, "kpool.page_stride", kpool.page_stride, kstride_rule);
   check_arg(vpool.page_stride == vstride, where, "vpool.page_stride", vpool.page_stride,
-            "must equal tq_page_stride(page_size, value code_bytes)");
+            "must equal vcodec.page_stride(page_size) (tq_page_stride(page_size, value code_bytes) for integer widths)");
   // The kernels form page offsets as 32 x 32 -> 64-bit products of a page id and the bytes between pages.
   const std::size_t between = std::max(kstride, vstride) * static_cast<std::size_t>(args.num_kv_heads);
   check_arg(between <= 0xffffffffu, where, "page_stride * num_kv_heads", between, "must be below 4 GiB");
@@ -378,9 +387,12 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
   const char* where = "cuda::tq_mse_decode";
   check_arg(kc.head_dim() == args.head_dim && vc.head_dim() == args.head_dim, where, "codec head_dim",
             kc.head_dim(), "must equal args.head_dim for keys and values");
+  check_arg(table.page_size >= 1 && table.page_size <= 4096 && (table.page_size & (table.page_size - 1)) == 0, where,
+            "page_size", table.page_size, "must be a power of two in 1..4096");
   detail::DecodeKernelArgs ka =
-      paged_args(where, kpool, vpool, table, args, tq_page_stride(table.page_size, kc.code_bytes()),
-                 "must equal tq_page_stride(page_size, key code_bytes)", tq_page_stride(table.page_size, vc.code_bytes()));
+      paged_args(where, kpool, vpool, table, args, kc.page_stride(table.page_size),
+                 "must equal kcodec.page_stride(page_size) (tq_page_stride(page_size, key code_bytes) for integer widths)",
+                 vc.page_stride(table.page_size));
   ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E * kc.hadamard_scale());
   ka.ksigns = kc.signs();
   ka.kcent = kc.centroids();
@@ -390,6 +402,23 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
   const int kb = kc.bits(), vb = vc.bits();
   check_arg(args.kernel >= 0 && args.kernel <= 2, where, "kernel", args.kernel,
             "must be 0 (fp16 tensor cores), 1 (CUDA cores) or 2 (3xTF32 tensor cores)");
+  if (kc.split() || vc.split()) {
+    // Fractional widths: the fp16 tensor-core kernel's SPLIT instances. Both parts' pair tables are
+    // shared by keys and values (part 0: the table's key slot, part 1: its value slot).
+    check_arg(kc.split() && vc.split() && kb == vb, where, "key/value bits",
+              turbokv::detail::concat(kc.nominal_bits(), "/", vc.nominal_bits()),
+              "fractional widths need keys and values at the same fractional width on the GPU");
+    check_arg(&kc.codebook() == &vc.codebook() && kc.codebook_lo() == vc.codebook_lo(), where, "codebook", 0,
+              "fractional widths need keys and values with the same codebook kind on the GPU");
+    check_arg(args.kernel == 0, where, "kernel", args.kernel,
+              "must be 0 (the fp16 tensor-core kernel) for fractional widths");
+    ka.vcent = kc.centroids_lo();
+    ka.vtab_shared = 0;
+    ka.kchan = kc.channels();
+    ka.vchan = vc.channels();
+    detail::run_mma(where, args, kb + 1, kb, ka, vc.signs(), vc.hadamard_scale(), s, detail::launch_h16s_any, true);
+    return;
+  }
   if (args.kernel != 1) {
     detail::run_mma(where, args, kb, vb, ka, vc.signs(), vc.hadamard_scale(), s,
                     args.kernel == 0 ? detail::launch_h16_any : detail::launch_mma_any, args.kernel == 0);

@@ -56,6 +56,10 @@ struct DecodeKernelArgs {
   int io;
   const float* vsigns;
   float vscale;
+  // Fractional TurboQuant-MSE widths (decode_h16.cuh SPLIT instances, TqMseTables::split()): the keys'
+  // and values' channels [head_dim] (part 0's then part 1's); nullptr otherwise.
+  const std::int32_t* kchan;
+  const std::int32_t* vchan;
 };
 
 /// Logit soft-capping on a log2-scaled logit x = log2(e) * l: log2(e) * c * tanh(l / c).

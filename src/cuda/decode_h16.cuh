@@ -139,11 +139,17 @@ constexpr int kMaxBlockSmem = 232448;
 /// NW warps per block, each with a private pipeline of 16-token steps (split chunks are multiples of
 /// kTileT = 16 NW tokens, warp w takes steps w, w + NW, ...). PROD: TurboQuant-Prod keys, KB = their
 /// MSE bits (0..3), rows [MSE codes (D * KB / 8 bytes)][QJL signs (D / 8 bytes, m = D)].
-template <int D, int KB, int VB, int NW, bool PROD = false>
+/// SPLIT: fractional TurboQuant-MSE widths (the outlier split, TqMseTables::split()) for keys and
+/// values alike: rows [part 0: H = D/2 dims at KB bits][part 1: H dims at VB = KB - 1 bits], two fp16
+/// norms per token; part 0 looks up the table's key slot (KB-bit pairs), part 1 its value slot.
+template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false>
 struct H16Layout {
   static constexpr int kTileT = 16 * NW;
-  static constexpr int cbM = D * KB / 8;
-  static constexpr int cbK = cbM + (PROD ? D / 8 : 0), cbV = D * VB / 8;
+  static constexpr int H = D / 2;
+  static constexpr int cbO = SPLIT ? H * KB / 8 : 0;  // SPLIT: byte offset of part 1 in a row
+  static constexpr int cbS = H * KB / 8 + H * VB / 8;  // SPLIT: row bytes
+  static constexpr int cbM = SPLIT ? cbS : D * KB / 8;
+  static constexpr int cbK = cbM + (PROD ? D / 8 : 0), cbV = SPLIT ? cbS : D * VB / 8;
   /// Key rows: dense where a lane's span is 2..16 bytes (the four lanes of a row read it whole, so
   /// a phase of the warp's look-up reads consecutive rows: conflict-free) or the 3-bit rows of 24,
   /// 48 and 96 bytes (spans of 6, 12, 24 bytes: 16-bit, 32-bit, 64-bit loads; at 48 and 96 bytes
@@ -153,7 +159,7 @@ struct H16Layout {
   static constexpr bool dense_ok(int cb) {
     return cb == 8 || cb == 16 || cb == 24 || cb == 32 || cb == 48 || cb == 64 || cb == 96;
   }
-  static constexpr bool kDenseK = !PROD && dense_ok(cbK);
+  static constexpr bool kDenseK = !PROD && !SPLIT && dense_ok(cbK);
   /// kBulk: key and value rows dense, so a step of a page (page_size >= 16) is four contiguous
   /// ranges, copied by one lane with cp.async.bulk (TMA) onto a per-(warp, slot) mbarrier. Values
   /// are then read as rows tig + 4 r (r = 0..3: four consecutive rows per load; conflict-free except
@@ -163,11 +169,12 @@ struct H16Layout {
   /// 121.2 -> 105.9, d128 386.7 -> 381.5; dense rows without the wide table: d128 389.2).
   static constexpr bool kBulk = kDenseK && dense_ok(cbV);
   static constexpr int rsK = kDenseK ? cbK : mma_row_stride(cbK), rsV = kBulk ? cbV : mma_row_stride(cbV);
-  static constexpr int NBK = PROD ? 4 : 2;  // staged key-norm bytes per token
-  /// One warp step: [key codes 16 x rsK][key norms 16 x NBK][value codes 16 x rsV][value norms 16 x 2]
+  static constexpr int NBK = PROD || SPLIT ? 4 : 2;  // staged key-norm bytes per token
+  static constexpr int NBV = SPLIT ? 4 : 2;          // staged value-norm bytes per token
+  /// One warp step: [key codes 16 x rsK][key norms 16 x NBK][value codes 16 x rsV][value norms 16 x NBV]
   /// (with page_size 16 a pool's codes and norms of a step are one contiguous range of the page:
   /// kBulk copies each pool's step whole).
-  static constexpr int wstep = 16 * (rsK + rsV) + 16 * NBK + 32;
+  static constexpr int wstep = 16 * (rsK + rsV) + 16 * NBK + 16 * NBV;
   static constexpr int off_kn = 16 * rsK, off_vc = off_kn + 16 * NBK, off_vn = off_vc + 16 * rsV;
   /// Pair tables: row e (256 bytes) holds the key entry e of lane L at byte 4 L and, when values
   /// have their own codebook, the value entry e at 128 + 4 L (so a look-up address is
@@ -184,7 +191,7 @@ struct H16Layout {
   /// look-up (half-warps on 16 distinct bank pairs) gives an mma A register pair (a0, a1) or (a2, a3):
   /// an index byte is two tokens x two dims (keys: a pair field of rows gid and gid + 8; values: the
   /// cross-token fields of dims d0 and d1), built from two nibble fields per byte.
-  static constexpr bool kQuad = !PROD && KB == 2 && VB == 2;
+  static constexpr bool kQuad = !PROD && !SPLIT && KB == 2 && VB == 2;
   static constexpr int kQuadV = 256 * 256;
   static constexpr int tab = kQuad ? 2 * kQuadV : (KR > VR ? KR : VR) * 256;
   static constexpr int qrot = kMmaHeads * D * 4;
@@ -326,20 +333,79 @@ __device__ __forceinline__ void warp_copy(std::uint8_t* s_codes, std::uint8_t* s
   }
 }
 
+/// SPLIT key scores of one part: rows a (token gid) and c (token gid + 8) at this part's byte offset,
+/// SPAN bytes per lane (dims SPAN * 8 / (PB / 2) ... of the part, at SPAN * tig), pair fields of PB bits
+/// looked up at table byte lanebyte (the key slot for part 0, the value slot for part 1), against
+/// the B fragments qb[0 .. KK) (two accumulator chains, even / odd kk).
+template <int SPAN, int PB, bool WIDE, int KK>
+__device__ __forceinline__ void split_key_part(const std::uint8_t* row_a, const std::uint8_t* row_c, int tig,
+                                               std::uint32_t tabs, std::uint32_t lanebyte,
+                                               const std::uint32_t (*qb)[2], float (&s2)[2][4]) {
+  CodeSpan<SPAN> k0, k1;
+  k0.load(row_a + SPAN * tig);
+  k1.load(row_c + SPAN * tig);
+#pragma unroll
+  for (int kk = 0; kk < KK; ++kk) {
+    std::uint32_t af[4];
+    af[0] = lds_at(tabs, k0.template row_addr<PB, WIDE>(2 * kk, lanebyte));
+    af[1] = lds_at(tabs, k1.template row_addr<PB, WIDE>(2 * kk, lanebyte));
+    af[2] = lds_at(tabs, k0.template row_addr<PB, WIDE>(2 * kk + 1, lanebyte));
+    af[3] = lds_at(tabs, k1.template row_addr<PB, WIDE>(2 * kk + 1, lanebyte));
+    mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
+  }
+}
+
+/// SPLIT value accumulation of one part: the lane's SPAN bytes of value rows r0, r0 + R1, r0 + R2,
+/// r0 + R3 (vr: row r0 at the lane's span; RS bytes between rows), pair fields of PB bits (dims pair j
+/// of the lane's JJ) looked up at lanebyte, acc[j] += A . (pb0, pb1) as the integer kernel's generic path.
+template <int SPAN, int PB, bool WIDE, int JJ, int RS, int R1, int R2, int R3>
+__device__ __forceinline__ void split_value_part(const std::uint8_t* vr, std::uint32_t tabs, std::uint32_t lanebyte,
+                                                 std::uint32_t pb0, std::uint32_t pb1, float (*acc)[4]) {
+  CodeSpan<SPAN> v0, v1, v2, v3;
+  v0.load(vr);
+  v1.load(vr + R1 * RS);
+  v2.load(vr + R2 * RS);
+  v3.load(vr + R3 * RS);
+#pragma unroll
+  for (int j = 0; j < JJ; ++j) {
+    const std::uint32_t c0 = lds_at(tabs, v0.template row_addr<PB, WIDE>(j, lanebyte));
+    const std::uint32_t c1 = lds_at(tabs, v1.template row_addr<PB, WIDE>(j, lanebyte));
+    const std::uint32_t c2 = lds_at(tabs, v2.template row_addr<PB, WIDE>(j, lanebyte));
+    const std::uint32_t c3 = lds_at(tabs, v3.template row_addr<PB, WIDE>(j, lanebyte));
+    std::uint32_t af[4];
+    af[0] = __byte_perm(c0, c1, 0x5410);  // (tok r0, r0 + R1) at dim d0
+    af[1] = __byte_perm(c0, c1, 0x7632);  // same tokens at dim d1
+    af[2] = __byte_perm(c2, c3, 0x5410);
+    af[3] = __byte_perm(c2, c3, 0x7632);
+    mma_f16(acc[j], af, pb0, pb1);
+  }
+}
+
 /// decode_h16_kernel's FUSE epilogue: y [heads][D] (shared) holds the block's rows' results; the
 /// inverse value rotation Pi^T = D H / sqrt(d) of each row (splitk::rotate_shared: the butterflies
 /// of combine_kernel in the same order, so the results are bit-identical), then out[row0 + h][d] in
 /// type io (0 fp32, 1 fp16, 2 bf16). Not inlined: inlined, it changed the register allocation of the
 /// kernel's main loop (SASS walk of the 4-bit d128 step 325 -> 331 instructions).
+/// vchan (fractional widths, SPLIT): each half of a row is rotated back on its own (its signs, size
+/// D/2), then dim i of the row is channel vchan[i] of the output.
 template <int D, int NT>
 __device__ __noinline__ void fused_epilogue(float* y, int heads, void* out, int io, std::size_t row0,
-                                            const float* __restrict__ vsigns, float vscale) {
-  for (int h = 0; h < heads; ++h) splitk::rotate_shared(y + h * D, D, vsigns, vscale, true);
+                                            const float* __restrict__ vsigns, float vscale,
+                                            const std::int32_t* __restrict__ vchan) {
+  for (int h = 0; h < heads; ++h) {
+    if (vchan) {
+      splitk::rotate_shared(y + h * D, D / 2, vsigns, vscale, true);
+      splitk::rotate_shared(y + h * D + D / 2, D / 2, vsigns + D / 2, vscale, true);
+    } else {
+      splitk::rotate_shared(y + h * D, D, vsigns, vscale, true);
+    }
+  }
   for (int idx = threadIdx.x; idx < heads * D; idx += NT) {
     const float v = y[idx];
-    if (io == 0) static_cast<float*>(out)[row0 * D + idx] = v;
-    else if (io == 1) static_cast<__half*>(out)[row0 * D + idx] = __float2half_rn(v);
-    else static_cast<__nv_bfloat16*>(out)[row0 * D + idx] = __float2bfloat16_rn(v);
+    const std::size_t o = row0 * D + (vchan ? (idx / D) * D + __ldg(vchan + idx % D) : idx);
+    if (io == 0) static_cast<float*>(out)[o] = v;
+    else if (io == 1) static_cast<__half*>(out)[o] = __float2half_rn(v);
+    else static_cast<__nv_bfloat16*>(out)[o] = __float2bfloat16_rn(v);
   }
 }
 
@@ -348,9 +414,12 @@ __device__ __noinline__ void fused_epilogue(float* y, int heads, void* out, int 
 /// rotation, output in its type: fused_epilogue) and no combine kernel runs. A template flag, not a
 /// runtime branch: with the branch the split instances measured 1.5-2.5% slower (H200 run s8-1),
 /// while the FUSE = false instances are now the SASS of the kernel before (docs/CUDA_NOTES.md).
-template <int D, int KB, int VB, int NW, bool PROD = false, bool FUSE = false>
+/// SPLIT: fractional widths (H16Layout; KB = the outlier part's bits, VB = KB - 1 the other part's,
+/// for keys and values); a.kchan / a.vchan the parts' channels.
+template <int D, int KB, int VB, int NW, bool PROD = false, bool FUSE = false, bool SPLIT = false>
 __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKernelArgs a) {
-  using Lay = H16Layout<D, KB, VB, NW, PROD>;
+  using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT>;
+  constexpr int H = Lay::H;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;
   constexpr int KSPAN = Lay::cbM / 4;   // bytes of a key row's MSE codes per lane (D/4 dims)
   constexpr int SSPAN = D / 32;         // PROD: bytes of a key row's sign bits per lane (D/4 rows of S)
@@ -482,7 +551,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       if (lo < n) {
         warp_copy<Lay::cbK, Lay::rsK, NBK>(sp, sp + Lay::off_kn, kpool_g, kps, a.page_shift, false, page, p0, lo, n,
                                            lane);
-        warp_copy<Lay::cbV, Lay::rsV, 2>(sp + Lay::off_vc, sp + Lay::off_vn, vpool_g, vps, a.page_shift, false, page,
+        warp_copy<Lay::cbV, Lay::rsV, Lay::NBV>(sp + Lay::off_vc, sp + Lay::off_vn, vpool_g, vps, a.page_shift, false, page,
                                          p0, lo, n, lane);
       }
       mbar_arrive_cp_async(bar);
@@ -490,7 +559,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     }
     if (lo >= n) return;  // no token of the window (warp-uniform): nothing to copy or compute
     warp_copy<Lay::cbK, Lay::rsK, NBK>(sp, sp + Lay::off_kn, kpool_g, kps, a.page_shift, fast, page, p0, lo, n, lane);
-    warp_copy<Lay::cbV, Lay::rsV, 2>(sp + Lay::off_vc, sp + Lay::off_vn, vpool_g, vps, a.page_shift, fast, page, p0,
+    warp_copy<Lay::cbV, Lay::rsV, Lay::NBV>(sp + Lay::off_vc, sp + Lay::off_vn, vpool_g, vps, a.page_shift, fast, page, p0,
                                      lo, n, lane);
   };
   // Set-up loads first (page ids of the first steps, centroids, this warp's query head), so their
@@ -507,9 +576,12 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   {
     const int hg = blockIdx.z * kMmaHeads + warp;
     const bool has = warp < kMmaHeads && hg < a.group;
-    const float* qh = a.q + (static_cast<std::size_t>(b) * a.num_heads + g * a.group + (has ? hg : 0)) * D + E * lane;
+    const float* qh = a.q + (static_cast<std::size_t>(b) * a.num_heads + g * a.group + (has ? hg : 0)) * D;
 #pragma unroll
-    for (int e = 0; e < E; ++e) qv[e] = has ? __ldg(qh + e) * __ldg(a.ksigns + E * lane + e) : 0.0f;
+    for (int e = 0; e < E; ++e) {
+      const int i = SPLIT ? __ldg(a.kchan + E * lane + e) : E * lane + e;  // SPLIT: the parts' channels
+      qv[e] = has ? __ldg(qh + i) * __ldg(a.ksigns + E * lane + e) : 0.0f;
+    }
   }
   // Pipeline, private to each warp (no block barrier in the main loop): up to kStages - 1 steps in
   // flight while one is computed; page ids are loaded one step ahead of their copies.
@@ -583,7 +655,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           qv[e + h] = u - w;
         }
 #pragma unroll
-    for (int h = 1; h < 32; h <<= 1) {
+    for (int h = 1; h < (SPLIT ? 16 : 32); h <<= 1) {  // SPLIT: each half (D/2 = 16 E) on its own
       const bool upper = (lane & h) != 0;
 #pragma unroll
       for (int e = 0; e < E; ++e) {
@@ -597,13 +669,16 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   __syncthreads();
   // This lane's B fragments of Pi q (head gid): k-slots 2tig+{0,1} -> dims D/4*tig + 4kk + {0,1},
   // k-slots 2tig+8+{0,1} -> dims D/4*tig + 4kk + {2,3}.
+  // SPLIT: the same per part: kk < H/16 -> dims H/4*tig + 4kk + {0..3} of part 0, kk >= H/16 -> dims
+  // H + H/4*tig + 4(kk - H/16) + {0..3} of part 1.
   std::uint32_t qb[D / 16][2];
   {
-    const float* qr = s_qrot + gid * D + (D / 4) * tig;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      qb[kk][0] = pack_h2(qr[4 * kk] * a.qscale, qr[4 * kk + 1] * a.qscale);
-      qb[kk][1] = pack_h2(qr[4 * kk + 2] * a.qscale, qr[4 * kk + 3] * a.qscale);
+      const float* qr = SPLIT ? s_qrot + gid * D + (kk < H / 16 ? (H / 4) * tig + 4 * kk : H + (H / 4) * tig + 4 * (kk - H / 16))
+                              : s_qrot + gid * D + (D / 4) * tig + 4 * kk;
+      qb[kk][0] = pack_h2(qr[0] * a.qscale, qr[1] * a.qscale);
+      qb[kk][1] = pack_h2(qr[2] * a.qscale, qr[3] * a.qscale);
     }
   }
   // PROD: (S Pi q) * qscale * kappa of the 8 heads (fp32 in smem), then this lane's B fragments in the
@@ -693,7 +768,25 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     if (lo < n) {
       // ---- scores: S[token tb + {gid, gid+8}][head 2tig + {0,1}]
       float s[4];
-      {
+      if constexpr (SPLIT) {
+        // Each part as the integer kernel's generic path, into its own accumulators; then
+        // S = ||k_0|| S_0 + ||k_1|| S_1 (fp32).
+        float so[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+        float sr[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+        split_key_part<H * KB / 32, 2 * KB, Lay::kWideK, H / 16>(s_kc + (tb + gid) * Lay::rsK,
+                                                                s_kc + (tb + gid + 8) * Lay::rsK, tig, tabs, klane,
+                                                                qb, so);
+        split_key_part<H * VB / 32, 2 * VB, Lay::kWideV, H / 16>(s_kc + (tb + gid) * Lay::rsK + Lay::cbO,
+                                                                s_kc + (tb + gid + 8) * Lay::rsK + Lay::cbO, tig, tabs,
+                                                                vlane, qb + H / 16, sr);
+        const __half* s_kw = reinterpret_cast<const __half*>(s_kn);  // [||x_0||, ||x_1||] per token
+        const float oa = __half2float(s_kw[2 * (tb + gid)]), ra = __half2float(s_kw[2 * (tb + gid) + 1]);
+        const float oc = __half2float(s_kw[2 * (tb + gid + 8)]), rc = __half2float(s_kw[2 * (tb + gid + 8) + 1]);
+        s[0] = (so[0][0] + so[1][0]) * oa + (sr[0][0] + sr[1][0]) * ra;
+        s[1] = (so[0][1] + so[1][1]) * oa + (sr[0][1] + sr[1][1]) * ra;
+        s[2] = (so[0][2] + so[1][2]) * oc + (sr[0][2] + sr[1][2]) * rc;
+        s[3] = (so[0][3] + so[1][3]) * oc + (sr[0][3] + sr[1][3]) * rc;
+      } else {
         // Two accumulator chains (even / odd kk) halve the dependent-mma latency.
         float s2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
         if constexpr (KB > 0) {
@@ -772,10 +865,14 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       {
         const int ta = tb + gid, tc = ta + 8;  // tile rows of s[0..1] and s[2..3]
         const bool va = ta >= lo && ta < n, vc = tc >= lo && tc < n;
-        const __half* s_kh = reinterpret_cast<const __half*>(s_kn);
-        const float nka = __half2float(s_kh[PROD ? 2 * ta : ta]), nkc = __half2float(s_kh[PROD ? 2 * tc : tc]);
-        softmax_core(a, s, va, vc, nka, nkc, __half2float(s_vn[ta]), __half2float(s_vn[tc]), m, l, acc, gid, tig,
-                     s_p);
+        if constexpr (SPLIT) {  // norms already applied to S; the value norms go into the P fragments
+          softmax_core(a, s, va, vc, 1.0f, 1.0f, 1.0f, 1.0f, m, l, acc, gid, tig, s_p);
+        } else {
+          const __half* s_kh = reinterpret_cast<const __half*>(s_kn);
+          const float nka = __half2float(s_kh[PROD ? 2 * ta : ta]), nkc = __half2float(s_kh[PROD ? 2 * tc : tc]);
+          softmax_core(a, s, va, vc, nka, nkc, __half2float(s_vn[ta]), __half2float(s_vn[tc]), m, l, acc, gid, tig,
+                       s_p);
+        }
       }
       // ---- values: B = P[tokens 2tig + {0,1}, 2tig + 8 + {0,1}][head gid] (rows past n or before lo are zero
       // weights, and their staged codes, possibly stale, are finite look-ups). Looking the value
@@ -785,6 +882,25 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       // (padded rows), or tig + {0, 4, 8, 12} (kBulk's dense rows: each load reads 4 consecutive rows).
       constexpr int R1 = Lay::kBulk ? 4 : 1, R2 = 8, R3 = Lay::kBulk ? 12 : 9;
       const int r0 = Lay::kBulk ? tig : 2 * tig;
+      if constexpr (SPLIT) {
+        // P fragments per part: the softmax weight (0 for rows that are not tokens) times that part's
+        // value norm (stale rows' norms may be NaN: weight 0 stays 0).
+        const float w[4] = {s_p[p_at(r0, gid)], s_p[p_at(r0 + R1, gid)], s_p[p_at(r0 + R2, gid)],
+                            s_p[p_at(r0 + R3, gid)]};
+        const int rr[4] = {r0, r0 + R1, r0 + R2, r0 + R3};
+        float wo[4], wr[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          wo[i] = w[i] > 0.0f ? w[i] * __half2float(s_vn[2 * (tb + rr[i])]) : 0.0f;
+          wr[i] = w[i] > 0.0f ? w[i] * __half2float(s_vn[2 * (tb + rr[i]) + 1]) : 0.0f;
+        }
+        const std::uint8_t* vrow = s_vc + (tb + r0) * Lay::rsV;
+        split_value_part<H * KB / 64, 2 * KB, Lay::kWideK, H / 16, Lay::rsV, R1, R2, R3>(
+            vrow + (H * KB / 64) * gid, tabs, klane, pack_h2(wo[0], wo[1]), pack_h2(wo[2], wo[3]), acc);
+        split_value_part<H * VB / 64, 2 * VB, Lay::kWideV, H / 16, Lay::rsV, R1, R2, R3>(
+            vrow + Lay::cbO + (H * VB / 64) * gid, tabs, vlane, pack_h2(wr[0], wr[1]), pack_h2(wr[2], wr[3]),
+            acc + H / 16);
+      } else {
       const std::uint32_t pb0 = pack_h2(s_p[p_at(r0, gid)], s_p[p_at(r0 + R1, gid)]);
       const std::uint32_t pb1 = pack_h2(s_p[p_at(r0 + R2, gid)], s_p[p_at(r0 + R3, gid)]);
       CodeSpan<VSPAN> v0, v1, v2, v3;
@@ -895,6 +1011,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           mma_f16(acc[j], af, pb0, pb1);
         }
       }
+      }  // !SPLIT
     }
     if constexpr (!kCopyFirst) {
       const int ahead = cur == 0 ? Lay::kStages - 1 : cur - 1;  // slot of step it + kStages - 1
@@ -917,7 +1034,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   float* s_ml = s_acc + NW * kMmaHeads * D;         // [NW warps][8 heads][2]
 #pragma unroll
   for (int j = 0; j < D / 16; ++j) {
-    const int d0 = 2 * (gid * (D / 16) + j);
+    const int d0 = !SPLIT ? 2 * (gid * (D / 16) + j)
+                          : (j < H / 16 ? 2 * (gid * (H / 16) + j) : H + 2 * (gid * (H / 16) + j - H / 16));
     s_acc[(warp * kMmaHeads + 2 * tig) * D + d0] = acc[j][0];
     s_acc[(warp * kMmaHeads + 2 * tig + 1) * D + d0] = acc[j][1];
     s_acc[(warp * kMmaHeads + 2 * tig) * D + d0 + 1] = acc[j][2];
@@ -959,17 +1077,17 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   if constexpr (FUSE) {
     const int heads = min(kMmaHeads, a.group - static_cast<int>(blockIdx.z) * kMmaHeads);
     const std::size_t row0 = static_cast<std::size_t>(b) * a.num_heads + g * a.group + blockIdx.z * kMmaHeads;
-    fused_epilogue<D, NT>(s_qrot, heads, a.out, a.io, row0, a.vsigns, a.vscale);
+    fused_epilogue<D, NT>(s_qrot, heads, a.out, a.io, row0, a.vsigns, a.vscale, SPLIT ? a.vchan : nullptr);
   }
 }
 
 /// Launch (or occupancy query) of decode_h16_kernel<D, KB, VB>; grid z = ceil(group / 8); the FUSE
 /// instance when a.fuse_out (one split).
-template <int D, int KB, int VB, int NW, bool PROD = false>
+template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false>
 void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
-  auto kernel = decode_h16_kernel<D, KB, VB, NW, PROD>;
-  auto fused = decode_h16_kernel<D, KB, VB, NW, PROD, true>;
-  using Lay = H16Layout<D, KB, VB, NW, PROD>;
+  auto kernel = decode_h16_kernel<D, KB, VB, NW, PROD, false, SPLIT>;
+  auto fused = decode_h16_kernel<D, KB, VB, NW, PROD, true, SPLIT>;
+  using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT>;
   const int smem = Lay::bytes();
   // Driver calls once per instance (and device: the process uses one), not per launch: at batch 1
   // the decode itself takes tens of microseconds.
@@ -1021,6 +1139,8 @@ void launch_h16_kb(int d, int vb, const LaunchShape& shape, cudaStream_t s, cons
   throw std::logic_error("launch_h16: value bits out of range");
 }
 
+/// Fractional widths b + 0.5 (decode_h16s.cu; warps per block as launch_h16: 16, 8 at head_dim 256).
+void launch_h16s(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k1(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k2(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k3(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);

@@ -1,11 +1,13 @@
 // Bit pack / unpack kernels (LSB-first stream of turbokv/pack.h), the device
 // query and the TurboQuant-MSE tables.
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "common.cuh"
 #include "turbokv/codebook.h"
 #include "turbokv/error.h"
+#include "turbokv/formats.h"
 #include "turbokv/pack.h"
 #include "turbokv/rotation.h"
 
@@ -85,26 +87,88 @@ std::size_t tq_page_stride(int page_size, std::size_t code_bytes) {
 }
 
 TqMseTables::TqMseTables(const CodecConfig& cfg) {
+  check_arg(cfg.bits == 1 || cfg.bits == 2 || cfg.bits == 3 || cfg.bits == 4, "cuda::TqMseTables", "bits", cfg.bits,
+            "must be an integer width 1..4 for TqMseTables(CodecConfig); fractional widths need "
+            "TqMseTables(const Codec&) with a calibrated reference codec");
+  init(cfg);
+}
+
+TqMseTables::TqMseTables(const Codec& ref) {
+  const char* where = "cuda::TqMseTables";
+  const CodecConfig& cfg = ref.config();
+  init(cfg);
+  if (!split_) return;
+  check_arg(ref.calibrated(), where, "ref.calibrated", 0, "a fractional-width codec must be calibrated first");
+  // The calibrated split, read back as the CPU fast path does (src/cpu/tq_mse_split.cpp): encode the unit
+  // vectors e_j; channel j is an outlier channel (part 0) iff its first norm ||x_0|| is non-zero.
+  const std::size_t d = static_cast<std::size_t>(head_dim_), cb = code_bytes();
+  if (ref.encoded_bytes(d) != d * (cb + 4))
+    throw std::logic_error("cuda::TqMseTables: the reference's block layout is not the outlier split's");
+  std::vector<float> eye(d * d, 0.0f);
+  for (std::size_t j = 0; j < d; ++j) eye[j * d + j] = 1.0f;
+  std::vector<std::uint8_t> enc(ref.encoded_bytes(d));
+  ref.encode(eye.data(), d, enc.data());
+  std::vector<std::int32_t> part[2];
+  for (std::size_t j = 0; j < d; ++j)
+    part[load_half(enc.data() + d * cb + 4 * j) > 0 ? 0 : 1].push_back(static_cast<std::int32_t>(j));
+  if (part[0].size() != d / 2)
+    throw std::logic_error("cuda::TqMseTables: the reference's outlier part does not have head_dim / 2 channels");
+  std::vector<std::int32_t> ch(part[0]);
+  ch.insert(ch.end(), part[1].begin(), part[1].end());
+  channels_ = detail::upload(ch);
+}
+
+void TqMseTables::init(const CodecConfig& cfg) {
   const char* where = "cuda::TqMseTables";
   check_arg(cfg.method == Method::kTurboMse, where, "method", method_name(cfg.method), "must be tq-mse");
-  check_arg(cfg.bits == 1 || cfg.bits == 2 || cfg.bits == 3 || cfg.bits == 4, where, "bits", cfg.bits,
-            "must be an integer width 1..4 on the GPU");
-  check_arg(cfg.head_dim == 64 || cfg.head_dim == 128 || cfg.head_dim == 256, where, "head_dim", cfg.head_dim,
-            "must be 64, 128 or 256 on the GPU");
+  const int b = static_cast<int>(std::floor(cfg.bits));
+  split_ = cfg.bits != b;
+  check_arg(split_ ? (b >= 1 && b <= 3 && cfg.bits == b + 0.5) : (b >= 1 && b <= 4), where, "bits", cfg.bits,
+            "must be 1..4 or 1.5, 2.5, 3.5 on the GPU");
+  if (split_)
+    check_arg(cfg.head_dim == 128 || cfg.head_dim == 256, where, "head_dim", cfg.head_dim,
+              "must be 128 or 256 for fractional widths on the GPU (parts of 64 or 128 channels)");
+  else
+    check_arg(cfg.head_dim == 64 || cfg.head_dim == 128 || cfg.head_dim == 256, where, "head_dim", cfg.head_dim,
+              "must be 64, 128 or 256 on the GPU");
   check_arg(cfg.rotation == RotationKind::kHadamard, where, "rotation", rotation_name(cfg.rotation),
             "must be hadamard on the GPU");
+  check_arg(!cfg.center, where, "center", 1, "centred keys are not supported on the GPU");
   head_dim_ = cfg.head_dim;
-  bits_ = static_cast<int>(cfg.bits);
-  // The same objects the reference codec builds (RotatedScalar, part 0: seed cfg.seed).
-  const Rotation rot(head_dim_, cfg.rotation, cfg.seed);
-  const ScalarCodebook& cb = lloyd_max_codebook(head_dim_, bits_, cfg.codebook);
-  codebook_ = &cb;
-  scale_ = Rotation::hadamard_scale(head_dim_);
-  std::vector<float> bnd(cb.boundaries);
-  bnd.push_back(INFINITY);  // padding entry, never compared against
-  signs_ = detail::upload(rot.signs());  // head_dim floats
-  centroids_ = detail::upload(cb.centroids);
-  boundaries_ = detail::upload(bnd);
+  bits_ = b;
+  // The same objects the reference codec builds (RotatedScalar of part p: dim, seed cfg.seed + p).
+  const int dim = split_ ? head_dim_ / 2 : head_dim_;
+  scale_ = Rotation::hadamard_scale(dim);
+  auto bounds = [](const ScalarCodebook& c) {
+    std::vector<float> bnd(c.boundaries);
+    bnd.push_back(INFINITY);  // padding entry, never compared against
+    return bnd;
+  };
+  if (!split_) {
+    const Rotation rot(dim, cfg.rotation, cfg.seed);
+    codebook_ = &lloyd_max_codebook(dim, bits_, cfg.codebook);
+    signs_ = detail::upload(rot.signs());  // head_dim floats
+    centroids_ = detail::upload(codebook_->centroids);
+    boundaries_ = detail::upload(bounds(*codebook_));
+    return;
+  }
+  const Rotation r0(dim, cfg.rotation, cfg.seed), r1(dim, cfg.rotation, cfg.seed + 1);
+  std::vector<float> sg(r0.signs());
+  sg.insert(sg.end(), r1.signs().begin(), r1.signs().end());
+  codebook_ = &lloyd_max_codebook(dim, bits_ + 1, cfg.codebook);
+  codebook_lo_ = &lloyd_max_codebook(dim, bits_, cfg.codebook);
+  signs_ = detail::upload(sg);
+  centroids_ = detail::upload(codebook_->centroids);
+  boundaries_ = detail::upload(bounds(*codebook_));
+  centroids_lo_ = detail::upload(codebook_lo_->centroids);
+  boundaries_lo_ = detail::upload(bounds(*codebook_lo_));
+}
+
+std::size_t TqMseTables::page_stride(int page_size) const {
+  check_arg(page_size >= 1 && page_size <= 4096 && (page_size & (page_size - 1)) == 0, "cuda::TqMseTables::page_stride",
+            "page_size", page_size, "must be a power of two in 1..4096");
+  const std::size_t b = static_cast<std::size_t>(page_size) * (code_bytes() + 2 * num_norms());
+  return (b + 31) / 32 * 32;  // every block starts on a 32-byte L2 sector
 }
 
 }  // namespace turbokv::cuda

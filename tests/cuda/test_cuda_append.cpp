@@ -1,5 +1,6 @@
 // GPU append (fused Hadamard + quantize + pack into pages) vs the reference
-// TurboQuant-MSE codec: every token's code bytes and fp16 norm identical.
+// TurboQuant-MSE codec: every token's code bytes and fp16 norm(s) identical, at
+// integer widths and at the fractional widths (outlier split, calibrated).
 #include <cmath>
 #include <cstring>
 
@@ -11,7 +12,9 @@ namespace turbokv::test {
 namespace {
 
 struct AppendCase {
-  int head_dim, bits, page_size;
+  int head_dim;
+  double bits;  ///< 1..4, or 1.5 / 2.5 / 3.5 (the reference is calibrated first)
+  int page_size;
   int prefill = 21;
   cuda::IoType io = cuda::IoType::kF32;  ///< type of the appended vectors
 };
@@ -57,11 +60,18 @@ void run_case(const AppendCase& c, std::uint64_t seed) {
   cfg.head_dim = d;
   cfg.seed = seed ^ 0x55aa;
   const auto ref = make_codec(cfg);
-  cuda::TqMseTables tab(cfg);
-  const std::size_t cb = tab.code_bytes();
-  const std::size_t stride = cuda::tq_page_stride(c.page_size, cb);
-
   Rng r(seed);
+  if (ref->needs_calibration()) {  // fractional: the outlier channels from rows like the appended ones
+    const auto cal = awkward_rows(64, d, r);
+    ref->calibrate(cal.data(), 64);
+  }
+  const cuda::TqMseTables tab(*ref);
+  const std::size_t cb = tab.code_bytes(), nb = 2 * static_cast<std::size_t>(tab.num_norms());
+  const std::size_t stride = tab.page_stride(c.page_size);
+  if (!tab.split()) {
+    EXPECT_EQ(stride, cuda::tq_page_stride(c.page_size, cb));
+  }
+
   const auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 1);
   DevBuf<std::int32_t> dtable(table);
   DevBuf<std::uint8_t> pool(static_cast<std::size_t>(batch) * max_pages * kvh * stride);
@@ -104,7 +114,7 @@ void run_case(const AppendCase& c, std::uint64_t seed) {
         const int off = pos % c.page_size;
         const std::uint8_t* blk = got.data() + (static_cast<std::size_t>(page) * kvh + g) * stride;
         const bool codes_ok = std::memcmp(blk + off * cb, enc.data(), cb) == 0;
-        const bool norm_ok = std::memcmp(blk + c.page_size * cb + 2 * off, enc.data() + cb, 2) == 0;
+        const bool norm_ok = std::memcmp(blk + c.page_size * cb + nb * off, enc.data() + cb, nb) == 0;
         if ((!codes_ok || !norm_ok) && ++mismatches <= 3)
           ADD_FAILURE() << "b=" << b << " token=" << pos << " head=" << g << " codes_ok=" << codes_ok
                         << " norm_ok=" << norm_ok;
@@ -119,7 +129,7 @@ TEST(CudaAppend, BytesMatchReference) {
       for (int ps : {1, 16, 64}) {
         SCOPED_TRACE("head_dim=" + std::to_string(d) + " bits=" + std::to_string(bits) + " page_size=" +
                      std::to_string(ps) + " seed=" + std::to_string(seed));
-        run_case({d, bits, ps}, seed + d * 31 + bits * 7 + ps);
+        run_case({d, double(bits), ps}, seed + d * 31 + bits * 7 + ps);
       }
 }
 
@@ -130,7 +140,7 @@ TEST(CudaAppend, ManyTokensMatchReference) {
   for (int d : {64, 128, 256})
     for (int bits = 1; bits <= 4; ++bits) {
       SCOPED_TRACE("head_dim=" + std::to_string(d) + " bits=" + std::to_string(bits) + " seed=" + std::to_string(seed));
-      run_case({d, bits, 16, 1500}, seed + d * 131 + bits * 17);
+      run_case({d, double(bits), 16, 1500}, seed + d * 131 + bits * 17);
     }
 }
 
@@ -142,8 +152,25 @@ TEST(CudaAppend, SixteenBitInputMatchesReference) {
       for (int bits : {1, 3, 4}) {
         SCOPED_TRACE("io=" + std::to_string(static_cast<int>(io)) + " head_dim=" + std::to_string(d) +
                      " bits=" + std::to_string(bits) + " seed=" + std::to_string(seed));
-        run_case({d, bits, 16, 300, io}, seed + d * 7 + bits);
+        run_case({d, double(bits), 16, 300, io}, seed + d * 7 + bits);
       }
+}
+
+// Fractional widths: two parts (outlier channels at b + 1 bits, the rest at b), each from its
+// gathered channels with its own rotation, codebook and norm.
+TEST(CudaAppend, FractionalBytesMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  for (int d : {128, 256})
+    for (double bits : {1.5, 2.5, 3.5})
+      for (int ps : {1, 16}) {
+        SCOPED_TRACE("head_dim=" + std::to_string(d) + " bits=" + std::to_string(bits) + " page_size=" +
+                     std::to_string(ps) + " seed=" + std::to_string(seed));
+        run_case({d, bits, ps, 300}, seed + d * 13 + static_cast<int>(bits * 10) + ps);
+      }
+  for (cuda::IoType io : {cuda::IoType::kF16, cuda::IoType::kBf16}) {
+    SCOPED_TRACE("io=" + std::to_string(static_cast<int>(io)) + " seed=" + std::to_string(seed));
+    run_case({128, 3.5, 16, 100, io}, seed + 77);
+  }
 }
 
 TEST(CudaAppend, RejectsUnsupportedConfig) {
@@ -152,6 +179,17 @@ TEST(CudaAppend, RejectsUnsupportedConfig) {
   EXPECT_THROW(cuda::TqMseTables t(cfg), std::invalid_argument);
   cfg.head_dim = 128;
   cfg.bits = 2.5;
+  EXPECT_THROW(cuda::TqMseTables t(cfg), std::invalid_argument);  // fractional: from a calibrated codec only
+  const auto uncal = make_codec(cfg);
+  EXPECT_THROW(cuda::TqMseTables t(*uncal), std::invalid_argument);  // not calibrated
+  cfg.head_dim = 64;  // parts of 32 channels: not on the GPU
+  const auto small = make_codec(cfg);
+  std::vector<float> x(64 * 64, 1.0f);
+  small->calibrate(x.data(), 64);
+  EXPECT_THROW(cuda::TqMseTables t(*small), std::invalid_argument);
+  cfg.head_dim = 128;
+  cfg.bits = 4;
+  cfg.center = true;  // centred codecs are not supported on the GPU
   EXPECT_THROW(cuda::TqMseTables t(cfg), std::invalid_argument);
 }
 

@@ -367,6 +367,192 @@ TEST(CudaDecode, TqProdKeysMatchReference) {
   std::printf("tq-prod keys (fp16 tensor cores): worst relative error vs fp64 %.3g\n", worst);
 }
 
+/// Fractional TurboQuant-MSE widths (bits + 0.5: the outlier split) for keys and values, calibrated
+/// on data with outlier channels (keys and values on different channels), paged, through the fp16
+/// tensor-core kernel's SPLIT instances, against attention_compressed. Returns the worst error.
+double run_split_case(int d, double bits, int nh, int kvh, int page_size, std::vector<int> lens, int window,
+                      int splits, float softcap, cuda::IoType io, std::uint64_t seed) {
+  SCOPED_TRACE("split d=" + std::to_string(d) + " bits=" + std::to_string(bits) + " heads=" + std::to_string(nh) +
+               "/" + std::to_string(kvh) + " page=" + std::to_string(page_size) + " window=" + std::to_string(window) +
+               " splits=" + std::to_string(splits) + " softcap=" + std::to_string(softcap) +
+               " io=" + std::to_string(static_cast<int>(io)) + " seed=" + std::to_string(seed));
+  const int batch = static_cast<int>(lens.size());
+  const int max_len = *std::max_element(lens.begin(), lens.end());
+  const int max_pages = (max_len + page_size - 1) / page_size;
+  CodecConfig kcfg, vcfg;
+  kcfg.head_dim = vcfg.head_dim = d;
+  kcfg.bits = vcfg.bits = bits;
+  kcfg.role = Role::kKey;
+  vcfg.role = Role::kValue;
+  kcfg.seed = seed ^ 0x2468;
+  vcfg.seed = seed ^ 0x1357;
+  const auto kref = make_codec(kcfg), vref = make_codec(vcfg);
+  Rng r(seed);
+  // Rows with a scale per channel (some channels 4-8x larger, different ones for keys and values).
+  std::vector<float> kscale(d), vscale(d);
+  for (int i = 0; i < d; ++i) {
+    kscale[i] = (i * 7 + 3) % 11 == 0 ? 6.0f : 1.0f + 0.5f * static_cast<float>(r.uniform());
+    vscale[i] = (i * 5 + 1) % 9 == 0 ? 4.0f : 1.0f + 0.5f * static_cast<float>(r.uniform());
+  }
+  auto rows = [&](std::size_t n, const std::vector<float>& sc, float f) {
+    std::vector<float> x(n * d);
+    for (std::size_t t = 0; t < n; ++t)
+      for (int i = 0; i < d; ++i) x[t * d + i] = static_cast<float>(r.normal()) * sc[i] * f;
+    return x;
+  };
+  {
+    const auto kc = rows(256, kscale, 0.7f), vc = rows(256, vscale, 1.0f);
+    kref->calibrate(kc.data(), 256);
+    vref->calibrate(vc.data(), 256);
+  }
+  const cuda::TqMseTables ktab(*kref), vtab(*vref);
+  EXPECT_TRUE(ktab.split() && vtab.split());
+  const std::size_t kcb = ktab.code_bytes(), vcb = vtab.code_bytes();
+  const std::size_t kstride = ktab.page_stride(page_size), vstride = vtab.page_stride(page_size);
+  const auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 9);
+  std::vector<std::uint8_t> kpool(table.size() * kvh * kstride, 0xA5), vpool(table.size() * kvh * vstride, 0xA5);
+  std::vector<float> q(static_cast<std::size_t>(batch) * nh * d);
+  for (auto& v : q) v = static_cast<float>(r.normal()) * 0.5f;
+  std::vector<std::uint16_t> q16(q.size());
+  if (io != cuda::IoType::kF32)
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      q16[i] = io == cuda::IoType::kF16 ? float_to_half(q[i]) : float_to_bf16(q[i]);
+      q[i] = io == cuda::IoType::kF16 ? half_to_float(q16[i]) : bf16_to_float(q16[i]);
+    }
+  std::vector<std::vector<std::uint8_t>> kblk(batch * kvh), vblk(batch * kvh);
+  for (int b = 0; b < batch; ++b)
+    for (int g = 0; g < kvh; ++g) {
+      const std::size_t n = lens[b];
+      const auto k = rows(n, kscale, 0.7f), v = rows(n, vscale, 1.0f);
+      auto& kb = kblk[b * kvh + g];
+      auto& vb = vblk[b * kvh + g];
+      kb.resize(kref->encoded_bytes(n));
+      vb.resize(vref->encoded_bytes(n));
+      kref->encode(k.data(), n, kb.data());
+      vref->encode(v.data(), n, vb.data());
+      for (std::size_t t = 0; t < n; ++t) {  // codes, then the [||x_0||, ||x_1||] pair of each token
+        const int page = table[static_cast<std::size_t>(b) * max_pages + t / page_size];
+        const std::size_t off = t % page_size;
+        std::uint8_t* kp = &kpool[(static_cast<std::size_t>(page) * kvh + g) * kstride];
+        std::uint8_t* vp = &vpool[(static_cast<std::size_t>(page) * kvh + g) * vstride];
+        std::memcpy(kp + off * kcb, kb.data() + t * kcb, kcb);
+        std::memcpy(kp + page_size * kcb + 4 * off, kb.data() + n * kcb + 4 * t, 4);
+        std::memcpy(vp + off * vcb, vb.data() + t * vcb, vcb);
+        std::memcpy(vp + page_size * vcb + 4 * off, vb.data() + n * vcb + 4 * t, 4);
+      }
+    }
+  DevBuf<std::uint8_t> dk(kpool), dv(vpool);
+  DevBuf<std::int32_t> dtable(table), dlens(std::vector<std::int32_t>(lens.begin(), lens.end()));
+  DevBuf<float> dq(q), dout(q.size());
+  DevBuf<std::uint16_t> dq16(q16), dout16(q.size());
+  dout.fill_byte(0xFF);
+  dout16.fill_byte(0xFF);
+  const bool io16 = io != cuda::IoType::kF32;
+  cuda::DecodeArgs a;
+  a.batch = batch, a.num_heads = nh, a.num_kv_heads = kvh, a.head_dim = d;
+  a.q = io16 ? static_cast<const void*>(dq16.p) : dq.p;
+  a.out = io16 ? static_cast<void*>(dout16.p) : dout.p;
+  a.io = io;
+  a.seq_lens = dlens.p, a.max_seq_len = max_len;
+  a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
+  a.window = window, a.num_splits = splits, a.softcap = softcap;
+  DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
+  a.workspace = ws.p;
+  const cuda::PageTable pt{dtable.p, max_pages, page_size};
+  cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, pt, a, nullptr);
+  std::vector<float> out;
+  if (io16) {
+    const auto o16 = dout16.download();
+    for (auto h : o16) out.push_back(io == cuda::IoType::kF16 ? half_to_float(h) : bf16_to_float(h));
+  } else {
+    out = dout.download();
+  }
+  // Only the fp16 tensor-core kernel takes fractional widths; the others say so.
+  a.kernel = 1;
+  EXPECT_THROW(cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, pt, a, nullptr), std::invalid_argument);
+  AttentionParams p;
+  p.softmax_scale = a.softmax_scale;
+  p.window = window;
+  p.softcap = softcap;
+  double worst = 0;
+  for (int b = 0; b < batch; ++b) {
+    std::vector<EncodedHead> keys, values;
+    for (int g = 0; g < kvh; ++g) {
+      keys.push_back({kref.get(), kblk[b * kvh + g].data()});
+      values.push_back({vref.get(), vblk[b * kvh + g].data()});
+    }
+    std::vector<double> ref(static_cast<std::size_t>(nh) * d);
+    attention_compressed(keys, values, lens[b], &q[static_cast<std::size_t>(b) * nh * d], nh, p, ref.data());
+    const float* o = &out[static_cast<std::size_t>(b) * nh * d];
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      if (!std::isfinite(o[i])) {
+        ADD_FAILURE() << "b=" << b << " i=" << i << " not finite";
+        return worst;
+      }
+    }
+    const double err = rel_err(o, ref.data(), ref.size());
+    worst = std::max(worst, err);
+    EXPECT_LE(err, kTqDecodeH16RelTol + io_rounding(io)) << "sequence " << b << " (len " << lens[b] << ")";
+  }
+  return worst;
+}
+
+TEST(CudaDecode, TqMseFractionalMatchesReference) {
+  const std::uint64_t seed = fresh_seed();
+  const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
+  auto L = [&](std::vector<int> v) {
+    if (small)
+      for (int& l : v) l = std::min(l, 130);
+    return v;
+  };
+  using IO = cuda::IoType;
+  double worst = 0;
+  worst = std::max(worst, run_split_case(128, 3.5, 32, 8, 16, L({1, 17, 1000, 4097}), 0, 0, 0, IO::kF32, seed));
+  worst = std::max(worst, run_split_case(128, 2.5, 12, 4, 1, L({4097, 65}), 0, 0, 0, IO::kF32, seed + 1));
+  worst = std::max(worst, run_split_case(128, 1.5, 8, 2, 64, L({1000, 2}), 100, 3, 0, IO::kF32, seed + 2));
+  worst = std::max(worst, run_split_case(256, 3.5, 4, 1, 16, L({3000, 513}), 0, 0, 0, IO::kF32, seed + 3));
+  worst = std::max(worst, run_split_case(256, 2.5, 8, 2, 8, L({999}), 0, 0, 5.0f, IO::kF16, seed + 4));
+  worst = std::max(worst, run_split_case(256, 1.5, 16, 1, 32, L({700, 31}), 300, 0, 0, IO::kBf16, seed + 5));
+  // one split: the FUSE instance's epilogue (per-half inverse rotation, channel scatter)
+  worst = std::max(worst, run_split_case(128, 3.5, 32, 8, 16, L({2000, 3}), 0, 1, 0, IO::kF32, seed + 6));
+  worst = std::max(worst, run_split_case(256, 2.5, 4, 1, 16, L({1500}), 0, 1, 0, IO::kF16, seed + 7));
+  worst = std::max(worst, run_split_case(128, 1.5, 9, 3, 16, L({20000}), 0, 1, 0, IO::kF32, seed + 8));
+  std::printf("fractional widths (fp16 tensor cores): worst relative error vs fp64 %.3g\n", worst);
+}
+
+TEST(CudaDecode, FractionalRejectsMixedWidths) {
+  CodecConfig kcfg, vcfg;
+  kcfg.head_dim = vcfg.head_dim = 128;
+  kcfg.bits = 3.5;
+  vcfg.bits = 2.5;
+  vcfg.role = Role::kValue;
+  const auto kref = make_codec(kcfg), vref = make_codec(vcfg);
+  std::vector<float> x(64 * 128);
+  Rng r(5);
+  for (auto& v : x) v = static_cast<float>(r.normal());
+  kref->calibrate(x.data(), 64);
+  vref->calibrate(x.data(), 64);
+  const cuda::TqMseTables ktab(*kref), vtab(*vref), itab(CodecConfig{});
+  DevBuf<std::uint8_t> pool(1 << 16), ws(1 << 16);
+  DevBuf<std::int32_t> pages(std::vector<std::int32_t>{0}), lens(std::vector<std::int32_t>{1});
+  DevBuf<float> q(128), out(128);
+  cuda::DecodeArgs a;
+  a.batch = 1, a.num_heads = 1, a.num_kv_heads = 1, a.head_dim = 128, a.q = q.p, a.out = out.p;
+  a.seq_lens = lens.p, a.max_seq_len = 1, a.softmax_scale = 0.1f, a.workspace = ws.p;
+  const cuda::PageTable pt{pages.p, 1, 16};
+  // 3.5-bit keys with 2.5-bit values, and fractional keys with integer values: a clear error.
+  EXPECT_THROW(cuda::tq_mse_decode(ktab, vtab, {pool.p, ktab.page_stride(16)}, {pool.p, vtab.page_stride(16)}, pt, a,
+                                   nullptr),
+               std::invalid_argument);
+  EXPECT_THROW(cuda::tq_mse_decode(ktab, itab, {pool.p, ktab.page_stride(16)}, {pool.p, itab.page_stride(16)}, pt, a,
+                                   nullptr),
+               std::invalid_argument);
+  // A pool laid out for one norm per token is rejected for a fractional codec.
+  EXPECT_THROW(cuda::tq_mse_decode(ktab, ktab, {pool.p, cuda::tq_page_stride(16, ktab.code_bytes())},
+                                   {pool.p, ktab.page_stride(16)}, pt, a, nullptr),
+               std::invalid_argument);
+}
+
 void run_f16_case(int d, int nh, int kvh, std::vector<int> lens, int window, std::uint64_t seed) {
   const int batch = static_cast<int>(lens.size());
   const int cap = *std::max_element(lens.begin(), lens.end()) + 3;

@@ -31,10 +31,15 @@
 namespace turbokv::test {
 namespace {
 
-/// Tolerances, relative L2 per sequence against attention_compressed (fp64): the fp32 kernels as
-/// in test_cuda_attention (kTqDecodeRelTol), the fp16 tensor-core kernel as there (kTqDecodeH16RelTol).
+/// Tolerances, relative L2 per query against attention_compressed (fp64): the fp32 kernels as in
+/// test_cuda_attention (kTqDecodeRelTol). The fp16 tensor-core kernel rounds Pi q and the centroids
+/// to fp16, so its logit error grows with the logits' size; on Gemma 3 layer 5 (keys with large
+/// constant channels, docs/RESULTS.md) the worst query measured 2.44e-3 (4-bit), 2.79e-3 (3.5-bit)
+/// and 2.59e-3 (2.5-bit) in H200 runs s9-1 / s9-5 (every other layer <= 1.5e-3), against
+/// test_cuda_attention's 3e-3 for random data: 5e-3 here. A wrong index, row or norm costs O(1e-2)
+/// or more (the bugs met while writing the fractional kernel: 0.7).
 constexpr double kFp32RelTol = 2e-5;
-constexpr double kH16RelTol = 3e-3;
+constexpr double kH16RelTol = 5e-3;
 
 struct RealLayer {
   std::string name;
@@ -153,7 +158,9 @@ Shared shared_pages(const RealLayer& l, int page_size, std::uint64_t seed) {
   return s;
 }
 
-void run_tq_mse(const RealLayer& l, int kbits, int vbits, int page_size, std::uint64_t seed, double worst[3]) {
+/// kbits / vbits: 1..4, or 1.5 / 2.5 / 3.5 (the outlier split, calibrated on the layer's own keys /
+/// values, as turbokv eval does; the fp16 tensor-core kernel only).
+void run_tq_mse(const RealLayer& l, double kbits, double vbits, int page_size, std::uint64_t seed, double worst[3]) {
   SCOPED_TRACE(l.name + " tq-mse keys " + std::to_string(kbits) + " values " + std::to_string(vbits) + " page " +
                std::to_string(page_size) + " seed " + std::to_string(seed));
   CodecConfig kcfg, vcfg;
@@ -162,9 +169,12 @@ void run_tq_mse(const RealLayer& l, int kbits, int vbits, int page_size, std::ui
   kcfg.role = Role::kKey, vcfg.role = Role::kValue;
   kcfg.seed = seed ^ 0x1111, vcfg.seed = seed ^ 0x2222;
   const auto kref = make_codec(kcfg), vref = make_codec(vcfg);
-  cuda::TqMseTables ktab(kcfg), vtab(vcfg);
+  if (kref->needs_calibration()) kref->calibrate(l.k.data(), static_cast<std::size_t>(l.n) * l.kvh);
+  if (vref->needs_calibration()) vref->calibrate(l.v.data(), static_cast<std::size_t>(l.n) * l.kvh);
+  const cuda::TqMseTables ktab(*kref), vtab(*vref);
   const std::size_t kcb = ktab.code_bytes(), vcb = vtab.code_bytes();
-  const std::size_t kstride = cuda::tq_page_stride(page_size, kcb), vstride = cuda::tq_page_stride(page_size, vcb);
+  const std::size_t knb = 2 * static_cast<std::size_t>(ktab.num_norms()), vnb = 2 * static_cast<std::size_t>(vtab.num_norms());
+  const std::size_t kstride = ktab.page_stride(page_size), vstride = vtab.page_stride(page_size);
   const Shared s = shared_pages(l, page_size, seed + 1);
 
   // Append the whole layer (one sequence of n tokens, fp16 input) into the shuffled pages.
@@ -192,9 +202,9 @@ void run_tq_mse(const RealLayer& l, int kbits, int vbits, int page_size, std::ui
       const std::uint8_t* kb = kgot.data() + (static_cast<std::size_t>(page) * l.kvh + g) * kstride;
       const std::uint8_t* vb = vgot.data() + (static_cast<std::size_t>(page) * l.kvh + g) * vstride;
       const bool ok = std::memcmp(kb + off * kcb, kblk[g].data() + t * kcb, kcb) == 0 &&
-                      std::memcmp(kb + page_size * kcb + 2 * off, kblk[g].data() + l.n * kcb + 2 * t, 2) == 0 &&
+                      std::memcmp(kb + page_size * kcb + knb * off, kblk[g].data() + l.n * kcb + knb * t, knb) == 0 &&
                       std::memcmp(vb + off * vcb, vblk[g].data() + t * vcb, vcb) == 0 &&
-                      std::memcmp(vb + page_size * vcb + 2 * off, vblk[g].data() + l.n * vcb + 2 * t, 2) == 0;
+                      std::memcmp(vb + page_size * vcb + vnb * off, vblk[g].data() + l.n * vcb + vnb * t, vnb) == 0;
       if (!ok && ++mismatches <= 3) ADD_FAILURE() << "append bytes differ: token " << t << " head " << g;
     }
   }
@@ -211,6 +221,7 @@ void run_tq_mse(const RealLayer& l, int kbits, int vbits, int page_size, std::ui
   std::vector<std::vector<double>> refs, exacts;
   for (int r = 0; r < l.nq; ++r) refs.push_back(reference(l, keys, values, r)), exacts.push_back(exact(l, r));
   for (int kernel : {0, 1, 2}) {
+    if (kernel != 0 && ktab.split()) continue;  // fractional widths: the fp16 tensor-core kernel only
     SCOPED_TRACE("kernel " + std::to_string(kernel));
     a.kernel = kernel;
     dout.fill_byte(0xFF);  // NaN poison
@@ -226,7 +237,7 @@ void run_tq_mse(const RealLayer& l, int kbits, int vbits, int page_size, std::ui
       exact_max = std::max(exact_max, rel_err(o, exacts[r].data(), exacts[r].size()));
     }
     worst[kernel] = std::max(worst[kernel], err_max);
-    std::printf("  %-28s K%d V%d page %3d kernel %d: vs reference %.3g, vs exact attention %.3g (worst of %d queries)\n",
+    std::printf("  %-28s K%.1f V%.1f page %3d kernel %d: vs reference %.3g, vs exact attention %.3g (worst of %d queries)\n",
                 l.name.c_str(), kbits, vbits, page_size, kernel, err_max, exact_max, l.nq);
   }
 }
@@ -240,6 +251,10 @@ TEST(CudaReal, TqMseAppendAndDecode) {
     run_tq_mse(l, 2, 2, 16, seed + 2, worst);
     run_tq_mse(l, 4, 2, 1, seed + 3, worst);  // mixed widths, one token per page
     run_tq_mse(l, 3, 4, 64, seed + 4, worst);
+    if (l.d >= 128) {  // fractional widths (head_dim 128 / 256 on the GPU)
+      run_tq_mse(l, 3.5, 3.5, 16, seed + 5, worst);
+      run_tq_mse(l, 2.5, 2.5, 1, seed + 6, worst);
+    }
   }
   std::printf("real KV, tq-mse decode: worst relative error vs fp64 reference: fp16 tensor cores %.3g, "
               "CUDA cores %.3g, 3xTF32 %.3g\n", worst[0], worst[1], worst[2]);
