@@ -89,8 +89,10 @@ std::size_t tq_page_stride(int page_size, std::size_t code_bytes);
  * A token's bytes: [part 0 codes: H (b+1) / 8][part 1 codes: H b / 8]; its scalars
  * [||x_0||, ||x_1||] (page_stride()).
  *
- * Throws std::invalid_argument for other configurations (naming the field), and for
- * a fractional codec that is not calibrated.
+ * Throws std::invalid_argument for other configurations (naming the field), including centred
+ * codecs (CodecConfig::center; before session 9 these were accepted and encoded un-centred), and for
+ * a fractional codec that is not calibrated; std::logic_error if the reference's encoded layout is
+ * not the outlier split of formats.h (an internal inconsistency).
  */
 class TqMseTables {
  public:
@@ -116,7 +118,8 @@ class TqMseTables {
   /// fp16 scalars per token: 1 (||x||), or 2 (||x_0||, ||x_1||) when split().
   int num_norms() const { return split_ ? 2 : 1; }
   /// Bytes of one (page, KV head) block of this codec: page_size * (code_bytes + 2 num_norms), rounded
-  /// up to 32 (= tq_page_stride(page_size, code_bytes()) for integer widths).
+  /// up to 32 (= tq_page_stride(page_size, code_bytes()) for integer widths). Throws
+  /// std::invalid_argument unless page_size is a power of two in 1..4096.
   std::size_t page_stride(int page_size) const;
   /// 1 / sqrt(rotation size): head_dim, or head_dim / 2 when split().
   float hadamard_scale() const { return scale_; }
@@ -148,7 +151,11 @@ class TqMseTables {
 /// Where the paged blocks of one pool are.
 struct PagedPool {
   std::uint8_t* data = nullptr;       ///< device; num_pages * num_kv_heads * page_stride bytes
-  std::size_t page_stride = 0;        ///< tq_page_stride(page_size, code_bytes)
+  /// Bytes of one (page, KV head) block: the codec's TqMseTables::page_stride(page_size)
+  /// (tq_page_stride(page_size, code_bytes) at integer widths; TurboQuant-Prod keys:
+  /// tq_prod_page_stride). Fractional widths need their two-norm layout: at page_size <= 8 the
+  /// stride alone cannot tell it from a one-norm block.
+  std::size_t page_stride = 0;
 };
 
 /// The page table shared by the key and value pools.

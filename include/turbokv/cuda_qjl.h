@@ -165,7 +165,8 @@ std::size_t tq_prod_decode_workspace_bytes(const ProdDecodeArgs& args, int head_
  * A simple CUDA-core kernel (one query head per block, no tile sharing across
  * the GQA group, no cp.async pipeline): correct first, not tuned.
  * Throws std::invalid_argument naming the argument (shapes, scale, splits,
- * capacity < max_seq_len, null pointers, head_dim mismatch, keys not tq-prod).
+ * capacity < max_seq_len, null pointers, head_dim mismatch, keys not tq-prod, values at a fractional
+ * width: vtab.split()).
  */
 void tq_prod_decode(const QjlTables& ktab, const TqMseTables& vtab, const ProdDecodeArgs& args, Stream stream);
 
@@ -185,7 +186,8 @@ std::size_t tq_prod_page_stride(int page_size, std::size_t code_bytes);
  * be 0). Pages: key pool blocks of tq_prod_page_stride(page_size, kcodec.code_bytes())
  * bytes holding page_size tokens' codes then their [||x||, gamma] pairs; value
  * pool as tq_mse_decode. fp16 operands, fp32 accumulation (tolerance as the
- * MSE fp16 kernel). Throws std::invalid_argument naming the argument.
+ * MSE fp16 kernel). Integer value widths only (vcodec.split() throws). Throws std::invalid_argument
+ * naming the argument.
  */
 void tq_prod_paged_decode(const QjlTables& kcodec, const TqMseTables& vcodec, PagedPool kpool, PagedPool vpool,
                           const PageTable& table, const DecodeArgs& args, Stream stream);

@@ -254,7 +254,9 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
     if (!SPLIT && v < a.total) load_raw<D, XT>(a, v, t, xn);
     for (; v < a.total; v += step) {  // uniform per group (all T lanes share v)
       float x[16];
-      if constexpr (SPLIT) {  // gathered channels: 16 scalar loads, widened exactly
+      if constexpr (SPLIT) {
+        // Gathered channels: 16 scalar loads, widened exactly. Prefetching them a vector ahead (as the
+        // raw loads below) measured -2.5% to +1% (H200 run s9-6): not kept.
         const XT* row = static_cast<const XT*>(a.x) + static_cast<std::size_t>(v) * a.in_stride;
 #pragma unroll
         for (int i = 0; i < 16; ++i) x[i] = static_cast<float>(row[s_chan[16 * t + i]]);

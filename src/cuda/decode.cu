@@ -449,6 +449,7 @@ void tq_prod_paged_decode(const QjlTables& kc, const TqMseTables& vc, PagedPool 
             "must equal args.head_dim for keys and values");
   check_arg(kc.rows() == kc.head_dim(), where, "kcodec.rows", kc.rows(), "must equal head_dim (qjl_rows = 0)");
   check_arg(args.kernel == 0, where, "kernel", args.kernel, "must be 0 (the fp16 tensor-core kernel)");
+  check_arg(!vc.split(), where, "vcodec.bits", vc.nominal_bits(), "must be an integer width (1..4) here");
   detail::DecodeKernelArgs ka =
       paged_args(where, kpool, vpool, table, args, tq_prod_page_stride(table.page_size, kc.code_bytes()),
                  "must equal tq_prod_page_stride(page_size, key code_bytes)",

@@ -52,9 +52,11 @@ __device__ __forceinline__ std::uint32_t pack_h2(float lo, float hi) {
   return *reinterpret_cast<const std::uint32_t*>(&h);
 }
 
-/// SPAN bytes of a row, at an offset that is a multiple of SPAN from a 16-byte
-/// aligned row start, as little-endian 32-bit words (one extra zero word so a
-/// field straddling the last word reads zeros).
+/// SPAN bytes of a row as little-endian 32-bit words (one extra zero word so a field straddling the
+/// last word reads zeros), loaded 16, 8, 4, 2 or 1 bytes at a time by the largest of those dividing
+/// SPAN: the address must be aligned to that width (an offset that is a multiple of SPAN from a
+/// 16-byte aligned row start is; the fractional widths' part-1 spans, e.g. SPAN 6 at byte 32, are
+/// aligned to their 2-byte loads).
 template <int SPAN>
 struct CodeSpan {
   static constexpr int kWords = (SPAN + 3) / 4 + 1;

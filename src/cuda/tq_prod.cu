@@ -376,6 +376,7 @@ void tq_prod_decode(const QjlTables& ktab, const TqMseTables& vtab, const ProdDe
   check_arg(ktab.method() == Method::kTurboProd, where, "ktab.method", method_name(ktab.method()), "must be tq-prod");
   check_arg(ktab.rows() <= kMaxDecRows, where, "ktab.rows", ktab.rows(), "must be <= 2048 for the decode kernel");
   check_arg(vtab.head_dim() == ktab.head_dim(), where, "vtab.head_dim", vtab.head_dim(), "must equal ktab.head_dim");
+  check_arg(!vtab.split(), where, "vtab.bits", vtab.nominal_bits(), "must be an integer width (1..4) here");
   const long long rows = check_decode_args(where, a);
   if (rows == 0) return;
   const int d = ktab.head_dim(), m = ktab.rows(), splits = decode_splits(a);

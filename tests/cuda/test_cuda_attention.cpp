@@ -468,8 +468,11 @@ double run_split_case(int d, double bits, int nh, int kvh, int page_size, std::v
     out = dout.download();
   }
   // Only the fp16 tensor-core kernel takes fractional widths; the others say so.
-  a.kernel = 1;
-  EXPECT_THROW(cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, pt, a, nullptr), std::invalid_argument);
+  for (int kernel : {1, 2}) {
+    a.kernel = kernel;
+    EXPECT_THROW(cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, pt, a, nullptr),
+                 std::invalid_argument);
+  }
   AttentionParams p;
   p.softmax_scale = a.softmax_scale;
   p.window = window;
@@ -540,17 +543,35 @@ TEST(CudaDecode, FractionalRejectsMixedWidths) {
   a.batch = 1, a.num_heads = 1, a.num_kv_heads = 1, a.head_dim = 128, a.q = q.p, a.out = out.p;
   a.seq_lens = lens.p, a.max_seq_len = 1, a.softmax_scale = 0.1f, a.workspace = ws.p;
   const cuda::PageTable pt{pages.p, 1, 16};
-  // 3.5-bit keys with 2.5-bit values, and fractional keys with integer values: a clear error.
-  EXPECT_THROW(cuda::tq_mse_decode(ktab, vtab, {pool.p, ktab.page_stride(16)}, {pool.p, vtab.page_stride(16)}, pt, a,
-                                   nullptr),
-               std::invalid_argument);
-  EXPECT_THROW(cuda::tq_mse_decode(ktab, itab, {pool.p, ktab.page_stride(16)}, {pool.p, itab.page_stride(16)}, pt, a,
-                                   nullptr),
-               std::invalid_argument);
-  // A pool laid out for one norm per token is rejected for a fractional codec.
-  EXPECT_THROW(cuda::tq_mse_decode(ktab, ktab, {pool.p, cuda::tq_page_stride(16, ktab.code_bytes())},
-                                   {pool.p, ktab.page_stride(16)}, pt, a, nullptr),
-               std::invalid_argument);
+  // The error names the argument (std::invalid_argument "where: arg = value: why").
+  auto expect_invalid = [](auto&& call, const std::string& arg) {
+    try {
+      call();
+      ADD_FAILURE() << "no exception; expected one naming " << arg;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(arg), std::string::npos) << e.what();
+    }
+  };
+  // 3.5-bit keys with 2.5-bit values, and fractional keys with integer values.
+  expect_invalid([&] { cuda::tq_mse_decode(ktab, vtab, {pool.p, ktab.page_stride(16)}, {pool.p, vtab.page_stride(16)}, pt, a, nullptr); },
+                 "key/value bits = 3.5/2.5");
+  expect_invalid([&] { cuda::tq_mse_decode(ktab, itab, {pool.p, ktab.page_stride(16)}, {pool.p, itab.page_stride(16)}, pt, a, nullptr); },
+                 "key/value bits = 3.5/4");
+  // A pool laid out for one norm per token (page 16: the strides differ) is rejected.
+  expect_invalid([&] { cuda::tq_mse_decode(ktab, ktab, {pool.p, cuda::tq_page_stride(16, ktab.code_bytes())}, {pool.p, ktab.page_stride(16)}, pt, a, nullptr); },
+                 "kpool.page_stride");
+  // TurboQuant-Prod keys take integer-width values only.
+  CodecConfig pcfg;
+  pcfg.method = Method::kTurboProd;
+  pcfg.head_dim = 128;
+  pcfg.bits = 4;
+  const cuda::QjlTables ptab(pcfg);
+  expect_invalid([&] { cuda::tq_prod_paged_decode(ptab, vtab, {pool.p, cuda::tq_prod_page_stride(16, ptab.code_bytes())}, {pool.p, vtab.page_stride(16)}, pt, a, nullptr); },
+                 "vcodec.bits = 2.5");
+  cuda::ProdDecodeArgs pa;
+  pa.batch = 1, pa.num_heads = 1, pa.num_kv_heads = 1, pa.q = q.p, pa.out = out.p, pa.keys = pool.p, pa.values = pool.p;
+  pa.capacity = 1, pa.seq_lens = lens.p, pa.max_seq_len = 1, pa.softmax_scale = 0.1f, pa.workspace = ws.p;
+  expect_invalid([&] { cuda::tq_prod_decode(ptab, vtab, pa, nullptr); }, "vtab.bits = 2.5");
 }
 
 void run_f16_case(int d, int nh, int kvh, std::vector<int> lens, int window, std::uint64_t seed) {

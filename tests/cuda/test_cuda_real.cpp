@@ -32,14 +32,16 @@ namespace turbokv::test {
 namespace {
 
 /// Tolerances, relative L2 per query against attention_compressed (fp64): the fp32 kernels as in
-/// test_cuda_attention (kTqDecodeRelTol). The fp16 tensor-core kernel rounds Pi q and the centroids
-/// to fp16, so its logit error grows with the logits' size; on Gemma 3 layer 5 (keys with large
-/// constant channels, docs/RESULTS.md) the worst query measured 2.44e-3 (4-bit), 2.79e-3 (3.5-bit)
-/// and 2.59e-3 (2.5-bit) in H200 runs s9-1 / s9-5 (every other layer <= 1.5e-3), against
-/// test_cuda_attention's 3e-3 for random data: 5e-3 here. A wrong index, row or norm costs O(1e-2)
-/// or more (the bugs met while writing the fractional kernel: 0.7).
+/// test_cuda_attention (kTqDecodeRelTol), the fp16 tensor-core kernel too (kTqDecodeH16RelTol,
+/// 3e-3). It rounds Pi q and the centroids to fp16, so its logit error grows with the logits' size:
+/// on Gemma 3 layer 5 (keys with large constant channels, docs/RESULTS.md) the worst query measured
+/// 2.44e-3 at 4 bits (H200 runs s9-1, s9-5; every other layer <= 1.5e-3). Fractional widths round
+/// the softmax weight times each part's value norm separately: 2.79e-3 (3.5-bit) and 2.59e-3 (2.5-bit)
+/// on that layer in run s9-5; 4e-3 for them. A wrong index, row or norm costs O(1e-2) or more
+/// (the bugs met while writing the fractional kernel: 0.7).
 constexpr double kFp32RelTol = 2e-5;
-constexpr double kH16RelTol = 5e-3;
+constexpr double kH16RelTol = 3e-3;
+constexpr double kH16SplitRelTol = 4e-3;
 
 struct RealLayer {
   std::string name;
@@ -232,7 +234,8 @@ void run_tq_mse(const RealLayer& l, double kbits, double vbits, int page_size, s
       const float* o = &out[static_cast<std::size_t>(r) * l.nh * l.d];
       for (std::size_t i = 0; i < refs[r].size(); ++i) ASSERT_TRUE(std::isfinite(o[i])) << "query " << r << " i " << i;
       const double err = rel_err(o, refs[r].data(), refs[r].size());
-      EXPECT_LE(err, kernel == 0 ? kH16RelTol : kFp32RelTol) << "query " << r << " (context " << s.lens[r] << ")";
+      EXPECT_LE(err, kernel != 0 ? kFp32RelTol : ktab.split() ? kH16SplitRelTol : kH16RelTol)
+          << "query " << r << " (context " << s.lens[r] << ")";
       err_max = std::max(err_max, err);
       exact_max = std::max(exact_max, rel_err(o, exacts[r].data(), exacts[r].size()));
     }
