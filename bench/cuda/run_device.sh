@@ -25,7 +25,7 @@ fi
 GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
 T0=$(date +%s)
 cmake -S . -B $B $GEN -DCMAKE_BUILD_TYPE=Release -DTURBOKV_CUDA=ON > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-cmake --build $B -j16 --target turbokv_cuda_bench test_cuda_pack test_cuda_append test_cuda_attention test_cuda_qjl test_cuda_vq test_cuda_real >> "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+cmake --build $B -j16 --target turbokv_cuda_bench test_cuda_pack test_cuda_append test_cuda_attention test_cuda_qjl test_cuda_vq test_cuda_real test_cuda_fp8 >> "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
 echo "build: $(( $(date +%s) - T0 )) s"
 
 if [ "$MODE" = all ] || [ "$MODE" = test ]; then

@@ -233,6 +233,30 @@ void tq_mse_decode(const TqMseTables& kcodec, const TqMseTables& vcodec, PagedPo
                    const PageTable& table, const DecodeArgs& args, Stream stream);
 
 /**
+ * fp8 e4m3 baseline (formats.h "fp8", src/ref/fp8.cpp): head_dim e4m3 bytes per token and an fp16
+ * scale = max|x| / 448 rounded up (codes e4m3(x / scale), round to nearest even), in the paged layout
+ * above with code_bytes = head_dim (page_stride = tq_page_stride(page_size, head_dim)).
+ * fp8_append: as tq_mse_append (x: device [batch][num_new][num_kv_heads][head_dim] of type x_type,
+ * fp16 / bf16 widened exactly; start: device int32 [batch]); bytes identical to the reference
+ * codec's encode. head_dim 64, 128 or 256; inputs must be finite with norms below 32768 (the reference
+ * throws otherwise; here nothing checks). Throws std::invalid_argument
+ * naming the argument.
+ */
+void fp8_append(int head_dim, const void* x, int batch, int num_new, int num_kv_heads, const std::int32_t* start,
+                const PageTable& table, PagedPool pool, Stream stream, IoType x_type = IoType::kF32);
+
+/**
+ * Split-K decode attention on paged fp8 keys and values (fp8_append's layout): the CUDA-core kernel of
+ * tq_mse_decode (kernel 1), unrotated: logit_t = softmax_scale * s_k,t * <q, e4m3(k_t)>, values
+ * s_v,t * e4m3(v_t), fp32 accumulation (e4m3 -> fp16 -> fp32 exact). Shapes, GQA, windows, soft-cap,
+ * io types, splits and workspace as tq_mse_decode; args.kernel 0 or 1 (both this kernel).
+ * Within 2e-5 relative of the fp64 reference (tests/cuda/test_cuda_fp8.cpp). Not tuned: the fp16
+ * CUDA-core baseline below is 1.7x slower than cuDNN's SDPA (docs/RESULTS.md). Throws
+ * std::invalid_argument naming the argument.
+ */
+void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const DecodeArgs& args, Stream stream);
+
+/**
  * Baseline: the same split-K flash-decoding kernel on a contiguous fp16 cache.
  * k, v: device fp16 bits [batch][num_kv_heads][capacity][head_dim], capacity >= max_seq_len.
  */

@@ -35,9 +35,10 @@ __device__ __forceinline__ std::uint32_t hash32(std::uint64_t x) {
   return static_cast<std::uint32_t>(x);
 }
 
-/// Random code bytes; the norm section of every block gets fp16 values in [0.5, 1.5).
+/// Random code bytes (ANDed with code_mask per 16 bits); the norm section of every block gets fp16
+/// values in [0.5, 1.5).
 __global__ void fill_pages(std::uint8_t* pool, std::size_t bytes, std::size_t stride, std::size_t norm_off,
-                           std::size_t norm_end, std::uint64_t seed) {
+                           std::size_t norm_end, std::uint64_t seed, std::uint16_t code_mask = 0xffffu) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < bytes / 2;
        i += std::size_t(gridDim.x) * blockDim.x) {
     const std::size_t o = (2 * i) % stride;
@@ -46,7 +47,7 @@ __global__ void fill_pages(std::uint8_t* pool, std::size_t bytes, std::size_t st
     if (o >= norm_off && o < norm_end)
       v = __half_as_ushort(__float2half(0.5f + (h & 0xffff) * (1.0f / 65536.0f)));
     else
-      v = static_cast<std::uint16_t>(h);
+      v = static_cast<std::uint16_t>(h) & code_mask;
     reinterpret_cast<std::uint16_t*>(pool)[i] = v;
   }
 }
@@ -125,8 +126,8 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
   // opt.methods filters the parts (empty = all): "tq-mse" (fp16 tensor-core decode), "3xtf32",
   // "encode", "tq-prod"; the fp16 baseline always runs (every row's ratio is against it).
   for (const std::string& m : opt.methods)
-    check_arg(m == "tq-mse" || m == "3xtf32" || m == "encode" || m == "tq-prod", "run_cuda_bench", "methods", m,
-              "must be tq-mse, 3xtf32, encode or tq-prod");
+    check_arg(m == "tq-mse" || m == "3xtf32" || m == "encode" || m == "tq-prod" || m == "fp8", "run_cuda_bench",
+              "methods", m, "must be tq-mse, 3xtf32, encode, tq-prod or fp8");
   auto want = [&](const char* m) {
     return opt.methods.empty() || std::find(opt.methods.begin(), opt.methods.end(), m) != opt.methods.end();
   };
@@ -182,6 +183,35 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
       DevMem dtable(table.size() * 4);
       TKV_CUDA_CHECK(cudaMemcpy(dtable.p, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
       const cuda::PageTable pt{dtable.as<std::int32_t>(), max_pages, page_size};
+
+      // fp8 e4m3 baseline (fp8_decode: the CUDA-core kernel), codes without the NaN pattern.
+      if (want("fp8")) {
+        const std::size_t stride = cuda::tq_page_stride(page_size, static_cast<std::size_t>(d));
+        const std::size_t pool_bytes = table.size() * kvh * stride;
+        const int nrot =
+            static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + 2 * pool_bytes - 1) / (2 * pool_bytes)));
+        std::vector<std::unique_ptr<DevMem>> kb, vb;
+        for (int i = 0; i < nrot; ++i) {
+          kb.push_back(std::make_unique<DevMem>(pool_bytes));
+          vb.push_back(std::make_unique<DevMem>(pool_bytes));
+          const std::size_t noff = std::size_t(page_size) * d, nend = noff + 2 * page_size;
+          // 0xF7: exponent LSB cleared, so no byte is e4m3's NaN (S.1111.111)
+          fill_pages<<<fill_grid(), 256, 0, s>>>(kb.back()->as<std::uint8_t>(), pool_bytes, stride, noff, nend,
+                                                 2 * i + 71, 0xF7F7);
+          fill_pages<<<fill_grid(), 256, 0, s>>>(vb.back()->as<std::uint8_t>(), pool_bytes, stride, noff, nend,
+                                                 2 * i + 72, 0xF7F7);
+          TKV_CHECK_LAUNCH();
+        }
+        const double us = median_us(s, reps, [&](int i) {
+          cuda::fp8_decode({kb[i % nrot]->as<std::uint8_t>(), stride}, {vb[i % nrot]->as<std::uint8_t>(), stride}, pt,
+                           a, st);
+        });
+        BenchRow r = proto;
+        r.op = "decode_attention", r.method = "fp8 (cuda cores)", r.bits = 8;
+        r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
+        r.gbps = (std::size_t(batch) * ctx * kvh * 2 * (d + 2) + q_bytes + table.size() * 4) / (us * 1e3);
+        rows.push_back(r);
+      }
 
       for (double bits_d : opt.bits) {
         const int bits = static_cast<int>(bits_d);

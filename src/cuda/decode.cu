@@ -358,14 +358,16 @@ namespace {
 /// strides must equal kstride / vstride, the layouts' values) and the pool pointers.
 detail::DecodeKernelArgs paged_args(const char* where, PagedPool kpool, PagedPool vpool, const PageTable& table,
                                     const DecodeArgs& args, std::size_t kstride, const char* kstride_rule,
-                                    std::size_t vstride) {
+                                    std::size_t vstride,
+                                    const char* vstride_rule = "must equal vcodec.page_stride(page_size) "
+                                                               "(tq_page_stride(page_size, value code_bytes) for "
+                                                               "integer widths)") {
   check_arg(table.page_size >= 1 && table.page_size <= 4096 && (table.page_size & (table.page_size - 1)) == 0, where,
             "page_size", table.page_size, "must be a power of two in 1..4096");
   check_arg(table.max_pages >= (args.max_seq_len + table.page_size - 1) / table.page_size, where, "max_pages",
             table.max_pages, "must cover max_seq_len");
   check_arg(kpool.page_stride == kstride, where, "kpool.page_stride", kpool.page_stride, kstride_rule);
-  check_arg(vpool.page_stride == vstride, where, "vpool.page_stride", vpool.page_stride,
-            "must equal vcodec.page_stride(page_size) (tq_page_stride(page_size, value code_bytes) for integer widths)");
+  check_arg(vpool.page_stride == vstride, where, "vpool.page_stride", vpool.page_stride, vstride_rule);
   // The kernels form page offsets as 32 x 32 -> 64-bit products of a page id and the bytes between pages.
   const std::size_t between = std::max(kstride, vstride) * static_cast<std::size_t>(args.num_kv_heads);
   check_arg(between <= 0xffffffffu, where, "page_stride * num_kv_heads", between, "must be below 4 GiB");
@@ -463,6 +465,25 @@ void tq_prod_paged_decode(const QjlTables& kc, const TqMseTables& vc, PagedPool 
   ka.kappa = static_cast<float>(kc.kappa());
   detail::run_mma(where, args, kc.mse_bits(), vc.bits(), ka, vc.signs(), vc.hadamard_scale(), detail::stream_of(stream),
                   detail::launch_h16p_any, true);
+}
+
+void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const DecodeArgs& args, Stream stream) {
+  const char* where = "cuda::fp8_decode";
+  check_arg(table.page_size >= 1 && table.page_size <= 4096 && (table.page_size & (table.page_size - 1)) == 0, where,
+            "page_size", table.page_size, "must be a power of two in 1..4096");
+  check_arg(args.kernel == 0 || args.kernel == 1, where, "kernel", args.kernel,
+            "must be 0 or 1 (fp8 runs the CUDA-core kernel)");
+  detail::validate(where, args);
+  const std::size_t stride = tq_page_stride(table.page_size, static_cast<std::size_t>(args.head_dim));
+  detail::DecodeKernelArgs ka = paged_args(where, kpool, vpool, table, args, stride,
+                                           "must equal tq_page_stride(page_size, head_dim)", stride,
+                                           "must equal tq_page_stride(page_size, head_dim)");
+  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E);
+  const cudaStream_t s = detail::stream_of(stream);
+  auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {
+    detail::launch_fp8_decode(hpw, shape, smem, s, a);
+  };
+  detail::run(where, args, args.head_dim, args.head_dim, detail::F8Fmt::kStages, ka, nullptr, 1.0f, s, launch);
 }
 
 void fp16_decode(const std::uint16_t* k, const std::uint16_t* v, int capacity, const DecodeArgs& args,

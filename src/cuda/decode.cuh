@@ -13,6 +13,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <map>
 #include <mutex>
@@ -107,6 +108,29 @@ struct F16Fmt {
       const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&u[i]));
       v[2 * i] = f.x, v[2 * i + 1] = f.y;
     }
+  }
+};
+
+/// fp8 e4m3 codes with a per-token fp16 scale (formats.h "fp8"): 16 dims = 16 bytes per thread. The
+/// scale takes the norm's place: logit = scale_t * <q, e4m3(code_t)>, value weight * scale_t. e4m3 ->
+/// fp16 (hardware cvt, exact) -> fp32 (exact), so the values are e4m3_to_float's (turbokv/half.h).
+struct F8Fmt {
+  static constexpr bool kRotated = false, kHasNorm = true, kContiguous = false;
+  static constexpr int kEntries = 0;
+  static constexpr int kStages = 3;  // 64 tokens x 2 x head_dim bytes per stage
+  __host__ __device__ static int code_bytes(int d) { return d; }
+  __device__ __forceinline__ static void load16(const std::uint8_t* row, int r, const float*, float v[16]) {
+    const uint4 w = *reinterpret_cast<const uint4*>(row + r * 16);
+    const unsigned u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const __half2_raw hr =
+            __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>((u[i] >> (16 * k)) & 0xffffu), __NV_E4M3);
+        const float2 f = __half22float2(__half2(hr));
+        v[4 * i + 2 * k] = f.x, v[4 * i + 2 * k + 1] = f.y;
+      }
   }
 };
 
@@ -454,6 +478,7 @@ void launch_tq_decode_k2(int vb, int hpw, const LaunchShape&, std::size_t, cudaS
 void launch_tq_decode_k3(int vb, int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
 void launch_tq_decode_k4(int vb, int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
 void launch_f16_decode(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
+void launch_fp8_decode(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
 
 template <int KB>
 void launch_tq_decode_kb(int vb, int hpw, const LaunchShape& shape, std::size_t smem, cudaStream_t s,

@@ -9,7 +9,9 @@
 //     through all three tq_mse_decode kernels, within their named tolerances
 //     of the fp64 reference attention_compressed on the same bytes;
 //   - TurboQuant-Prod keys: tq_prod_encode on the device byte-identical to the
-//     reference, then tq_prod_paged_decode on those pages.
+//     reference, then tq_prod_paged_decode on those pages;
+//   - fractional TurboQuant-MSE widths (head_dim 256: Gemma) and the fp8 baseline
+//     (fp8_append, fp8_decode) the same way.
 // The errors against exact fp64 attention on the uncompressed cache are printed
 // (what the compression costs on real data), not asserted: turbokv eval reports
 // and the eval tests check them.
@@ -261,6 +263,81 @@ TEST(CudaReal, TqMseAppendAndDecode) {
   }
   std::printf("real KV, tq-mse decode: worst relative error vs fp64 reference: fp16 tensor cores %.3g, "
               "CUDA cores %.3g, 3xTF32 %.3g\n", worst[0], worst[1], worst[2]);
+}
+
+/// fp8 e4m3: fp8_append of the layer's fp16 keys and values (bytes == the reference encode), then
+/// fp8_decode of the real queries (fp32 CUDA-core kernel, kFp32RelTol).
+void run_fp8(const RealLayer& l, int page_size, std::uint64_t seed, double& worst) {
+  SCOPED_TRACE(l.name + " fp8 page " + std::to_string(page_size) + " seed " + std::to_string(seed));
+  CodecConfig cfg;
+  cfg.method = Method::kFp8;
+  cfg.bits = 8;
+  cfg.head_dim = l.d;
+  const auto ref = make_codec(cfg);
+  const std::size_t cb = static_cast<std::size_t>(l.d), stride = cuda::tq_page_stride(page_size, cb);
+  const Shared s = shared_pages(l, page_size, seed + 1);
+  DevBuf<std::uint8_t> kpool(static_cast<std::size_t>(s.max_pages) * l.kvh * stride),
+      vpool(static_cast<std::size_t>(s.max_pages) * l.kvh * stride);
+  kpool.fill_byte(0xA5), vpool.fill_byte(0xA5);
+  DevBuf<std::int32_t> dtable(s.pages), dstart(std::vector<std::int32_t>{0});
+  DevBuf<std::uint16_t> dk16(to_half_bits(l.k)), dv16(to_half_bits(l.v));
+  const cuda::PageTable pt{dtable.p, s.max_pages, page_size};
+  cuda::fp8_append(l.d, dk16.p, 1, l.n, l.kvh, dstart.p, pt, {kpool.p, stride}, nullptr, cuda::IoType::kF16);
+  cuda::fp8_append(l.d, dv16.p, 1, l.n, l.kvh, dstart.p, pt, {vpool.p, stride}, nullptr, cuda::IoType::kF16);
+  const auto kgot = kpool.download(), vgot = vpool.download();
+  std::vector<std::vector<std::uint8_t>> kblk(l.kvh), vblk(l.kvh);
+  int mismatches = 0;
+  for (int g = 0; g < l.kvh; ++g) {
+    const auto kh = head_rows(l, l.k, g), vh = head_rows(l, l.v, g);
+    kblk[g].resize(ref->encoded_bytes(l.n));
+    vblk[g].resize(ref->encoded_bytes(l.n));
+    ref->encode(kh.data(), l.n, kblk[g].data());
+    ref->encode(vh.data(), l.n, vblk[g].data());
+    for (int t = 0; t < l.n; ++t) {
+      const int page = s.pages[t / page_size], off = t % page_size;
+      const std::uint8_t* kb = kgot.data() + (static_cast<std::size_t>(page) * l.kvh + g) * stride;
+      const std::uint8_t* vb = vgot.data() + (static_cast<std::size_t>(page) * l.kvh + g) * stride;
+      const bool ok = std::memcmp(kb + off * cb, kblk[g].data() + t * cb, cb) == 0 &&
+                      std::memcmp(kb + page_size * cb + 2 * off, kblk[g].data() + l.n * cb + 2 * t, 2) == 0 &&
+                      std::memcmp(vb + off * cb, vblk[g].data() + t * cb, cb) == 0 &&
+                      std::memcmp(vb + page_size * cb + 2 * off, vblk[g].data() + l.n * cb + 2 * t, 2) == 0;
+      if (!ok && ++mismatches <= 3) ADD_FAILURE() << "fp8 append bytes differ: token " << t << " head " << g;
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+  DevBuf<float> dq(l.q), dout(l.q.size());
+  DevBuf<std::int32_t> dlens(s.lens);
+  cuda::DecodeArgs a = decode_args(l, dq.p, dout.p, dlens.p);
+  DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
+  a.workspace = ws.p;
+  dout.fill_byte(0xFF);
+  cuda::fp8_decode({kpool.p, stride}, {vpool.p, stride}, pt, a, nullptr);
+  const auto out = dout.download();
+  std::vector<EncodedHead> keys, values;
+  for (int g = 0; g < l.kvh; ++g) keys.push_back({ref.get(), kblk[g].data()}), values.push_back({ref.get(), vblk[g].data()});
+  double err_max = 0, exact_max = 0;
+  for (int r = 0; r < l.nq; ++r) {
+    const auto want = reference(l, keys, values, r), ex = exact(l, r);
+    const float* o = &out[static_cast<std::size_t>(r) * l.nh * l.d];
+    for (std::size_t i = 0; i < want.size(); ++i) ASSERT_TRUE(std::isfinite(o[i])) << "query " << r << " i " << i;
+    const double err = rel_err(o, want.data(), want.size());
+    EXPECT_LE(err, kFp32RelTol) << "query " << r;
+    err_max = std::max(err_max, err);
+    exact_max = std::max(exact_max, rel_err(o, ex.data(), ex.size()));
+  }
+  worst = std::max(worst, err_max);
+  std::printf("  %-28s fp8 page %3d: vs reference %.3g, vs exact attention %.3g (worst of %d queries)\n",
+              l.name.c_str(), page_size, err_max, exact_max, l.nq);
+}
+
+TEST(CudaReal, Fp8AppendAndDecode) {
+  const std::uint64_t seed = fresh_seed();
+  double worst = 0;
+  for (const auto& l : layers()) {
+    run_fp8(l, 16, seed + 20, worst);
+    run_fp8(l, 1, seed + 21, worst);
+  }
+  std::printf("real KV, fp8 decode (CUDA cores): worst relative error vs fp64 reference %.3g\n", worst);
 }
 
 void run_tq_prod(const RealLayer& l, int kbits, int vbits, int page_size, std::uint64_t seed, double& worst) {

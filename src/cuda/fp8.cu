@@ -1,0 +1,123 @@
+// fp8 e4m3 baseline on the GPU: append straight into pages, byte-identical to the
+// reference (src/ref/fp8.cpp, formats.h "fp8"): per token scale16 = max|x| / 448 rounded
+// up to fp16 (at least 2^-24; 0 for a zero row), code_j = e4m3(x_j / scale16) (round to
+// nearest even). One warp per vector, E = head_dim / 32 consecutive elements per lane;
+// the max is a warp reduction of fmaxf (exact in any order), the division IEEE (no
+// fast-math) and the conversions the reference's own (turbokv/half.h, host + device).
+// Decode: fp8_decode in decode.cu (the CUDA-core kernel with decode.cuh's F8Fmt).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "common.cuh"
+#include "turbokv/cuda.h"
+#include "turbokv/error.h"
+#include "turbokv/fastdiv.h"
+#include "turbokv/half.h"
+
+namespace turbokv::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+struct Fp8AppendArgs {
+  const void* x;  // [total][D] of the kernel's XT
+  int total;      // batch * num_new * num_kv_heads vectors
+  FastDiv div_heads, div_new;
+  const std::int32_t* start;
+  const std::int32_t* pages;
+  int max_pages, page_shift;
+  std::uint8_t* pool;
+  std::size_t stride;
+};
+
+template <int D, class XT>
+__global__ void __launch_bounds__(kThreads) fp8_append_kernel(const Fp8AppendArgs a) {
+  constexpr int E = D / 32;
+  const int lane = threadIdx.x & 31;
+  const int nwarps = gridDim.x * (kThreads / 32);
+  for (int v = blockIdx.x * (kThreads / 32) + threadIdx.x / 32; v < a.total; v += nwarps) {  // warp-uniform
+    const XT* src = static_cast<const XT*>(a.x) + static_cast<std::size_t>(v) * D + E * lane;
+    float x[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) x[e] = static_cast<float>(src[e]);
+    float mx = 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) mx = fmaxf(mx, fabsf(x[e]));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const std::uint16_t h = mx > 0.0f ? float_to_half_up(fmaxf(mx / 448.0f, 5.9604644775390625e-08f)) : 0;
+    const float sc = half_to_float(h);
+    std::uint8_t c[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) c[e] = sc > 0.0f ? float_to_e4m3(x[e] / sc) : 0;
+    // v = (b * num_new + j) * num_kv_heads + g, as tq_mse_append.
+    const unsigned bj = a.div_heads.div(static_cast<unsigned>(v));
+    const int g = static_cast<int>(static_cast<unsigned>(v) - bj * a.div_heads.d);
+    const int b = static_cast<int>(a.div_new.div(bj));
+    const int j = static_cast<int>(bj - static_cast<unsigned>(b) * a.div_new.d);
+    const int pos = __ldg(a.start + b) + j;
+    const int page = __ldg(a.pages + static_cast<std::size_t>(b) * a.max_pages + (pos >> a.page_shift));
+    const int off = pos & ((1 << a.page_shift) - 1);
+    std::uint8_t* blk = a.pool + (static_cast<std::size_t>(page) * a.div_heads.d + g) * a.stride;
+    std::uint8_t* dst = blk + static_cast<std::size_t>(off) * D + E * lane;
+    if constexpr (E == 2) {
+      *reinterpret_cast<std::uint16_t*>(dst) = static_cast<std::uint16_t>(c[0] | (c[1] << 8));
+    } else {
+      std::uint32_t w[E / 4];
+#pragma unroll
+      for (int q = 0; q < E / 4; ++q)
+        w[q] = c[4 * q] | (c[4 * q + 1] << 8) | (c[4 * q + 2] << 16) | (static_cast<std::uint32_t>(c[4 * q + 3]) << 24);
+      if constexpr (E == 4) *reinterpret_cast<std::uint32_t*>(dst) = w[0];
+      else *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+    }
+    if (lane == 0)
+      *reinterpret_cast<std::uint16_t*>(blk + (static_cast<std::size_t>(1) << a.page_shift) * D + 2 * off) = h;
+  }
+}
+
+template <class XT>
+void launch_fp8_append(int d, const Fp8AppendArgs& a, cudaStream_t s) {
+  const int blocks_needed = (a.total + kThreads / 32 - 1) / (kThreads / 32);
+  const int cap = detail::num_sms() * 8;
+  const int grid = blocks_needed < cap ? blocks_needed : cap;
+  switch (d) {
+    case 64: fp8_append_kernel<64, XT><<<grid, kThreads, 0, s>>>(a); break;
+    case 128: fp8_append_kernel<128, XT><<<grid, kThreads, 0, s>>>(a); break;
+    case 256: fp8_append_kernel<256, XT><<<grid, kThreads, 0, s>>>(a); break;
+  }
+  TKV_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void fp8_append(int head_dim, const void* x, int batch, int num_new, int num_kv_heads, const std::int32_t* start,
+                const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
+  const char* where = "cuda::fp8_append";
+  check_arg(head_dim == 64 || head_dim == 128 || head_dim == 256, where, "head_dim", head_dim,
+            "must be 64, 128 or 256");
+  check_arg(batch >= 0 && num_new >= 0, where, "batch/num_new", batch, "must be >= 0");
+  check_arg(num_kv_heads > 0, where, "num_kv_heads", num_kv_heads, "must be positive");
+  check_arg(table.page_size >= 1 && table.page_size <= 4096 && (table.page_size & (table.page_size - 1)) == 0, where,
+            "page_size", table.page_size, "must be a power of two in 1..4096");
+  check_arg(pool.page_stride == tq_page_stride(table.page_size, static_cast<std::size_t>(head_dim)), where,
+            "pool.page_stride", pool.page_stride, "must equal tq_page_stride(page_size, head_dim)");
+  check_arg(x_type == IoType::kF32 || x_type == IoType::kF16 || x_type == IoType::kBf16, where, "x_type",
+            static_cast<int>(x_type), "must be kF32, kF16 or kBf16");
+  const long long total = 1LL * batch * num_new * num_kv_heads;
+  check_arg(total < (1LL << 31), where, "batch*num_new*num_kv_heads", total, "must be < 2^31");
+  if (total == 0) return;
+  check_arg(x && start && table.pages && pool.data, where, "pointers", 0, "must be non-null device pointers");
+  const Fp8AppendArgs a{x,         static_cast<int>(total), FastDiv(num_kv_heads), FastDiv(num_new), start, table.pages,
+                        table.max_pages, __builtin_ctz(static_cast<unsigned>(table.page_size)), pool.data,
+                        pool.page_stride};
+  const cudaStream_t s = detail::stream_of(stream);
+  switch (x_type) {
+    case IoType::kF32: return launch_fp8_append<float>(head_dim, a, s);
+    case IoType::kF16: return launch_fp8_append<__half>(head_dim, a, s);
+    case IoType::kBf16: return launch_fp8_append<__nv_bfloat16>(head_dim, a, s);
+  }
+}
+
+}  // namespace turbokv::cuda

@@ -1,0 +1,249 @@
+// GPU fp8 e4m3 baseline vs the scalar reference fp8 codec: fp8_append's bytes
+// (codes and fp16 scales) identical to the reference encode, and fp8_decode
+// (split-K, paged, GQA-shared tiles) within 2e-5 of attention_compressed (fp64)
+// on fresh random data (TURBOKV_TEST_SEED reproduces one), awkward lengths,
+// page sizes, GQA ratios, windows, soft-capping and 16-bit io.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "cuda_test_util.h"
+#include "test_util.h"
+#include "turbokv/attention.h"
+#include "turbokv/codec.h"
+#include "turbokv/half.h"
+
+namespace turbokv::test {
+namespace {
+
+/// fp32 accumulation against fp64, as the other fp32 decode kernels (test_cuda_attention's
+/// kTqDecodeRelTol); 16-bit outputs add their rounding.
+constexpr double kFp8DecodeRelTol = 2e-5;
+
+std::unique_ptr<Codec> fp8_codec(int d) {
+  CodecConfig cfg;
+  cfg.method = Method::kFp8;
+  cfg.bits = 8;
+  cfg.head_dim = d;
+  return make_codec(cfg);
+}
+
+/// Rows with awkward content: outlier channels, zero rows, a basis vector, tiny (scale at its
+/// 2^-24 floor, subnormal codes) and large magnitudes.
+std::vector<float> awkward_rows(std::size_t n, int d, Rng& r) {
+  std::vector<float> x(n * d);
+  for (std::size_t t = 0; t < n; ++t) {
+    const int kind = static_cast<int>(t % 7);
+    for (int i = 0; i < d; ++i) {
+      float v = static_cast<float>(r.normal());
+      if (i == 3 || i == d - 2) v *= 20.0f;
+      if (kind == 1) v = 0.0f;
+      if (kind == 2) v = (i == 5) ? 1.0f : 0.0f;
+      if (kind == 3) v *= 1e-9f;
+      if (kind == 4) v *= 300.0f;  // norms stay below 32768 (the reference rejects larger rows)
+      x[t * d + i] = v;
+    }
+  }
+  return x;
+}
+
+void run_append_case(int d, int page_size, cuda::IoType io, std::uint64_t seed) {
+  SCOPED_TRACE("fp8 append d=" + std::to_string(d) + " page=" + std::to_string(page_size) +
+               " io=" + std::to_string(static_cast<int>(io)) + " seed=" + std::to_string(seed));
+  const int batch = 3, kvh = 3, prefill = 37;
+  const std::vector<int> start = {0, 5, 33};
+  const int capacity = 33 + prefill + 1, max_pages = (capacity + page_size - 1) / page_size;
+  const auto ref = fp8_codec(d);
+  const std::size_t stride = cuda::tq_page_stride(page_size, static_cast<std::size_t>(d));
+  Rng r(seed);
+  const auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 1);
+  DevBuf<std::int32_t> dtable(table);
+  DevBuf<std::uint8_t> pool(static_cast<std::size_t>(batch) * max_pages * kvh * stride);
+  pool.fill_byte(0xA5);
+  auto x = awkward_rows(static_cast<std::size_t>(batch) * prefill * kvh, d, r);
+  std::vector<std::uint16_t> h(x.size());
+  if (io != cuda::IoType::kF32)
+    for (std::size_t i = 0; i < x.size(); ++i) {  // the reference encodes exactly what the GPU widens
+      h[i] = io == cuda::IoType::kF16 ? float_to_half(x[i]) : float_to_bf16(x[i]);
+      x[i] = io == cuda::IoType::kF16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
+    }
+  DevBuf<float> dx(x);
+  DevBuf<std::uint16_t> dh(h);
+  DevBuf<std::int32_t> dstart(std::vector<std::int32_t>(start.begin(), start.end()));
+  cuda::fp8_append(d, io == cuda::IoType::kF32 ? static_cast<const void*>(dx.p) : dh.p, batch, prefill, kvh, dstart.p,
+                   {dtable.p, max_pages, page_size}, {pool.p, stride}, nullptr, io);
+  const auto got = pool.download();
+  std::vector<std::uint8_t> enc(ref->encoded_bytes(1));
+  int mismatches = 0;
+  for (int b = 0; b < batch; ++b)
+    for (int j = 0; j < prefill; ++j)
+      for (int g = 0; g < kvh; ++g) {
+        ref->encode(&x[((static_cast<std::size_t>(b) * prefill + j) * kvh + g) * d], 1, enc.data());
+        const int pos = start[b] + j;
+        const int page = table[static_cast<std::size_t>(b) * max_pages + pos / page_size];
+        const int off = pos % page_size;
+        const std::uint8_t* blk = got.data() + (static_cast<std::size_t>(page) * kvh + g) * stride;
+        const bool codes_ok = std::memcmp(blk + off * d, enc.data(), d) == 0;
+        const bool scale_ok = std::memcmp(blk + page_size * d + 2 * off, enc.data() + d, 2) == 0;
+        if ((!codes_ok || !scale_ok) && ++mismatches <= 3)
+          ADD_FAILURE() << "b=" << b << " token=" << pos << " head=" << g << " codes_ok=" << codes_ok
+                        << " scale_ok=" << scale_ok;
+      }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(CudaFp8, AppendBytesMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  for (int d : {64, 128, 256})
+    for (int ps : {1, 16, 64}) run_append_case(d, ps, cuda::IoType::kF32, seed + d + ps);
+  run_append_case(128, 16, cuda::IoType::kF16, seed + 7);
+  run_append_case(256, 8, cuda::IoType::kBf16, seed + 9);
+}
+
+struct Fp8Case {
+  int d, nh, kvh, page_size, window, splits;
+  std::vector<int> lens;
+  float softcap = 0;
+  cuda::IoType io = cuda::IoType::kF32;
+};
+
+double run_decode_case(const Fp8Case& c, std::uint64_t seed) {
+  SCOPED_TRACE("fp8 decode d=" + std::to_string(c.d) + " heads=" + std::to_string(c.nh) + "/" +
+               std::to_string(c.kvh) + " page=" + std::to_string(c.page_size) + " window=" + std::to_string(c.window) +
+               " splits=" + std::to_string(c.splits) + " softcap=" + std::to_string(c.softcap) +
+               " io=" + std::to_string(static_cast<int>(c.io)) + " seed=" + std::to_string(seed));
+  const int d = c.d, batch = static_cast<int>(c.lens.size());
+  const int max_len = *std::max_element(c.lens.begin(), c.lens.end());
+  const int max_pages = (max_len + c.page_size - 1) / c.page_size;
+  const auto ref = fp8_codec(d);
+  const std::size_t stride = cuda::tq_page_stride(c.page_size, static_cast<std::size_t>(d));
+  const auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 3);
+  std::vector<std::uint8_t> kpool(table.size() * c.kvh * stride, 0xA5), vpool(kpool.size(), 0xA5);
+  Rng r(seed);
+  std::vector<float> q(static_cast<std::size_t>(batch) * c.nh * d);
+  for (auto& v : q) v = static_cast<float>(r.normal()) * 0.3f;
+  std::vector<std::uint16_t> q16(q.size());
+  const bool io16 = c.io != cuda::IoType::kF32;
+  if (io16)
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      q16[i] = c.io == cuda::IoType::kF16 ? float_to_half(q[i]) : float_to_bf16(q[i]);
+      q[i] = c.io == cuda::IoType::kF16 ? half_to_float(q16[i]) : bf16_to_float(q16[i]);
+    }
+  std::vector<std::vector<std::uint8_t>> kblk(batch * c.kvh), vblk(batch * c.kvh);
+  for (int b = 0; b < batch; ++b)
+    for (int g = 0; g < c.kvh; ++g) {
+      const std::size_t n = c.lens[b];
+      std::vector<float> k(n * d), v(n * d);
+      for (auto& x : k) x = static_cast<float>(r.normal()) * 1.5f;
+      for (auto& x : v) x = static_cast<float>(r.normal());
+      auto& kb = kblk[b * c.kvh + g];
+      auto& vb = vblk[b * c.kvh + g];
+      kb.resize(ref->encoded_bytes(n));
+      vb.resize(ref->encoded_bytes(n));
+      ref->encode(k.data(), n, kb.data());
+      ref->encode(v.data(), n, vb.data());
+      for (std::size_t t = 0; t < n; ++t) {
+        const int page = table[static_cast<std::size_t>(b) * max_pages + t / c.page_size];
+        const std::size_t off = t % c.page_size;
+        std::uint8_t* kp = &kpool[(static_cast<std::size_t>(page) * c.kvh + g) * stride];
+        std::uint8_t* vp = &vpool[(static_cast<std::size_t>(page) * c.kvh + g) * stride];
+        std::memcpy(kp + off * d, kb.data() + t * d, d);
+        std::memcpy(kp + c.page_size * d + 2 * off, kb.data() + n * d + 2 * t, 2);
+        std::memcpy(vp + off * d, vb.data() + t * d, d);
+        std::memcpy(vp + c.page_size * d + 2 * off, vb.data() + n * d + 2 * t, 2);
+      }
+    }
+  DevBuf<std::uint8_t> dk(kpool), dv(vpool);
+  DevBuf<std::int32_t> dtable(table), dlens(std::vector<std::int32_t>(c.lens.begin(), c.lens.end()));
+  DevBuf<float> dq(q), dout(q.size());
+  DevBuf<std::uint16_t> dq16(q16), dout16(q.size());
+  dout.fill_byte(0xFF);
+  dout16.fill_byte(0xFF);
+  cuda::DecodeArgs a;
+  a.batch = batch, a.num_heads = c.nh, a.num_kv_heads = c.kvh, a.head_dim = d;
+  a.q = io16 ? static_cast<const void*>(dq16.p) : dq.p;
+  a.out = io16 ? static_cast<void*>(dout16.p) : dout.p;
+  a.io = c.io;
+  a.seq_lens = dlens.p, a.max_seq_len = max_len;
+  a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
+  a.window = c.window, a.num_splits = c.splits, a.softcap = c.softcap;
+  DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
+  a.workspace = ws.p;
+  cuda::fp8_decode({dk.p, stride}, {dv.p, stride}, {dtable.p, max_pages, c.page_size}, a, nullptr);
+  std::vector<float> out;
+  if (io16) {
+    for (auto h : dout16.download()) out.push_back(c.io == cuda::IoType::kF16 ? half_to_float(h) : bf16_to_float(h));
+  } else {
+    out = dout.download();
+  }
+  AttentionParams p;
+  p.softmax_scale = a.softmax_scale;
+  p.window = c.window;
+  p.softcap = c.softcap;
+  double worst = 0;
+  for (int b = 0; b < batch; ++b) {
+    std::vector<EncodedHead> keys, values;
+    for (int g = 0; g < c.kvh; ++g) {
+      keys.push_back({ref.get(), kblk[b * c.kvh + g].data()});
+      values.push_back({ref.get(), vblk[b * c.kvh + g].data()});
+    }
+    std::vector<double> want(static_cast<std::size_t>(c.nh) * d);
+    attention_compressed(keys, values, c.lens[b], &q[static_cast<std::size_t>(b) * c.nh * d], c.nh, p, want.data());
+    const float* o = &out[static_cast<std::size_t>(b) * c.nh * d];
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      if (!std::isfinite(o[i])) {
+        ADD_FAILURE() << "b=" << b << " i=" << i << " not finite";
+        return worst;
+      }
+    }
+    const double err = rel_err(o, want.data(), want.size());
+    worst = std::max(worst, err);
+    const double io_tol = c.io == cuda::IoType::kF16 ? 1e-3 : c.io == cuda::IoType::kBf16 ? 8e-3 : 0.0;
+    EXPECT_LE(err, kFp8DecodeRelTol + io_tol) << "sequence " << b << " (len " << c.lens[b] << ")";
+  }
+  return worst;
+}
+
+TEST(CudaFp8, DecodeMatchesReference) {
+  const std::uint64_t seed = fresh_seed();
+  const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
+  using IO = cuda::IoType;
+  const std::vector<Fp8Case> cases = {
+      {128, 32, 8, 16, 0, 0, {1, 17, 1000, 4097}},
+      {64, 9, 3, 1, 0, 0, {4097, 65}},
+      {256, 4, 1, 64, 100, 3, {2000, 2}},
+      {128, 10, 2, 8, 0, 1, {999, 31}},
+      {64, 40, 8, 16, 1000, 0, {1000, 1001}},
+      {256, 16, 1, 16, 0, 0, {700}, 5.0f, IO::kF16},
+      {128, 12, 4, 32, 0, 5, {4097, 1}, 0.0f, IO::kBf16},
+  };
+  double worst = 0;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    Fp8Case c = cases[i];
+    if (small)
+      for (int& l : c.lens) l = std::min(l, 130);
+    worst = std::max(worst, run_decode_case(c, seed + 17 * i));
+  }
+  std::printf("fp8 decode (CUDA cores): worst relative error vs fp64 %.3g\n", worst);
+}
+
+TEST(CudaFp8, RejectsBadArguments) {
+  DevBuf<std::uint8_t> pool(1 << 16), ws(1 << 16);
+  DevBuf<std::int32_t> pages(std::vector<std::int32_t>{0}), lens(std::vector<std::int32_t>{1});
+  DevBuf<float> q(128), out(128), x(128);
+  const cuda::PageTable pt{pages.p, 1, 16};
+  const std::size_t stride = cuda::tq_page_stride(16, 128);
+  EXPECT_THROW(cuda::fp8_append(96, x.p, 1, 1, 1, lens.p, pt, {pool.p, stride}, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::fp8_append(128, x.p, 1, 1, 1, lens.p, pt, {pool.p, stride + 32}, nullptr), std::invalid_argument);
+  cuda::DecodeArgs a;
+  a.batch = 1, a.num_heads = 1, a.num_kv_heads = 1, a.head_dim = 128, a.q = q.p, a.out = out.p;
+  a.seq_lens = lens.p, a.max_seq_len = 1, a.softmax_scale = 0.1f, a.workspace = ws.p;
+  EXPECT_THROW(cuda::fp8_decode({pool.p, stride + 32}, {pool.p, stride}, pt, a, nullptr), std::invalid_argument);
+  a.kernel = 2;
+  EXPECT_THROW(cuda::fp8_decode({pool.p, stride}, {pool.p, stride}, pt, a, nullptr), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace turbokv::test
+
+int main(int argc, char** argv) { return turbokv::test::cuda_test_main(argc, argv, "test_cuda_fp8"); }
