@@ -301,15 +301,9 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
       for (int q = 0; q < 4; ++q)
         *reinterpret_cast<float4*>(ywr + 4 * q) = make_float4(y[4 * q], y[4 * q + 1], y[4 * q + 2], y[4 * q + 3]);
       __syncwarp(gmask);
-      // v = (b * num_new + j) * num_kv_heads + g (multiply-high divisions: ~20 instructions
-      // each as integer divisions by runtime values, and ptxas recomputed g later).
-      const unsigned bj = a.div_heads.div(static_cast<unsigned>(v));
-      const int g = static_cast<int>(static_cast<unsigned>(v) - bj * a.div_heads.d);
-      const int b = static_cast<int>(a.div_new.div(bj));
-      const int j = static_cast<int>(bj - static_cast<unsigned>(b) * a.div_new.d);
-      const int pos = __ldg(a.start + b) + j;
-      const int page = __ldg(a.pages + static_cast<std::size_t>(b) * a.max_pages + (pos >> a.page_shift));
-      const int off = pos & ((1 << a.page_shift) - 1);
+      const detail::AppendSlot slot =
+          detail::append_slot(v, a.div_heads, a.div_new, a.start, a.pages, a.max_pages, a.page_shift);
+      const int g = slot.g, page = slot.page, off = slot.off;
       float z[16];  // z[P * jb + q] = y[16 * jb + P * t + q]
 #pragma unroll
       for (int jb = 0; jb < T; ++jb) {

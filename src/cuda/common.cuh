@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "turbokv/cuda.h"
+#include "turbokv/fastdiv.h"
 
 namespace turbokv::cuda::detail {
 
@@ -68,6 +69,26 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/// Where an append kernel writes vector v of x [batch][num_new][num_kv_heads][...]:
+/// v = (b * num_new + j) * num_kv_heads + g is token start[b] + j of sequence b, KV head g; its page id
+/// (page table row b of max_pages entries, pages of 2^page_shift tokens) and slot in that page.
+/// Multiply-high divisions (FastDiv): as integer divisions by runtime values they cost ~20
+/// instructions each.
+struct AppendSlot {
+  int g, page, off;
+};
+__device__ __forceinline__ AppendSlot append_slot(int v, const FastDiv& div_heads, const FastDiv& div_new,
+                                                  const std::int32_t* start, const std::int32_t* pages,
+                                                  int max_pages, int page_shift) {
+  const unsigned bj = div_heads.div(static_cast<unsigned>(v));
+  const int g = static_cast<int>(static_cast<unsigned>(v) - bj * div_heads.d);
+  const int b = static_cast<int>(div_new.div(bj));
+  const int j = static_cast<int>(bj - static_cast<unsigned>(b) * div_new.d);
+  const int pos = __ldg(start + b) + j;
+  const int page = __ldg(pages + static_cast<std::size_t>(b) * max_pages + (pos >> page_shift));
+  return {g, page, pos & ((1 << page_shift) - 1)};
 }
 
 }  // namespace turbokv::cuda::detail

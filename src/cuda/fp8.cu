@@ -52,14 +52,9 @@ __global__ void __launch_bounds__(kThreads) fp8_append_kernel(const Fp8AppendArg
     std::uint8_t c[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) c[e] = sc > 0.0f ? float_to_e4m3(x[e] / sc) : 0;
-    // v = (b * num_new + j) * num_kv_heads + g, as tq_mse_append.
-    const unsigned bj = a.div_heads.div(static_cast<unsigned>(v));
-    const int g = static_cast<int>(static_cast<unsigned>(v) - bj * a.div_heads.d);
-    const int b = static_cast<int>(a.div_new.div(bj));
-    const int j = static_cast<int>(bj - static_cast<unsigned>(b) * a.div_new.d);
-    const int pos = __ldg(a.start + b) + j;
-    const int page = __ldg(a.pages + static_cast<std::size_t>(b) * a.max_pages + (pos >> a.page_shift));
-    const int off = pos & ((1 << a.page_shift) - 1);
+    const detail::AppendSlot slot =
+        detail::append_slot(v, a.div_heads, a.div_new, a.start, a.pages, a.max_pages, a.page_shift);
+    const int g = slot.g, page = slot.page, off = slot.off;
     std::uint8_t* blk = a.pool + (static_cast<std::size_t>(page) * a.div_heads.d + g) * a.stride;
     std::uint8_t* dst = blk + static_cast<std::size_t>(off) * D + E * lane;
     if constexpr (E == 2) {

@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+#include "turbokv/attention.h"
+#include "turbokv/codec.h"
 #include "turbokv/cuda.h"
 #include "turbokv/rng.h"
 
@@ -68,6 +71,57 @@ inline std::vector<std::int32_t> permutation(std::size_t n, std::uint64_t seed) 
   Rng r(seed);
   for (std::size_t i = n; i > 1; --i) std::swap(v[i - 1], v[r.next() % i]);
   return v;
+}
+
+/// Checks decode outputs out [batch][nh][d] against attention_compressed (fp64) on each sequence's
+/// encoded heads (blocks b * kvh + g of kblk / vblk, lens[b] tokens): every output finite (the
+/// tests poison the output buffers with NaN first), relative L2 error per sequence <= tol.
+/// Returns the worst error.
+inline double check_decode_outputs(const Codec& kref, const Codec& vref,
+                                   const std::vector<std::vector<std::uint8_t>>& kblk,
+                                   const std::vector<std::vector<std::uint8_t>>& vblk, const std::vector<int>& lens,
+                                   int kvh, int nh, int d, const std::vector<float>& q, const std::vector<float>& out,
+                                   const AttentionParams& p, double tol) {
+  double worst = 0;
+  for (std::size_t b = 0; b < lens.size(); ++b) {
+    std::vector<EncodedHead> keys, values;
+    for (int g = 0; g < kvh; ++g) {
+      keys.push_back({&kref, kblk[b * kvh + g].data()});
+      values.push_back({&vref, vblk[b * kvh + g].data()});
+    }
+    std::vector<double> ref(static_cast<std::size_t>(nh) * d);
+    attention_compressed(keys, values, lens[b], &q[b * nh * d], nh, p, ref.data());
+    const float* o = &out[b * nh * d];
+    for (std::size_t i = 0; i < ref.size(); ++i)
+      if (!std::isfinite(o[i])) {
+        ADD_FAILURE() << "sequence " << b << " output " << i << " is not finite";
+        return worst;
+      }
+    const double err = rel_err(o, ref.data(), ref.size());
+    worst = std::max(worst, err);
+    EXPECT_LE(err, tol) << "sequence " << b << " (len " << lens[b] << ")";
+  }
+  return worst;
+}
+
+/// Rows [n][d] with awkward content, cycling over seven kinds: Gaussian with outlier channels 3 and
+/// d - 2 (x20), a zero row, a basis vector (e_5), rows scaled by `tiny` (default 1e-20: fp32 subnormal
+/// squares; fp8 passes 1e-9 to reach its scale floor and subnormal codes), rows scaled by 300.
+inline std::vector<float> awkward_rows(std::size_t n, int d, Rng& r, float tiny = 1e-20f) {
+  std::vector<float> x(n * d);
+  for (std::size_t t = 0; t < n; ++t) {
+    const int kind = static_cast<int>(t % 7);
+    for (int i = 0; i < d; ++i) {
+      float v = static_cast<float>(r.normal());
+      if (i == 3 || i == d - 2) v *= 20.0f;  // outlier channels
+      if (kind == 1) v = 0.0f;
+      if (kind == 2) v = (i == 5 % d) ? 1.0f : 0.0f;
+      if (kind == 3) v *= tiny;
+      if (kind == 4) v *= 300.0f;
+      x[t * d + i] = v;
+    }
+  }
+  return x;
 }
 
 /// A fresh seed per process run (fresh random data each run); printed by the tests on failure.

@@ -30,25 +30,6 @@ std::vector<std::uint16_t> to16(std::vector<float>& x, cuda::IoType io) {
   return h;
 }
 
-/// Vectors with awkward content: gaussian with outlier channels, a zero
-/// vector, a basis vector, tiny and large magnitudes.
-std::vector<float> awkward_rows(std::size_t n, int d, Rng& r) {
-  std::vector<float> x(n * d);
-  for (std::size_t t = 0; t < n; ++t) {
-    const int kind = static_cast<int>(t % 7);
-    for (int i = 0; i < d; ++i) {
-      float v = static_cast<float>(r.normal());
-      if (i == 3 || i == d - 2) v *= 20.0f;  // outlier channels
-      if (kind == 1) v = 0.0f;
-      if (kind == 2) v = (i == 5) ? 1.0f : 0.0f;
-      if (kind == 3) v *= 1e-20f;
-      if (kind == 4) v *= 300.0f;
-      x[t * d + i] = v;
-    }
-  }
-  return x;
-}
-
 void run_case(const AppendCase& c, std::uint64_t seed) {
   const int batch = 3, kvh = 3, d = c.head_dim;  // kvh 3: the kernel's index divisions by a non-power of two
   const std::vector<int> start = {0, 5, 33};

@@ -321,27 +321,7 @@ double run_prod_case(int d, int kb, int vb, int nh, int kvh, int page_size, std:
   AttentionParams p;
   p.softmax_scale = a.softmax_scale;
   p.window = window;
-  double worst = 0;
-  for (int b = 0; b < batch; ++b) {
-    std::vector<EncodedHead> keys, values;
-    for (int g = 0; g < kvh; ++g) {
-      keys.push_back({kref.get(), kblk[b * kvh + g].data()});
-      values.push_back({vref.get(), vblk[b * kvh + g].data()});
-    }
-    std::vector<double> ref(static_cast<std::size_t>(nh) * d);
-    attention_compressed(keys, values, lens[b], &q[static_cast<std::size_t>(b) * nh * d], nh, p, ref.data());
-    const float* o = &out[static_cast<std::size_t>(b) * nh * d];
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-      if (!std::isfinite(o[i])) {
-        ADD_FAILURE() << "b=" << b << " i=" << i << " not finite";
-        return worst;
-      }
-    }
-    const double err = rel_err(o, ref.data(), ref.size());
-    worst = std::max(worst, err);
-    EXPECT_LE(err, kTqDecodeH16RelTol) << "sequence " << b << " (len " << lens[b] << ")";
-  }
-  return worst;
+  return check_decode_outputs(*kref, *vref, kblk, vblk, lens, kvh, nh, d, q, out, p, kTqDecodeH16RelTol);
 }
 
 TEST(CudaDecode, TqProdKeysMatchReference) {
@@ -477,27 +457,8 @@ double run_split_case(int d, double bits, int nh, int kvh, int page_size, std::v
   p.softmax_scale = a.softmax_scale;
   p.window = window;
   p.softcap = softcap;
-  double worst = 0;
-  for (int b = 0; b < batch; ++b) {
-    std::vector<EncodedHead> keys, values;
-    for (int g = 0; g < kvh; ++g) {
-      keys.push_back({kref.get(), kblk[b * kvh + g].data()});
-      values.push_back({vref.get(), vblk[b * kvh + g].data()});
-    }
-    std::vector<double> ref(static_cast<std::size_t>(nh) * d);
-    attention_compressed(keys, values, lens[b], &q[static_cast<std::size_t>(b) * nh * d], nh, p, ref.data());
-    const float* o = &out[static_cast<std::size_t>(b) * nh * d];
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-      if (!std::isfinite(o[i])) {
-        ADD_FAILURE() << "b=" << b << " i=" << i << " not finite";
-        return worst;
-      }
-    }
-    const double err = rel_err(o, ref.data(), ref.size());
-    worst = std::max(worst, err);
-    EXPECT_LE(err, kTqDecodeH16RelTol + io_rounding(io)) << "sequence " << b << " (len " << lens[b] << ")";
-  }
-  return worst;
+  return check_decode_outputs(*kref, *vref, kblk, vblk, lens, kvh, nh, d, q, out, p,
+                              kTqDecodeH16RelTol + io_rounding(io));
 }
 
 TEST(CudaDecode, TqMseFractionalMatchesReference) {

@@ -36,25 +36,6 @@ constexpr double kStateRelTol = 1e-6;
 
 const std::vector<std::size_t> kNs = {1, 2, 31, 64, 65, 1000, 4097};
 
-/// Vectors with awkward content: gaussian with outlier channels, a zero
-/// vector, a basis vector, tiny and large magnitudes.
-std::vector<float> awkward_rows(std::size_t n, int d, Rng& r) {
-  std::vector<float> x(n * d);
-  for (std::size_t t = 0; t < n; ++t) {
-    const int kind = static_cast<int>(t % 7);
-    for (int i = 0; i < d; ++i) {
-      float v = static_cast<float>(r.normal());
-      if (i == 3 || i == d - 2) v *= 20.0f;  // outlier channels
-      if (kind == 1) v = 0.0f;
-      if (kind == 2) v = (i == 5 % d) ? 1.0f : 0.0f;
-      if (kind == 3) v *= 1e-20f;
-      if (kind == 4) v *= 300.0f;
-      x[t * d + i] = v;
-    }
-  }
-  return x;
-}
-
 struct Case {
   Method method;
   int head_dim, bits, rows;

@@ -162,6 +162,70 @@ Shared shared_pages(const RealLayer& l, int page_size, std::uint64_t seed) {
   return s;
 }
 
+/// The reference encode of each KV head of x ([n][kvh][d]): one formats.h block of n tokens per head.
+std::vector<std::vector<std::uint8_t>> encode_heads(const Codec& ref, const RealLayer& l, const std::vector<float>& x) {
+  std::vector<std::vector<std::uint8_t>> blk(l.kvh);
+  for (int g = 0; g < l.kvh; ++g) {
+    const auto rows = head_rows(l, x, g);
+    blk[g].resize(ref.encoded_bytes(l.n));
+    ref.encode(rows.data(), l.n, blk[g].data());
+  }
+  return blk;
+}
+
+/// Tokens whose bytes in a downloaded page pool (stride bytes per (page, head) block; cb code bytes
+/// and nb scalar bytes per token) differ from the reference blocks; the first three are reported.
+int count_mismatches(const std::vector<std::uint8_t>& pool, std::size_t stride, const RealLayer& l, const Shared& s,
+                     const std::vector<std::vector<std::uint8_t>>& blk, std::size_t cb, std::size_t nb,
+                     const char* what) {
+  int mismatches = 0;
+  for (int g = 0; g < l.kvh; ++g)
+    for (int t = 0; t < l.n; ++t) {
+      const int page = s.pages[t / s.page_size], off = t % s.page_size;
+      const std::uint8_t* b = pool.data() + (static_cast<std::size_t>(page) * l.kvh + g) * stride;
+      const bool ok = std::memcmp(b + off * cb, blk[g].data() + t * cb, cb) == 0 &&
+                      std::memcmp(b + s.page_size * cb + nb * off, blk[g].data() + l.n * cb + nb * t, nb) == 0;
+      if (!ok && ++mismatches <= 3) ADD_FAILURE() << what << " bytes differ: token " << t << " head " << g;
+    }
+  return mismatches;
+}
+
+struct Errors {
+  double reference = 0, exact = 0;  ///< worst relative L2 over the queries
+};
+
+/// Checks a decode output [nq][nh][d] against the fp64 reference of every query (finite, within tol)
+/// and measures it against exact attention on the uncompressed cache.
+Errors check_queries(const RealLayer& l, const Shared& s, const std::vector<float>& out,
+                     const std::vector<std::vector<double>>& refs, double tol) {
+  Errors e;
+  for (int r = 0; r < l.nq; ++r) {
+    const float* o = &out[static_cast<std::size_t>(r) * l.nh * l.d];
+    for (std::size_t i = 0; i < refs[r].size(); ++i)
+      if (!std::isfinite(o[i])) {
+        ADD_FAILURE() << "query " << r << " output " << i << " is not finite";
+        return e;
+      }
+    const double err = rel_err(o, refs[r].data(), refs[r].size());
+    EXPECT_LE(err, tol) << "query " << r << " (context " << s.lens[r] << ")";
+    e.reference = std::max(e.reference, err);
+    const auto ex = exact(l, r);
+    e.exact = std::max(e.exact, rel_err(o, ex.data(), ex.size()));
+  }
+  return e;
+}
+
+/// The fp64 reference outputs of every query on encoded key / value heads.
+std::vector<std::vector<double>> references(const RealLayer& l, const Codec& kref, const Codec& vref,
+                                            const std::vector<std::vector<std::uint8_t>>& kblk,
+                                            const std::vector<std::vector<std::uint8_t>>& vblk) {
+  std::vector<EncodedHead> keys, values;
+  for (int g = 0; g < l.kvh; ++g) keys.push_back({&kref, kblk[g].data()}), values.push_back({&vref, vblk[g].data()});
+  std::vector<std::vector<double>> refs;
+  for (int r = 0; r < l.nq; ++r) refs.push_back(reference(l, keys, values, r));
+  return refs;
+}
+
 /// kbits / vbits: 1..4, or 1.5 / 2.5 / 3.5 (the outlier split, calibrated on the layer's own keys /
 /// values, as turbokv eval does; the fp16 tensor-core kernel only).
 void run_tq_mse(const RealLayer& l, double kbits, double vbits, int page_size, std::uint64_t seed, double worst[3]) {
@@ -193,26 +257,11 @@ void run_tq_mse(const RealLayer& l, double kbits, double vbits, int page_size, s
   const auto kgot = kpool.download(), vgot = vpool.download();
 
   // The reference encodes of every head, and the byte comparison token by token.
-  std::vector<std::vector<std::uint8_t>> kblk(l.kvh), vblk(l.kvh);
-  int mismatches = 0;
-  for (int g = 0; g < l.kvh; ++g) {
-    const auto kh = head_rows(l, l.k, g), vh = head_rows(l, l.v, g);
-    kblk[g].resize(kref->encoded_bytes(l.n));
-    vblk[g].resize(vref->encoded_bytes(l.n));
-    kref->encode(kh.data(), l.n, kblk[g].data());
-    vref->encode(vh.data(), l.n, vblk[g].data());
-    for (int t = 0; t < l.n; ++t) {
-      const int page = s.pages[t / page_size], off = t % page_size;
-      const std::uint8_t* kb = kgot.data() + (static_cast<std::size_t>(page) * l.kvh + g) * kstride;
-      const std::uint8_t* vb = vgot.data() + (static_cast<std::size_t>(page) * l.kvh + g) * vstride;
-      const bool ok = std::memcmp(kb + off * kcb, kblk[g].data() + t * kcb, kcb) == 0 &&
-                      std::memcmp(kb + page_size * kcb + knb * off, kblk[g].data() + l.n * kcb + knb * t, knb) == 0 &&
-                      std::memcmp(vb + off * vcb, vblk[g].data() + t * vcb, vcb) == 0 &&
-                      std::memcmp(vb + page_size * vcb + vnb * off, vblk[g].data() + l.n * vcb + vnb * t, vnb) == 0;
-      if (!ok && ++mismatches <= 3) ADD_FAILURE() << "append bytes differ: token " << t << " head " << g;
-    }
-  }
-  EXPECT_EQ(mismatches, 0) << "tokens whose appended key/value bytes differ from the reference encode";
+  const auto kblk = encode_heads(*kref, l, l.k), vblk = encode_heads(*vref, l, l.v);
+  EXPECT_EQ(count_mismatches(kgot, kstride, l, s, kblk, kcb, knb, "key") +
+                count_mismatches(vgot, vstride, l, s, vblk, vcb, vnb, "value"),
+            0)
+      << "tokens whose appended key/value bytes differ from the reference encode";
 
   // Decode the real queries on the appended pages with every kernel.
   DevBuf<float> dq(l.q), dout(l.q.size());
@@ -220,30 +269,18 @@ void run_tq_mse(const RealLayer& l, double kbits, double vbits, int page_size, s
   cuda::DecodeArgs a = decode_args(l, dq.p, dout.p, dlens.p);
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
-  std::vector<EncodedHead> keys, values;
-  for (int g = 0; g < l.kvh; ++g) keys.push_back({kref.get(), kblk[g].data()}), values.push_back({vref.get(), vblk[g].data()});
-  std::vector<std::vector<double>> refs, exacts;
-  for (int r = 0; r < l.nq; ++r) refs.push_back(reference(l, keys, values, r)), exacts.push_back(exact(l, r));
+  const auto refs = references(l, *kref, *vref, kblk, vblk);
   for (int kernel : {0, 1, 2}) {
     if (kernel != 0 && ktab.split()) continue;  // fractional widths: the fp16 tensor-core kernel only
     SCOPED_TRACE("kernel " + std::to_string(kernel));
     a.kernel = kernel;
     dout.fill_byte(0xFF);  // NaN poison
     cuda::tq_mse_decode(ktab, vtab, {kpool.p, kstride}, {vpool.p, vstride}, pt, a, nullptr);
-    const auto out = dout.download();
-    double err_max = 0, exact_max = 0;
-    for (int r = 0; r < l.nq; ++r) {
-      const float* o = &out[static_cast<std::size_t>(r) * l.nh * l.d];
-      for (std::size_t i = 0; i < refs[r].size(); ++i) ASSERT_TRUE(std::isfinite(o[i])) << "query " << r << " i " << i;
-      const double err = rel_err(o, refs[r].data(), refs[r].size());
-      EXPECT_LE(err, kernel != 0 ? kFp32RelTol : ktab.split() ? kH16SplitRelTol : kH16RelTol)
-          << "query " << r << " (context " << s.lens[r] << ")";
-      err_max = std::max(err_max, err);
-      exact_max = std::max(exact_max, rel_err(o, exacts[r].data(), exacts[r].size()));
-    }
-    worst[kernel] = std::max(worst[kernel], err_max);
+    const Errors e = check_queries(l, s, dout.download(), refs,
+                                   kernel != 0 ? kFp32RelTol : ktab.split() ? kH16SplitRelTol : kH16RelTol);
+    worst[kernel] = std::max(worst[kernel], e.reference);
     std::printf("  %-28s K%.1f V%.1f page %3d kernel %d: vs reference %.3g, vs exact attention %.3g (worst of %d queries)\n",
-                l.name.c_str(), kbits, vbits, page_size, kernel, err_max, exact_max, l.nq);
+                l.name.c_str(), kbits, vbits, page_size, kernel, e.reference, e.exact, l.nq);
   }
 }
 
@@ -285,26 +322,10 @@ void run_fp8(const RealLayer& l, int page_size, std::uint64_t seed, double& wors
   cuda::fp8_append(l.d, dk16.p, 1, l.n, l.kvh, dstart.p, pt, {kpool.p, stride}, nullptr, cuda::IoType::kF16);
   cuda::fp8_append(l.d, dv16.p, 1, l.n, l.kvh, dstart.p, pt, {vpool.p, stride}, nullptr, cuda::IoType::kF16);
   const auto kgot = kpool.download(), vgot = vpool.download();
-  std::vector<std::vector<std::uint8_t>> kblk(l.kvh), vblk(l.kvh);
-  int mismatches = 0;
-  for (int g = 0; g < l.kvh; ++g) {
-    const auto kh = head_rows(l, l.k, g), vh = head_rows(l, l.v, g);
-    kblk[g].resize(ref->encoded_bytes(l.n));
-    vblk[g].resize(ref->encoded_bytes(l.n));
-    ref->encode(kh.data(), l.n, kblk[g].data());
-    ref->encode(vh.data(), l.n, vblk[g].data());
-    for (int t = 0; t < l.n; ++t) {
-      const int page = s.pages[t / page_size], off = t % page_size;
-      const std::uint8_t* kb = kgot.data() + (static_cast<std::size_t>(page) * l.kvh + g) * stride;
-      const std::uint8_t* vb = vgot.data() + (static_cast<std::size_t>(page) * l.kvh + g) * stride;
-      const bool ok = std::memcmp(kb + off * cb, kblk[g].data() + t * cb, cb) == 0 &&
-                      std::memcmp(kb + page_size * cb + 2 * off, kblk[g].data() + l.n * cb + 2 * t, 2) == 0 &&
-                      std::memcmp(vb + off * cb, vblk[g].data() + t * cb, cb) == 0 &&
-                      std::memcmp(vb + page_size * cb + 2 * off, vblk[g].data() + l.n * cb + 2 * t, 2) == 0;
-      if (!ok && ++mismatches <= 3) ADD_FAILURE() << "fp8 append bytes differ: token " << t << " head " << g;
-    }
-  }
-  EXPECT_EQ(mismatches, 0);
+  const auto kblk = encode_heads(*ref, l, l.k), vblk = encode_heads(*ref, l, l.v);
+  EXPECT_EQ(count_mismatches(kgot, stride, l, s, kblk, cb, 2, "fp8 key") +
+                count_mismatches(vgot, stride, l, s, vblk, cb, 2, "fp8 value"),
+            0);
   DevBuf<float> dq(l.q), dout(l.q.size());
   DevBuf<std::int32_t> dlens(s.lens);
   cuda::DecodeArgs a = decode_args(l, dq.p, dout.p, dlens.p);
@@ -312,22 +333,10 @@ void run_fp8(const RealLayer& l, int page_size, std::uint64_t seed, double& wors
   a.workspace = ws.p;
   dout.fill_byte(0xFF);
   cuda::fp8_decode({kpool.p, stride}, {vpool.p, stride}, pt, a, nullptr);
-  const auto out = dout.download();
-  std::vector<EncodedHead> keys, values;
-  for (int g = 0; g < l.kvh; ++g) keys.push_back({ref.get(), kblk[g].data()}), values.push_back({ref.get(), vblk[g].data()});
-  double err_max = 0, exact_max = 0;
-  for (int r = 0; r < l.nq; ++r) {
-    const auto want = reference(l, keys, values, r), ex = exact(l, r);
-    const float* o = &out[static_cast<std::size_t>(r) * l.nh * l.d];
-    for (std::size_t i = 0; i < want.size(); ++i) ASSERT_TRUE(std::isfinite(o[i])) << "query " << r << " i " << i;
-    const double err = rel_err(o, want.data(), want.size());
-    EXPECT_LE(err, kFp32RelTol) << "query " << r;
-    err_max = std::max(err_max, err);
-    exact_max = std::max(exact_max, rel_err(o, ex.data(), ex.size()));
-  }
-  worst = std::max(worst, err_max);
+  const Errors e = check_queries(l, s, dout.download(), references(l, *ref, *ref, kblk, vblk), kFp32RelTol);
+  worst = std::max(worst, e.reference);
   std::printf("  %-28s fp8 page %3d: vs reference %.3g, vs exact attention %.3g (worst of %d queries)\n",
-              l.name.c_str(), page_size, err_max, exact_max, l.nq);
+              l.name.c_str(), page_size, e.reference, e.exact, l.nq);
 }
 
 TEST(CudaReal, Fp8AppendAndDecode) {
@@ -393,22 +402,10 @@ void run_tq_prod(const RealLayer& l, int kbits, int vbits, int page_size, std::u
   a.workspace = ws.p;
   cuda::tq_prod_paged_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, s.max_pages, page_size}, a,
                              nullptr);
-  const auto out = dout.download();
-  std::vector<EncodedHead> keys, values;
-  for (int g = 0; g < l.kvh; ++g) keys.push_back({kref.get(), kblk[g].data()}), values.push_back({vref.get(), vblk[g].data()});
-  double err_max = 0, exact_max = 0;
-  for (int r = 0; r < l.nq; ++r) {
-    const auto ref = reference(l, keys, values, r), ex = exact(l, r);
-    const float* o = &out[static_cast<std::size_t>(r) * l.nh * l.d];
-    for (std::size_t i = 0; i < ref.size(); ++i) ASSERT_TRUE(std::isfinite(o[i])) << "query " << r << " i " << i;
-    const double err = rel_err(o, ref.data(), ref.size());
-    EXPECT_LE(err, kH16RelTol) << "query " << r;
-    err_max = std::max(err_max, err);
-    exact_max = std::max(exact_max, rel_err(o, ex.data(), ex.size()));
-  }
-  worst = std::max(worst, err_max);
+  const Errors e = check_queries(l, s, dout.download(), references(l, *kref, *vref, kblk, vblk), kH16RelTol);
+  worst = std::max(worst, e.reference);
   std::printf("  %-28s prod K%d V%d page %3d: vs reference %.3g, vs exact attention %.3g (worst of %d queries)\n",
-              l.name.c_str(), kbits, vbits, page_size, err_max, exact_max, l.nq);
+              l.name.c_str(), kbits, vbits, page_size, e.reference, e.exact, l.nq);
 }
 
 TEST(CudaReal, TqProdEncodeAndDecode) {
