@@ -79,8 +79,7 @@ std::size_t tq_page_stride(int page_size, std::size_t code_bytes);
  *
  * Fractional widths b + 0.5 (b = 1, 2, 3; head_dim 128/256; the outlier split of
  * formats.h and src/ref/tq_mse.cpp, after Zandieh et al. Sec. 4.3): from a
- * *calibrated* reference codec, whose split is read back by encoding the unit
- * vectors e_j. Part 0 = the H = head_dim / 2 outlier channels at b + 1 bits, part 1
+ * *calibrated* reference codec (its channel split as its encode gathers it). Part 0 = the H = head_dim / 2 outlier channels at b + 1 bits, part 1
  * = the other H channels at b bits; each part has its own Hadamard rotation of size
  * H (seed + part) and Lloyd-Max codebook (dim H), and its own fp16 norm. On the
  * device: channels() [head_dim] = part 0's channels then part 1's (ascending each),

@@ -14,14 +14,15 @@
 // rotates its value accumulators back with finalize_split_output().
 // Covered: part dims that the integer kernels take (multiples of 16, i.e.
 // head_dim a multiple of 32, up to 1024); other head_dims return nullptr (the
-// reference wrapper). The channel split is read back from the calibrated
-// reference by encoding the unit vectors e_j, and the result is checked
+// reference wrapper). The channel split is the calibrated reference's
+// (ref::tq_mse_split_channels), and the result is checked
 // against the reference once at construction (nullptr if it ever differed).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "../ref/tq_mse.h"
 #include "cpu_internal.h"
 #include "kivi_fp.h"
 #include "methods.h"
@@ -241,20 +242,14 @@ std::unique_ptr<CpuCodec> make_cpu_tq_mse_split(const Codec& ref) {
     case SimdLevel::kAvx2: k = &tq_split_avx2_kernels(), dom = &tq_split_decode_domain_avx2, isa = "avx2"; break;
     default: return nullptr;
   }
-  // The calibrated split: encode e_j; channel j is an outlier channel iff its
-  // first norm (||x_o||) is non-zero.
+  // The calibrated split, as the reference's encode gathers it.
   const std::size_t n = static_cast<std::size_t>(d);
   const int d_out = (d / 2) / 8 * 8;
   const std::size_t row_bytes = packed_bytes(static_cast<std::size_t>(d_out), b + 1) +
                                 packed_bytes(static_cast<std::size_t>(d - d_out), b);
   if (ref.encoded_bytes(n) != n * (row_bytes + 4)) return nullptr;
-  std::vector<float> eye(n * n, 0.0f);
-  for (std::size_t j = 0; j < n; ++j) eye[j * n + j] = 1.0f;
-  std::vector<std::uint8_t> enc(ref.encoded_bytes(n));
-  ref.encode(eye.data(), n, enc.data());
   std::vector<int> ch[2];
-  for (std::size_t j = 0; j < n; ++j) ch[load_half(enc.data() + n * row_bytes + 4 * j) > 0 ? 0 : 1].push_back(static_cast<int>(j));
-  if (static_cast<int>(ch[0].size()) != d_out) return nullptr;
+  if (!ref::tq_mse_split_channels(ref, ch) || static_cast<int>(ch[0].size()) != d_out) return nullptr;
   auto fast = std::make_unique<TqMseSplitCodec>(ref, ch, *k, dom, isa);
   // Check once against the reference (bytes and decoded floats).
   const std::size_t m = 8;

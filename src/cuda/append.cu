@@ -514,8 +514,7 @@ void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_n
   const char* where = "cuda::tq_mse_append";
   check_arg(batch >= 0 && num_new >= 0, where, "batch/num_new", batch, "must be >= 0");
   check_arg(num_kv_heads > 0, where, "num_kv_heads", num_kv_heads, "must be positive");
-  check_arg(table.page_size >= 1 && (table.page_size & (table.page_size - 1)) == 0, where, "page_size",
-            table.page_size, "must be a power of two");
+  detail::check_page_size(where, table.page_size);
   check_arg(pool.page_stride == codec.page_stride(table.page_size), where, "pool.page_stride", pool.page_stride,
             "must equal codec.page_stride(page_size) (= tq_page_stride(page_size, code_bytes) for integer widths)");
   const long long total = 1LL * batch * num_new * num_kv_heads;

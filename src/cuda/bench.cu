@@ -99,6 +99,30 @@ double median_us(cudaStream_t s, int reps, F&& fn) {
 
 unsigned fill_grid() { return static_cast<unsigned>(cuda::detail::num_sms() * 8); }
 
+/// Key and value page pools of pool_bytes each, enough pairs (at most 64) to exceed kRotateBytes
+/// so that the timed calls read DRAM, not L2: random code bytes (ANDed with code_mask), scalars
+/// (bytes [norm_off, norm_end) of each stride-byte block) fp16 in [0.5, 1.5). Pair i's seeds: seed +
+/// 2i (keys), seed + 2i + 1 (values).
+struct PagePools {
+  std::vector<std::unique_ptr<DevMem>> k, v;
+  int size() const { return static_cast<int>(k.size()); }
+};
+PagePools make_pools(cudaStream_t s, std::size_t pool_bytes, std::size_t stride, std::size_t norm_off,
+                     std::size_t norm_end, std::uint64_t seed, std::uint16_t code_mask = 0xffffu) {
+  const int n = static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + 2 * pool_bytes - 1) / (2 * pool_bytes)));
+  PagePools p;
+  for (int i = 0; i < n; ++i) {
+    p.k.push_back(std::make_unique<DevMem>(pool_bytes));
+    p.v.push_back(std::make_unique<DevMem>(pool_bytes));
+    fill_pages<<<fill_grid(), 256, 0, s>>>(p.k.back()->as<std::uint8_t>(), pool_bytes, stride, norm_off, norm_end,
+                                           seed + 2 * i, code_mask);
+    fill_pages<<<fill_grid(), 256, 0, s>>>(p.v.back()->as<std::uint8_t>(), pool_bytes, stride, norm_off, norm_end,
+                                           seed + 2 * i + 1, code_mask);
+    TKV_CHECK_LAUNCH();
+  }
+  return p;
+}
+
 }  // namespace
 
 std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
@@ -187,24 +211,12 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
       // fp8 e4m3 baseline (fp8_decode: the CUDA-core kernel), codes without the NaN pattern.
       if (want("fp8")) {
         const std::size_t stride = cuda::tq_page_stride(page_size, static_cast<std::size_t>(d));
-        const std::size_t pool_bytes = table.size() * kvh * stride;
-        const int nrot =
-            static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + 2 * pool_bytes - 1) / (2 * pool_bytes)));
-        std::vector<std::unique_ptr<DevMem>> kb, vb;
-        for (int i = 0; i < nrot; ++i) {
-          kb.push_back(std::make_unique<DevMem>(pool_bytes));
-          vb.push_back(std::make_unique<DevMem>(pool_bytes));
-          const std::size_t noff = std::size_t(page_size) * d, nend = noff + 2 * page_size;
-          // 0xF7: exponent LSB cleared, so no byte is e4m3's NaN (S.1111.111)
-          fill_pages<<<fill_grid(), 256, 0, s>>>(kb.back()->as<std::uint8_t>(), pool_bytes, stride, noff, nend,
-                                                 2 * i + 71, 0xF7F7);
-          fill_pages<<<fill_grid(), 256, 0, s>>>(vb.back()->as<std::uint8_t>(), pool_bytes, stride, noff, nend,
-                                                 2 * i + 72, 0xF7F7);
-          TKV_CHECK_LAUNCH();
-        }
+        const std::size_t noff = std::size_t(page_size) * d;
+        // 0xF7: exponent LSB cleared, so no byte is e4m3's NaN (S.1111.111)
+        const PagePools pools = make_pools(s, table.size() * kvh * stride, stride, noff, noff + 2 * page_size, 71, 0xF7F7);
         const double us = median_us(s, reps, [&](int i) {
-          cuda::fp8_decode({kb[i % nrot]->as<std::uint8_t>(), stride}, {vb[i % nrot]->as<std::uint8_t>(), stride}, pt,
-                           a, st);
+          const int r = i % pools.size();
+          cuda::fp8_decode({pools.k[r]->as<std::uint8_t>(), stride}, {pools.v[r]->as<std::uint8_t>(), stride}, pt, a, st);
         });
         BenchRow r = proto;
         r.op = "decode_attention", r.method = "fp8 (cuda cores)", r.bits = 8;
@@ -228,18 +240,11 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         const cuda::TqMseTables tab(*ref);
         const std::size_t nb = 2 * static_cast<std::size_t>(tab.num_norms());  // norm bytes per token
         const std::size_t stride = tab.page_stride(page_size);
-        const std::size_t pool_bytes = table.size() * kvh * stride;
-        const int nrot =
-            static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + 2 * pool_bytes - 1) / (2 * pool_bytes)));
-        std::vector<std::unique_ptr<DevMem>> kb, vb;
-        for (int i = 0; i < nrot; ++i) {
-          kb.push_back(std::make_unique<DevMem>(pool_bytes));
-          vb.push_back(std::make_unique<DevMem>(pool_bytes));
-          const std::size_t noff = page_size * tab.code_bytes(), nend = noff + nb * page_size;
-          fill_pages<<<fill_grid(), 256, 0, s>>>(kb.back()->as<std::uint8_t>(), pool_bytes, stride, noff, nend, 2 * i + 1);
-          fill_pages<<<fill_grid(), 256, 0, s>>>(vb.back()->as<std::uint8_t>(), pool_bytes, stride, noff, nend, 2 * i + 2);
-          TKV_CHECK_LAUNCH();
-        }
+        const std::size_t noff = page_size * tab.code_bytes();
+        const PagePools pools = make_pools(s, table.size() * kvh * stride, stride, noff, noff + nb * page_size, 1);
+        const int nrot = pools.size();
+        const auto& kb = pools.k;
+        const auto& vb = pools.v;
         const std::size_t read = std::size_t(batch) * ctx * kvh * 2 * (tab.code_bytes() + nb) + q_bytes +
                                  table.size() * 4;
         for (int kernel : {0, 2}) {  // fp16 tensor-core (default) and 3xTF32 tensor-core kernels (the CUDA-core

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "turbokv/cuda.h"
+#include "turbokv/error.h"
 #include "turbokv/fastdiv.h"
 
 namespace turbokv::cuda::detail {
@@ -32,6 +33,13 @@ namespace turbokv::cuda::detail {
 namespace turbokv::cuda::detail {
 
 inline cudaStream_t stream_of(Stream s) { return reinterpret_cast<cudaStream_t>(s); }
+
+/// The paged layout's page size rule (cuda.h): throws std::invalid_argument naming `where` and the
+/// value unless page_size is a power of two in 1..4096.
+inline void check_page_size(const char* where, int page_size) {
+  check_arg(page_size >= 1 && page_size <= 4096 && (page_size & (page_size - 1)) == 0, where, "page_size", page_size,
+            "must be a power of two in 1..4096");
+}
 
 /// A new device array holding a copy of v (max(v.size(), 1) elements, so an empty v still
 /// gets a non-null pointer); throws std::runtime_error (TKV_CUDA_CHECK) if either call fails,

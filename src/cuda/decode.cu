@@ -362,8 +362,7 @@ detail::DecodeKernelArgs paged_args(const char* where, PagedPool kpool, PagedPoo
                                     const char* vstride_rule = "must equal vcodec.page_stride(page_size) "
                                                                "(tq_page_stride(page_size, value code_bytes) for "
                                                                "integer widths)") {
-  check_arg(table.page_size >= 1 && table.page_size <= 4096 && (table.page_size & (table.page_size - 1)) == 0, where,
-            "page_size", table.page_size, "must be a power of two in 1..4096");
+  detail::check_page_size(where, table.page_size);
   check_arg(table.max_pages >= (args.max_seq_len + table.page_size - 1) / table.page_size, where, "max_pages",
             table.max_pages, "must cover max_seq_len");
   check_arg(kpool.page_stride == kstride, where, "kpool.page_stride", kpool.page_stride, kstride_rule);
@@ -389,8 +388,7 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
   const char* where = "cuda::tq_mse_decode";
   check_arg(kc.head_dim() == args.head_dim && vc.head_dim() == args.head_dim, where, "codec head_dim",
             kc.head_dim(), "must equal args.head_dim for keys and values");
-  check_arg(table.page_size >= 1 && table.page_size <= 4096 && (table.page_size & (table.page_size - 1)) == 0, where,
-            "page_size", table.page_size, "must be a power of two in 1..4096");
+  detail::check_page_size(where, table.page_size);
   detail::DecodeKernelArgs ka =
       paged_args(where, kpool, vpool, table, args, kc.page_stride(table.page_size),
                  "must equal kcodec.page_stride(page_size) (tq_page_stride(page_size, key code_bytes) for integer widths)",
@@ -469,11 +467,9 @@ void tq_prod_paged_decode(const QjlTables& kc, const TqMseTables& vc, PagedPool 
 
 void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const DecodeArgs& args, Stream stream) {
   const char* where = "cuda::fp8_decode";
-  check_arg(table.page_size >= 1 && table.page_size <= 4096 && (table.page_size & (table.page_size - 1)) == 0, where,
-            "page_size", table.page_size, "must be a power of two in 1..4096");
+  detail::check_page_size(where, table.page_size);
   check_arg(args.kernel == 0 || args.kernel == 1, where, "kernel", args.kernel,
             "must be 0 or 1 (fp8 runs the CUDA-core kernel)");
-  detail::validate(where, args);
   const std::size_t stride = tq_page_stride(table.page_size, static_cast<std::size_t>(args.head_dim));
   detail::DecodeKernelArgs ka = paged_args(where, kpool, vpool, table, args, stride,
                                            "must equal tq_page_stride(page_size, head_dim)", stride,

@@ -335,6 +335,10 @@ __device__ __forceinline__ void warp_copy(std::uint8_t* s_codes, std::uint8_t* s
   }
 }
 
+/// These two helpers are the integer kernel's generic look-up branches (1/3/4-bit keys, 1/3-bit
+/// values) written for one part of a row. The integer branches keep their inline copies: calling
+/// the helpers from them changed the SASS of 132 integer instances (20 in length; checked in session
+/// 9), and that tuned code is only changed with a device A/B.
 /// SPLIT key scores of one part: rows a (token gid) and c (token gid + 8) at this part's byte offset,
 /// SPAN bytes per lane (dims SPAN * 8 / (PB / 2) ... of the part, at SPAN * tig), pair fields of PB bits
 /// looked up at table byte lanebyte (the key slot for part 0, the value slot for part 1), against

@@ -94,8 +94,7 @@ void fp8_append(int head_dim, const void* x, int batch, int num_new, int num_kv_
             "must be 64, 128 or 256");
   check_arg(batch >= 0 && num_new >= 0, where, "batch/num_new", batch, "must be >= 0");
   check_arg(num_kv_heads > 0, where, "num_kv_heads", num_kv_heads, "must be positive");
-  check_arg(table.page_size >= 1 && table.page_size <= 4096 && (table.page_size & (table.page_size - 1)) == 0, where,
-            "page_size", table.page_size, "must be a power of two in 1..4096");
+  detail::check_page_size(where, table.page_size);
   check_arg(pool.page_stride == tq_page_stride(table.page_size, static_cast<std::size_t>(head_dim)), where,
             "pool.page_stride", pool.page_stride, "must equal tq_page_stride(page_size, head_dim)");
   check_arg(x_type == IoType::kF32 || x_type == IoType::kF16 || x_type == IoType::kBf16, where, "x_type",

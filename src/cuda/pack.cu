@@ -4,10 +4,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../ref/tq_mse.h"
 #include "common.cuh"
 #include "turbokv/codebook.h"
 #include "turbokv/error.h"
-#include "turbokv/formats.h"
 #include "turbokv/pack.h"
 #include "turbokv/rotation.h"
 
@@ -80,8 +80,7 @@ void unpack_bits(const std::uint8_t* packed, std::size_t n, int bits, std::uint8
 }
 
 std::size_t tq_page_stride(int page_size, std::size_t code_bytes) {
-  check_arg(page_size >= 1 && page_size <= 4096 && (page_size & (page_size - 1)) == 0, "cuda::tq_page_stride",
-            "page_size", page_size, "must be a power of two in 1..4096");
+  detail::check_page_size("cuda::tq_page_stride", page_size);
   const std::size_t b = static_cast<std::size_t>(page_size) * (code_bytes + 2);
   return (b + 31) / 32 * 32;  // every block starts on a 32-byte L2 sector
 }
@@ -99,20 +98,11 @@ TqMseTables::TqMseTables(const Codec& ref) {
   init(cfg);
   if (!split_) return;
   check_arg(ref.calibrated(), where, "ref.calibrated", 0, "a fractional-width codec must be calibrated first");
-  // The calibrated split, read back as the CPU fast path does (src/cpu/tq_mse_split.cpp): encode the unit
-  // vectors e_j; channel j is an outlier channel (part 0) iff its first norm ||x_0|| is non-zero.
+  // The calibrated split, as the reference's encode gathers it (ref::tq_mse_split_channels).
   const std::size_t d = static_cast<std::size_t>(head_dim_), cb = code_bytes();
-  if (ref.encoded_bytes(d) != d * (cb + 4))
-    throw std::logic_error("cuda::TqMseTables: the reference's block layout is not the outlier split's");
-  std::vector<float> eye(d * d, 0.0f);
-  for (std::size_t j = 0; j < d; ++j) eye[j * d + j] = 1.0f;
-  std::vector<std::uint8_t> enc(ref.encoded_bytes(d));
-  ref.encode(eye.data(), d, enc.data());
-  std::vector<std::int32_t> part[2];
-  for (std::size_t j = 0; j < d; ++j)
-    part[load_half(enc.data() + d * cb + 4 * j) > 0 ? 0 : 1].push_back(static_cast<std::int32_t>(j));
-  if (part[0].size() != d / 2)
-    throw std::logic_error("cuda::TqMseTables: the reference's outlier part does not have head_dim / 2 channels");
+  std::vector<int> part[2];
+  if (ref.encoded_bytes(d) != d * (cb + 4) || !ref::tq_mse_split_channels(ref, part) || part[0].size() != d / 2)
+    throw std::logic_error("cuda::TqMseTables: the reference is not the outlier split of formats.h at head_dim / 2");
   std::vector<std::int32_t> ch(part[0]);
   ch.insert(ch.end(), part[1].begin(), part[1].end());
   channels_ = detail::upload(ch);
@@ -165,8 +155,7 @@ void TqMseTables::init(const CodecConfig& cfg) {
 }
 
 std::size_t TqMseTables::page_stride(int page_size) const {
-  check_arg(page_size >= 1 && page_size <= 4096 && (page_size & (page_size - 1)) == 0, "cuda::TqMseTables::page_stride",
-            "page_size", page_size, "must be a power of two in 1..4096");
+  detail::check_page_size("cuda::TqMseTables::page_stride", page_size);
   const std::size_t b = static_cast<std::size_t>(page_size) * (code_bytes() + 2 * num_norms());
   return (b + 31) / 32 * 32;  // every block starts on a 32-byte L2 sector
 }

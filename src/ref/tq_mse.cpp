@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "internal.h"
+#include "tq_mse.h"
 #include "turbokv/error.h"
 
 namespace turbokv::ref {
@@ -44,6 +45,9 @@ class TqMse final : public Codec {
   }
 
   bool needs_calibration() const override { return fractional_; }
+  /// Part p's channels (tq_mse_split_channels).
+  bool fractional() const { return fractional_; }
+  const std::vector<int>& part_channels(std::size_t p) const { return parts_[p].channels; }
   std::size_t encoded_bytes(std::size_t n) const override { return layout_.block_bytes(n); }
   std::size_t side_bytes() const override { return fractional_ ? static_cast<std::size_t>(head_dim()) / 8 : 0; }
 
@@ -175,6 +179,14 @@ class TqMse final : public Codec {
 };
 
 }  // namespace
+
+bool tq_mse_split_channels(const Codec& ref, std::vector<int> (&channels)[2]) {
+  const auto* t = dynamic_cast<const TqMse*>(&ref);
+  if (t == nullptr || !t->fractional() || !t->calibrated()) return false;
+  channels[0] = t->part_channels(0);
+  channels[1] = t->part_channels(1);
+  return true;
+}
 
 std::unique_ptr<Codec> make_tq_mse(const CodecConfig& cfg) {
   check_bits(cfg, {1, 1.5, 2, 2.5, 3, 3.5, 4});
