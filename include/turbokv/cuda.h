@@ -74,8 +74,11 @@ std::size_t tq_page_stride(int page_size, std::size_t code_bytes);
  * objects (Rotation(dim, kHadamard, seed).signs(), lloyd_max_codebook), so the
  * kernels write the reference codec's bytes exactly.
  *
- * Integer widths (bits 1..4, Hadamard rotation, head_dim 64/128/256): from the
- * CodecConfig (or the reference codec).
+ * Integer widths (bits 1..4, Hadamard rotation): from the CodecConfig (or the reference codec).
+ * head_dim 64/128/256 rotate by the FWHT (signs(), hadamard_scale()); the other multiples of 16 in
+ * 64..256 (80, 96, 112, ...) by the reference's dense Haar matrix (rotation.h: the kind a Hadamard
+ * rotation takes at a non-power-of-two size): dense() is true, rotation() / rotation_t() hold it,
+ * signs() is null and hadamard_scale() is 1. Those dims run the CUDA-core decode (tq_mse_decode).
  *
  * Fractional widths b + 0.5 (b = 1, 2, 3; head_dim 128/256; the outlier split of
  * formats.h and src/ref/tq_mse.cpp, after Zandieh et al. Sec. 4.3): from a
@@ -120,9 +123,15 @@ class TqMseTables {
   /// up to 32 (= tq_page_stride(page_size, code_bytes()) for integer widths). Throws
   /// std::invalid_argument unless page_size is a power of two in 1..4096.
   std::size_t page_stride(int page_size) const;
-  /// 1 / sqrt(rotation size): head_dim, or head_dim / 2 when split().
+  /// 1 / sqrt(rotation size): head_dim, or head_dim / 2 when split(); 1 when dense().
   float hadamard_scale() const { return scale_; }
-  const float* signs() const { return signs_.get(); }            ///< device, size head_dim
+  /// True when head_dim is not a power of two: the rotation is the reference's dense Haar matrix.
+  bool dense() const { return dense_; }
+  /// dense(): Pi, device fp32 [head_dim][head_dim] row-major (Rotation::matrix()); nullptr otherwise.
+  const float* rotation() const { return rotation_.get(); }
+  /// dense(): Pi^T, device fp32 [head_dim][head_dim] row-major; nullptr otherwise.
+  const float* rotation_t() const { return rotation_t_.get(); }
+  const float* signs() const { return signs_.get(); }            ///< device, size head_dim (dense(): nullptr)
   const float* centroids() const { return centroids_.get(); }    ///< device, size 2^bits (split: 2^(bits+1))
   const float* boundaries() const { return boundaries_.get(); }  ///< device, size 2^bits - 1 (split: part 0's)
   /// split(): part 1's centroids (2^bits) and boundaries (2^bits - 1), device; nullptr otherwise.
@@ -141,9 +150,9 @@ class TqMseTables {
   const ScalarCodebook* codebook_ = nullptr;
   const ScalarCodebook* codebook_lo_ = nullptr;
   int head_dim_ = 0, bits_ = 0;
-  bool split_ = false;
+  bool split_ = false, dense_ = false;
   float scale_ = 0;
-  DeviceArray<float> signs_, centroids_, boundaries_, centroids_lo_, boundaries_lo_;
+  DeviceArray<float> signs_, centroids_, boundaries_, centroids_lo_, boundaries_lo_, rotation_, rotation_t_;
   DeviceArray<std::int32_t> channels_;
 };
 
@@ -183,7 +192,10 @@ void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_n
 
 /// Shapes and options of one decode-attention call (one query token per sequence).
 struct DecodeArgs {
-  int batch = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;  ///< head_dim 64, 128 or 256
+  /// head_dim: a multiple of 16 in 64..256; 64, 128, 256 for the tensor-core kernels (kernel 0 and 2,
+  /// tq_prod_paged_decode); the others (80, 96, 112, ...) run the CUDA-core kernel (tq_mse_decode with
+  /// dense-rotation tables, fp8_decode, fp16_decode).
+  int batch = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   const void* q = nullptr;              ///< device [batch][num_heads][head_dim] of type `io`
   void* out = nullptr;                  ///< device [batch][num_heads][head_dim] of type `io`
   /// Type of q and out. Accumulation is fp32 either way; 16-bit queries are widened once
@@ -202,7 +214,8 @@ struct DecodeArgs {
   void* workspace = nullptr;            ///< device, decode_workspace_bytes(args) bytes
   /// tq_mse_decode's kernel: 0 = fp16 tensor cores (default, fastest: Pi q, centroids and softmax
   /// weights rounded to fp16, fp32 accumulation; decode_h16.cuh), 1 = CUDA cores (fp32),
-  /// 2 = 3xTF32 tensor cores (fp32-accurate, decode_mma.cuh). Other values throw.
+  /// 2 = 3xTF32 tensor cores (fp32-accurate, decode_mma.cuh). Other values throw. At head_dim not a
+  /// power of two (dense rotations) 0 means 1 and 2 throws.
   int kernel = 0;
 };
 
@@ -219,6 +232,9 @@ std::size_t decode_workspace_bytes(const DecodeArgs& args);
  * query heads of a KV group (up to 8 in one block) share each loaded tile.
  * kcodec/vcodec: the key and value codecs (same head_dim); kpool/vpool: their pools, page strides
  * kcodec.page_stride(page_size) and vcodec.page_stride(page_size).
+ * head_dim not a power of two (80, 96, 112, ...; TqMseTables::dense()): Pi q is the dense matrix
+ * product (fp32), the CUDA-core kernel (fp32, kernel 0 or 1) scores and accumulates, and the merge
+ * applies Pi^T densely; tolerance as kernel 1 (tests/cuda/test_cuda_attention.cpp, DenseHeadDims).
  * Fractional widths (TqMseTables::split(), head_dim 128/256): keys and values at the same width
  * b + 0.5 with the same codebook kind, args.kernel = 0 only; per part its own query rotation,
  * pair tables and norm: logit_t = scale (||k_0,t|| <Pi_0 q_0, c_hi[code]> + ||k_1,t|| <Pi_1 q_1, c_lo[code]>),
@@ -237,7 +253,7 @@ void tq_mse_decode(const TqMseTables& kcodec, const TqMseTables& vcodec, PagedPo
  * above with code_bytes = head_dim (page_stride = tq_page_stride(page_size, head_dim)).
  * fp8_append: as tq_mse_append (x: device [batch][num_new][num_kv_heads][head_dim] of type x_type,
  * fp16 / bf16 widened exactly; start: device int32 [batch]); bytes identical to the reference
- * codec's encode. head_dim 64, 128 or 256; inputs must be finite with norms below 32768 (the reference
+ * codec's encode. head_dim a multiple of 16 in 64..256; inputs must be finite with norms below 32768 (the reference
  * throws otherwise; here nothing checks). Throws std::invalid_argument
  * naming the argument.
  */

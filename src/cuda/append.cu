@@ -44,6 +44,9 @@ struct AppendArgs {
   // the token's row_bytes and its norm is scalar norm_idx of the token's two.
   const std::int32_t* chan;
   int in_stride, row_bytes, code_off, norm_idx;
+  // Dense rotation (head_dim not a power of two, append_dense_kernel): Pi^T [dim][dim] row-major.
+  const float* rot_t;
+  int dim;
 };
 
 // Centroid index without a compare per boundary (B >= 3): a monotone cell map
@@ -507,6 +510,121 @@ void launch_append_any(int d, int bits, bool split, const AppendArgs& a, cudaStr
   }
 }
 
+// Dense (Haar) rotation: head_dim a multiple of 16 that is not a power of two (80, 96, 112, ...;
+// rotation.h). The reference's y_i = sum_j Pi[i][j] x_j runs in ascending j, each product and sum
+// rounded on its own (__fmul_rn, __fadd_rn: no FMA), so the codes and norms are bit-identical to it;
+// then the same sum of squares (formats.h sumsq_spec: 8 interleaved chains + the fixed tree),
+// norm, 1 / norm, t = y * (1 / norm) and code = #boundaries < t as the Hadamard kernel.
+// The d^2 multiply-adds per vector bound it (the FWHT's d log d is not available at these sizes).
+// Block: round-up-to-32(D) threads; each pass encodes kDenseV vectors: thread i < D accumulates
+// coordinate i of all of them (Pi^T row j read once per pass, x_j of the kDenseV vectors in two
+// broadcast LDS.128), then squares, quantize, pack (one output byte per thread and vector) and store.
+constexpr int kDenseV = 8;
+
+template <int B, class XT>
+__global__ void __launch_bounds__(256) append_dense_kernel(const AppendArgs a) {
+  extern __shared__ __align__(16) float sm[];
+  const int D = a.dim, CB = D * B / 8, tid = threadIdx.x, nt = blockDim.x;
+  float* xs = sm;                   // [D][kDenseV]: x_j of the pass's vectors
+  float* ys = xs + D * kDenseV;     // [kDenseV][D]: Pi x
+  float* chains = ys + kDenseV * D;  // [kDenseV][8]
+  float* inv = chains + kDenseV * 8;  // [kDenseV]
+  float* bnd = inv + kDenseV;         // [2^B - 1]
+  std::size_t* blk = reinterpret_cast<std::size_t*>(bnd + 16);  // [kDenseV] block byte offsets
+  int* off = reinterpret_cast<int*>(blk + kDenseV);             // [kDenseV] slots in the page
+  std::uint8_t* cs = reinterpret_cast<std::uint8_t*>(off + kDenseV);  // [kDenseV][D] codes
+  constexpr int NB = (1 << B) - 1;
+  if (tid < NB) bnd[tid] = a.boundaries[tid];
+  for (int v0 = blockIdx.x * kDenseV; v0 < a.total; v0 += gridDim.x * kDenseV) {
+    const int nv = min(kDenseV, a.total - v0);
+    for (int idx = tid; idx < kDenseV * D; idx += nt) {
+      const int v = idx / D, j = idx - v * D;
+      xs[j * kDenseV + v] = v < nv ? static_cast<float>(static_cast<const XT*>(a.x)[static_cast<std::size_t>(v0) * D + idx]) : 0.0f;
+    }
+    __syncthreads();
+    for (int i = tid; i < D; i += nt) {
+      float y[kDenseV];
+#pragma unroll
+      for (int v = 0; v < kDenseV; ++v) y[v] = 0.0f;
+      const float* col = a.rot_t + i;
+#pragma unroll 4
+      for (int j = 0; j < D; ++j) {
+        const float m = __ldg(col + static_cast<std::size_t>(j) * D);
+        const float4 x0 = reinterpret_cast<const float4*>(xs)[2 * j], x1 = reinterpret_cast<const float4*>(xs)[2 * j + 1];
+        const float xv[kDenseV] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+        for (int v = 0; v < kDenseV; ++v) y[v] = __fadd_rn(y[v], __fmul_rn(m, xv[v]));
+      }
+#pragma unroll
+      for (int v = 0; v < kDenseV; ++v) ys[v * D + i] = y[v];
+    }
+    if (tid < kDenseV * 8) {  // chain k = i mod 8 of vector v, ascending i
+      const int v = tid / 8, k = tid % 8;
+      float acc = 0.0f;
+      for (int i = k; i < D; i += 8) {
+        const float x = xs[i * kDenseV + v];
+        acc = __fadd_rn(acc, __fmul_rn(x, x));
+      }
+      chains[tid] = acc;
+    }
+    __syncthreads();
+    if (tid < nv) {
+      const float* c = chains + 8 * tid;
+      const float sum = __fadd_rn(__fadd_rn(__fadd_rn(c[0], c[4]), __fadd_rn(c[2], c[6])),
+                                  __fadd_rn(__fadd_rn(c[1], c[5]), __fadd_rn(c[3], c[7])));
+      const float norm = __fsqrt_rn(sum);
+      inv[tid] = norm > 0.0f ? __fdiv_rn(1.0f, norm) : 0.0f;
+      const detail::AppendSlot sl =
+          detail::append_slot(v0 + tid, a.div_heads, a.div_new, a.start, a.pages, a.max_pages, a.page_shift);
+      blk[tid] = (static_cast<std::size_t>(sl.page) * a.div_heads.d + sl.g) * a.stride;
+      off[tid] = sl.off;
+      *reinterpret_cast<std::uint16_t*>(a.pool + blk[tid] + (static_cast<std::size_t>(1) << a.page_shift) * CB +
+                                        2 * sl.off) = float_to_half(norm);
+    }
+    __syncthreads();
+    for (int idx = tid; idx < nv * D; idx += nt) {
+      const float t = __fmul_rn(ys[idx], inv[idx / D]);
+      int c = 0;
+#pragma unroll
+      for (int k = 0; k < NB; ++k) c += t > bnd[k];
+      cs[idx] = static_cast<std::uint8_t>(c);
+    }
+    __syncthreads();
+    for (int idx = tid; idx < nv * CB; idx += nt) {  // byte k of vector v: stream bits [8k, 8k + 8)
+      const int v = idx / CB, k = idx - v * CB;
+      const std::uint8_t* c = cs + v * D;
+      unsigned w = 0;
+      for (int i = 8 * k / B; i * B < 8 * k + 8; ++i) {
+        const int sh = i * B - 8 * k;
+        w |= sh >= 0 ? static_cast<unsigned>(c[i]) << sh : static_cast<unsigned>(c[i]) >> -sh;
+      }
+      a.pool[blk[v] + static_cast<std::size_t>(off[v]) * CB + k] = static_cast<std::uint8_t>(w);
+    }
+    __syncthreads();
+  }
+}
+
+std::size_t dense_smem(int d) {
+  return (2 * kDenseV * std::size_t(d) + kDenseV * 9 + 16) * sizeof(float) + kDenseV * (sizeof(std::size_t) + 4) +
+         kDenseV * std::size_t(d);
+}
+
+template <class XT>
+void launch_append_dense(int d, int bits, const AppendArgs& a, cudaStream_t s) {
+  const int threads = (d + 31) / 32 * 32;
+  const int blocks_needed = (a.total + kDenseV - 1) / kDenseV;
+  const int cap = detail::num_sms() * 8;
+  const int grid = blocks_needed < cap ? blocks_needed : cap;
+  const std::size_t smem = dense_smem(d);
+  switch (bits) {
+    case 1: append_dense_kernel<1, XT><<<grid, threads, smem, s>>>(a); break;
+    case 2: append_dense_kernel<2, XT><<<grid, threads, smem, s>>>(a); break;
+    case 3: append_dense_kernel<3, XT><<<grid, threads, smem, s>>>(a); break;
+    case 4: append_dense_kernel<4, XT><<<grid, threads, smem, s>>>(a); break;
+  }
+  TKV_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_new, int num_kv_heads,
@@ -527,7 +645,7 @@ void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_n
                table.pages, table.max_pages,
                __builtin_ctz(static_cast<unsigned>(table.page_size)), pool.data, pool.page_stride,
                codec.signs(), codec.boundaries(), codec.hadamard_scale(),
-               nullptr, codec.head_dim(), static_cast<int>(codec.code_bytes()), 0, 0};
+               nullptr, codec.head_dim(), static_cast<int>(codec.code_bytes()), 0, 0, nullptr, 0};
   const cudaStream_t s = detail::stream_of(stream);
   auto go = [&](int d, int bits, bool split) {
     switch (x_type) {
@@ -536,6 +654,15 @@ void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_n
       case IoType::kBf16: return launch_append_any<__nv_bfloat16>(d, bits, split, a, s);
     }
   };
+  if (codec.dense()) {
+    a.rot_t = codec.rotation_t();
+    a.dim = codec.head_dim();
+    switch (x_type) {
+      case IoType::kF32: return launch_append_dense<float>(a.dim, codec.bits(), a, s);
+      case IoType::kF16: return launch_append_dense<__half>(a.dim, codec.bits(), a, s);
+      case IoType::kBf16: return launch_append_dense<__nv_bfloat16>(a.dim, codec.bits(), a, s);
+    }
+  }
   if (!codec.split()) return go(codec.head_dim(), codec.bits(), false);
   // Fractional width: each part as an integer-width encode of its gathered channels (part 0: the
   // outlier channels at bits + 1, its codes first; part 1: the rest at bits), as the reference does.

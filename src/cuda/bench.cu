@@ -128,8 +128,9 @@ PagePools make_pools(cudaStream_t s, std::size_t pool_bytes, std::size_t stride,
 std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
   std::string why;
   if (cuda::device_count(&why) == 0) throw std::runtime_error("run_cuda_bench: no CUDA device: " + why);
-  check_arg(opt.head_dim == 64 || opt.head_dim == 128 || opt.head_dim == 256, "run_cuda_bench", "head_dim",
-            opt.head_dim, "must be 64, 128 or 256");
+  check_arg(opt.head_dim >= 64 && opt.head_dim <= 256 && opt.head_dim % 16 == 0, "run_cuda_bench", "head_dim",
+            opt.head_dim, "must be a multiple of 16 in 64..256");
+  const bool pow2 = (opt.head_dim & (opt.head_dim - 1)) == 0;  // others: dense rotation, CUDA-core decode
   check_arg(opt.num_kv_heads > 0 && opt.num_heads % opt.num_kv_heads == 0, "run_cuda_bench", "num_heads",
             opt.num_heads, "must be a multiple of num_kv_heads");
   for (double b : opt.bits) {
@@ -249,7 +250,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
                                  table.size() * 4;
         for (int kernel : {0, 2}) {  // fp16 tensor-core (default) and 3xTF32 tensor-core kernels (the CUDA-core
                                      // kernel, slower than both, is exercised by the tests only)
-          if (!want(kernel == 0 ? "tq-mse" : "3xtf32") || (kernel != 0 && tab.split())) continue;
+          if (!want(kernel == 0 ? "tq-mse" : "3xtf32") || (kernel != 0 && (tab.split() || !pow2))) continue;
           cuda::DecodeArgs ak = a;
           ak.kernel = kernel;
           const double us = median_us(s, reps, [&](int i) {
@@ -258,7 +259,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           });
           BenchRow r = proto;
           r.op = "decode_attention", r.bits = bits_d;
-          r.method = kernel == 0 ? "tq-mse" : kernel == 2 ? "tq-mse (3xtf32)" : "tq-mse (cuda cores)";
+          r.method = !pow2 ? "tq-mse (cuda cores)" : kernel == 0 ? "tq-mse" : "tq-mse (3xtf32)";
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = read / (us * 1e3);
           rows.push_back(r);
@@ -290,7 +291,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
 
         // TurboQuant-Prod keys (bits - 1 MSE + 1-bit QJL, m = head_dim) with MSE values at `bits`, on
         // contiguous blocks (tq_prod_decode; the untuned CUDA-core kernel of cuda_qjl.h), and its encode.
-        if (bits >= 2 && bits == bits_d && want("tq-prod")) {
+        if (bits >= 2 && bits == bits_d && pow2 && want("tq-prod")) {
           CodecConfig pc;
           pc.method = Method::kTurboProd, pc.bits = bits, pc.head_dim = d;
           cuda::QjlTables ptab(pc);

@@ -34,6 +34,13 @@ namespace turbokv::cuda::detail {
 
 inline cudaStream_t stream_of(Stream s) { return reinterpret_cast<cudaStream_t>(s); }
 
+/// head_dim values the TurboQuant-MSE and fp8 paths take on the GPU: multiples of 16 in 64..256 (the
+/// CUDA-core decode's 16-dimension lanes). Powers of two rotate by the FWHT, the others (80, 96, 112,
+/// ...) by the reference's dense Haar matrix (rotation.h).
+inline bool gpu_head_dim(int d) { return d >= 64 && d <= 256 && d % 16 == 0; }
+/// head_dim values of the tuned kernels (Hadamard encode, tensor-core decodes): 64, 128, 256.
+inline bool pow2_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
+
 /// The paged layout's page size rule (cuda.h): throws std::invalid_argument naming `where` and the
 /// value unless page_size is a power of two in 1..4096.
 inline void check_page_size(const char* where, int page_size) {

@@ -39,10 +39,11 @@ __global__ void widen_kernel(const T* __restrict__ x, std::size_t n, float* __re
 /// are merged through shared memory: part[SL][d], pm[SL], pl[SL], y[d].
 /// chan (fractional widths): the rotation is per half (blk = d / 2, signs of both halves in vsigns) and
 /// dim i of the result is output channel chan[i]; otherwise blk = d and chan = nullptr.
+/// vrot (dense rotations, head_dim not a power of two): Pi [d][d] row-major, out_j = sum_i Pi[i][j] y_i.
 template <class T>
 __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __restrict__ ws_ml, int splits,
                                int d, const float* __restrict__ vsigns, float vscale, void* __restrict__ out,
-                               const std::int32_t* __restrict__ chan, int blk) {
+                               const std::int32_t* __restrict__ chan, int blk, const float* __restrict__ vrot) {
   extern __shared__ float part[];
   const int C = d / 4, SL = blockDim.x / C;
   const int lane = threadIdx.x / C, c = threadIdx.x % C;
@@ -95,6 +96,15 @@ __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __
     }
     y[i] = sum / L;
   }
+  if (vrot != nullptr) {
+    __syncthreads();
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+      float o = 0.0f;
+      for (int i = 0; i < d; ++i) o = fmaf(vrot[static_cast<std::size_t>(i) * d + j], y[i], o);
+      store_out<T>(out, bh * d + j, o);
+    }
+    return;
+  }
   if (vsigns == nullptr) {
     for (int i = threadIdx.x; i < d; i += blockDim.x) store_out<T>(out, bh * d + i, y[i]);
     return;
@@ -129,7 +139,7 @@ const float* query_f32(const DecodeArgs& args, float* ws_q, cudaStream_t s) {
 void launch_combine(const DecodeArgs& args, const DecodeKernelArgs& ka, int splits, const float* vsigns, float vscale,
                     cudaStream_t s) {
   const unsigned bh = static_cast<unsigned>(std::size_t(args.batch) * args.num_heads);
-  const int threads = 256;  // a multiple of head_dim / 4 (64, 128, 256): 256 / (head_dim / 4) split lanes
+  const int threads = 256;  // 256 / (head_dim / 4) split lanes of head_dim / 4 threads (the rest idle)
   const int lanes = threads / (args.head_dim / 4);
   const std::size_t smem = (std::size_t(lanes) * args.head_dim + 2 * lanes + args.head_dim) * sizeof(float);
   // Programmatic dependent launch: the combine grid is launched while the split kernel still runs
@@ -148,7 +158,8 @@ void launch_combine(const DecodeArgs& args, const DecodeKernelArgs& ka, int spli
   auto go = [&](auto kernel) {
     TKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<const float*>(ka.ws_acc),
                                       static_cast<const float*>(ka.ws_ml), splits, args.head_dim, vsigns, vscale,
-                                      args.out, ka.vchan, ka.vchan ? args.head_dim / 2 : args.head_dim));
+                                      args.out, ka.vchan, ka.vchan ? args.head_dim / 2 : args.head_dim,
+                                      ka.vrot));
   };
   switch (args.io) {
     case IoType::kF32: go(combine_kernel<float>); break;
@@ -216,8 +227,7 @@ void validate(const char* where, const DecodeArgs& a, bool pointers = true) {
   check_arg(a.num_kv_heads >= 1, where, "num_kv_heads", a.num_kv_heads, "must be >= 1");
   check_arg(a.num_heads >= a.num_kv_heads && a.num_heads % a.num_kv_heads == 0, where, "num_heads", a.num_heads,
             "must be a positive multiple of num_kv_heads");
-  check_arg(a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256, where, "head_dim", a.head_dim,
-            "must be 64, 128 or 256");
+  check_arg(gpu_head_dim(a.head_dim), where, "head_dim", a.head_dim, "must be a multiple of 16 in 64..256");
   check_arg(a.max_seq_len >= 1, where, "max_seq_len", a.max_seq_len, "must be >= 1");
   check_arg(a.softmax_scale > 0 && std::isfinite(a.softmax_scale), where, "softmax_scale", a.softmax_scale,
             "must be positive and finite");
@@ -272,7 +282,9 @@ void run(const char* where, const DecodeArgs& args, int cbK, int cbV, int stages
     p = make_plan(args, occ);
   }
   fill_kernel_args(args, p, p.nsub, ka, s);
-  ka.tpt_shift = __builtin_ctz(static_cast<unsigned>(args.head_dim / 16));
+  // Lanes per token: head_dim / 16 rounded up to a power of two (decode.cuh).
+  ka.tpt_shift = 0;
+  while ((1 << ka.tpt_shift) < args.head_dim / 16) ++ka.tpt_shift;
   LaunchShape shape{dim3(p.splits, args.batch * args.num_kv_heads, p.zdim), dim3(kSubThreads * p.nsub_block),
                     p.nsub_block};
   launch(p.hpw, shape, smem, ka);
@@ -319,6 +331,8 @@ using LaunchAny = void (*)(int, int, int, const LaunchShape&, cudaStream_t, cons
 void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKernelArgs& ka, const float* vsigns,
              float vscale, cudaStream_t s, LaunchAny launch_any, bool fuse) {
   validate(where, args);
+  check_arg(pow2_head_dim(args.head_dim), where, "head_dim", args.head_dim,
+            "must be 64, 128 or 256 for the tensor-core kernels (other multiples of 16 run the CUDA-core kernel)");
   Plan p = make_plan(args);  // zdim = ceil(group / 8) here as well
   if (args.num_splits == 0) {
     int occ = 0, tile = kTile;
@@ -402,6 +416,17 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
   const int kb = kc.bits(), vb = vc.bits();
   check_arg(args.kernel >= 0 && args.kernel <= 2, where, "kernel", args.kernel,
             "must be 0 (fp16 tensor cores), 1 (CUDA cores) or 2 (3xTF32 tensor cores)");
+  int kernel = args.kernel;
+  if (kc.dense() || vc.dense()) {
+    // head_dim not a power of two (dense rotations): the CUDA-core kernel, also for the default 0.
+    check_arg(args.kernel != 2, where, "kernel", args.kernel,
+              "must be 0 or 1 at a head_dim that is not a power of two (the CUDA-core kernel; the 3xTF32 "
+              "kernel takes 64, 128, 256)");
+    kernel = 1;
+    ka.ksigns = nullptr;
+    ka.krot_t = kc.rotation_t();
+    ka.vrot = vc.rotation();
+  }
   if (kc.split() || vc.split()) {
     // Fractional widths: the fp16 tensor-core kernel's SPLIT instances. Both parts' pair tables are
     // shared by keys and values (part 0: the table's key slot, part 1: its value slot).
@@ -419,7 +444,7 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
     detail::run_mma(where, args, kb + 1, kb, ka, vc.signs(), vc.hadamard_scale(), s, detail::launch_h16s_any, true);
     return;
   }
-  if (args.kernel != 1) {
+  if (kernel != 1) {
     detail::run_mma(where, args, kb, vb, ka, vc.signs(), vc.hadamard_scale(), s,
                     args.kernel == 0 ? detail::launch_h16_any : detail::launch_mma_any, args.kernel == 0);
     return;

@@ -5,10 +5,13 @@
 // Grid: x = split, y = batch * num_kv_heads, z = group of up to two head subsets.
 // Block: 128 threads per head subset (HPW query heads of one KV group), up to
 // two subsets (so up to 8 query heads) share every tile loaded into shared memory.
-// Thread mapping inside a subset: TPT = head_dim/16 lanes per token, each owning
-// 16 dimensions (its slice of Pi q and of the rotated-domain value accumulator);
-// 128/TPT token slots. Tiles of 64 tokens are copied global -> shared with
-// cp.async (16-byte chunks; 8 for 64-dim odd widths), double-buffered.
+// Thread mapping inside a subset: TPT = head_dim/16 rounded up to a power of two
+// lanes per token, the first head_dim/16 each owning 16 dimensions (its slice of
+// Pi q and of the rotated-domain value accumulator; the others idle: head_dim 80,
+// 96, 112, ...); 128/TPT token slots. Tiles of 64 tokens are copied global ->
+// shared with cp.async (16-, 8- or 4-byte chunks as the row size allows; rows of
+// 2 mod 4 bytes (head_dim 80 or 112 at 1 or 3 bits) by plain 2-byte loads),
+// double-buffered.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -61,6 +64,10 @@ struct DecodeKernelArgs {
   // and values' channels [head_dim] (part 0's then part 1's); nullptr otherwise.
   const std::int32_t* kchan;
   const std::int32_t* vchan;
+  // Dense (Haar) rotations (head_dim not a power of two; TqMseTables::dense(), CUDA-core kernel only):
+  // the keys' Pi^T and the values' Pi, device [head_dim][head_dim] row-major; nullptr otherwise.
+  const float* krot_t;
+  const float* vrot;
 };
 
 /// Logit soft-capping on a log2-scaled logit x = log2(e) * l: log2(e) * c * tanh(l / c).
@@ -182,7 +189,7 @@ __device__ __forceinline__ void issue_rows_strided(std::uint8_t* s_codes, int rs
                                   static_cast<std::size_t>(pos & pmask) * cb + 16 * piece;
         cp_async_n<16>(s_codes + tok * rs + 16 * piece, src);
       }
-    } else {
+    } else if (cb % 8 == 0) {
       const int cpt = cb / 8, chunks = n * cpt;
       for (int c = tid; c < chunks; c += nthr) {
         const int tok = c / cpt, piece = c - tok * cpt, pos = t0 + tok;
@@ -190,6 +197,27 @@ __device__ __forceinline__ void issue_rows_strided(std::uint8_t* s_codes, int rs
         const std::uint8_t* src = pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * stride +
                                   static_cast<std::size_t>(pos & pmask) * cb + 8 * piece;
         cp_async_n<8>(s_codes + tok * rs + 8 * piece, src);
+      }
+    } else if (cb % 4 == 0) {
+      const int cpt = cb / 4, chunks = n * cpt;
+      for (int c = tid; c < chunks; c += nthr) {
+        const int tok = c / cpt, piece = c - tok * cpt, pos = t0 + tok;
+        const int page = pg[(pos >> a.page_shift) - first];
+        const std::uint8_t* src = pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * stride +
+                                  static_cast<std::size_t>(pos & pmask) * cb + 4 * piece;
+        cp_async_n<4>(s_codes + tok * rs + 4 * piece, src);
+      }
+    } else {
+      // Rows of 2 mod 4 bytes are only 2-byte aligned in a page; cp.async copies 4, 8 or 16 bytes, so
+      // these are plain loads and stores (the stage was consumed before this issue's barrier, and the
+      // consumer's barrier after cp_async_wait orders them).
+      const int cpt = cb / 2, chunks = n * cpt;
+      for (int c = tid; c < chunks; c += nthr) {
+        const int tok = c / cpt, piece = c - tok * cpt, pos = t0 + tok;
+        const int page = pg[(pos >> a.page_shift) - first];
+        const std::uint8_t* src = pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * stride +
+                                  static_cast<std::size_t>(pos & pmask) * cb + 2 * piece;
+        *reinterpret_cast<std::uint16_t*>(s_codes + tok * rs + 2 * piece) = *reinterpret_cast<const std::uint16_t*>(src);
       }
     }
     if constexpr (F::kHasNorm) {
@@ -212,6 +240,13 @@ __device__ __forceinline__ float norm_at(std::uint32_t word, int pos, int page_s
   const unsigned hi = (page_shift > 0) ? (pos & 1) : 0;
   return __half2float(__ushort_as_half(static_cast<unsigned short>(word >> (16 * hi))));
 }
+/// norm_at for any even code_bytes cb (head_dim a multiple of 16): the norms start at byte
+/// page_size * cb of the block, 2 mod 4 when page_size = 1 and cb = 2 mod 4 (head_dim 80 or 112 at
+/// 1 or 3 bits), so the norm's half is bit 1 of its byte offset page_size * cb + 2 (pos mod page_size).
+__device__ __forceinline__ float norm_at_cb(std::uint32_t word, int pos, int page_shift, int cb) {
+  const unsigned hi = ((((1u << page_shift) * static_cast<unsigned>(cb)) >> 1) + (pos & ((1 << page_shift) - 1))) & 1u;
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(word >> (16 * hi))));
+}
 
 template <class KF, class VF, int HPW>
 __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
@@ -220,6 +255,7 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
   constexpr int kStages = KF::kStages < VF::kStages ? KF::kStages : VF::kStages;
   const int D = a.head_dim;
   const int tpt = 1 << a.tpt_shift;
+  const int nl = D >> 4;  // lanes r < nl own dims [16r, 16r + 16); the rest of the tpt lanes idle
   const int split = blockIdx.x;
   const int b = blockIdx.y / a.num_kv_heads, g = blockIdx.y % a.num_kv_heads;
   const int tid = threadIdx.x, nthr = blockDim.x;
@@ -280,11 +316,24 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
     const int hg = (blockIdx.z * kMaxSubPerBlock + vec / HPW) * HPW + vec % HPW;  // head index in the group
     float qv = 0.0f;
     if (hg < a.group) qv = a.q[(static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg) * D + d];
-    if (KF::kRotated) qv *= a.ksigns[d];
+    if (KF::kRotated && a.ksigns) qv *= a.ksigns[d];
     scratch[idx] = qv;
   }
   __syncthreads();
-  if (KF::kRotated) {
+  if (KF::kRotated && a.krot_t) {
+    // Dense rotation: Pi q = sum_j Pi^T[j][.] q_j into the scratch's second part, then back.
+    float* y = scratch + nq * D;
+    for (int idx = tid; idx < nq * D; idx += nthr) {
+      const int vec = idx / D, i = idx - vec * D;
+      const float* x = scratch + vec * D;
+      float acc = 0.0f;
+      for (int j = 0; j < D; ++j) acc = fmaf(__ldg(a.krot_t + static_cast<std::size_t>(j) * D + i), x[j], acc);
+      y[idx] = acc;
+    }
+    __syncthreads();
+    for (int idx = tid; idx < nq * D; idx += nthr) scratch[idx] = y[idx];
+    __syncthreads();
+  } else if (KF::kRotated) {
     for (int h = 1; h < D; h <<= 1) {
       for (int p = tid; p < nq * D / 2; p += nthr) {
         const int vec = p / (D / 2), pp = p - vec * (D / 2);
@@ -301,7 +350,7 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
 #pragma unroll
   for (int h = 0; h < HPW; ++h)
 #pragma unroll
-    for (int i = 0; i < 16; ++i) q[h][i] = scratch[(sub_local * HPW + h) * D + r * 16 + i] * a.qscale;
+    for (int i = 0; i < 16; ++i) q[h][i] = r < nl ? scratch[(sub_local * HPW + h) * D + r * 16 + i] * a.qscale : 0.0f;
 
   float m[HPW], l[HPW], acc[HPW][16];
 #pragma unroll
@@ -327,7 +376,12 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
       for (int tt = slot; tt < kTile; tt += nslots) {
         const bool valid = tt < n;
         float kv[16];
-        KF::load16(s_kc + tt * cbK, r, s_ktab, kv);
+        if (r < nl) {
+          KF::load16(s_kc + tt * cbK, r, s_ktab, kv);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 16; ++i) kv[i] = 0.0f;
+        }
         float dot[HPW];
 #pragma unroll
         for (int h = 0; h < HPW; ++h) {
@@ -339,10 +393,15 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
 #pragma unroll
           for (int h = 0; h < HPW; ++h) dot[h] += __shfl_xor_sync(0xffffffffu, dot[h], off);
         if (valid) {
-          const float kn = KF::kHasNorm ? norm_at(s_kn[tt], t0 + tt, a.page_shift) : 1.0f;
-          const float vn = VF::kHasNorm ? norm_at(s_vn[tt], t0 + tt, a.page_shift) : 1.0f;
+          const float kn = KF::kHasNorm ? norm_at_cb(s_kn[tt], t0 + tt, a.page_shift, cbK) : 1.0f;
+          const float vn = VF::kHasNorm ? norm_at_cb(s_vn[tt], t0 + tt, a.page_shift, cbV) : 1.0f;
           float vv[16];
-          VF::load16(s_vc + tt * cbV, r, s_vtab, vv);
+          if (r < nl) {
+            VF::load16(s_vc + tt * cbV, r, s_vtab, vv);
+          } else {
+#pragma unroll
+            for (int i = 0; i < 16; ++i) vv[i] = 0.0f;
+          }
 #pragma unroll
           for (int h = 0; h < HPW; ++h) {
             const float s = soft_cap(a, dot[h] * kn);
@@ -389,7 +448,7 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
   __syncthreads();
   float* s_acc = scratch;                           // [nsub_block][4][HPW][D]
   float* s_ml = scratch + nsub_block * 4 * HPW * D;  // [nsub_block][4][HPW][2]
-  if (lane < tpt) {
+  if (lane < nl) {  // slot 0's owning lanes (lane = r)
 #pragma unroll
     for (int h = 0; h < HPW; ++h) {
 #pragma unroll

@@ -72,6 +72,38 @@ __global__ void __launch_bounds__(kThreads) fp8_append_kernel(const Fp8AppendArg
   }
 }
 
+/// Other head_dim (multiples of 16 that are not powers of two: 80, 96, 112, ...): lane l holds the
+/// elements l, l + 32, ... and stores their code bytes one by one; the same operations per element.
+template <class XT>
+__global__ void __launch_bounds__(kThreads) fp8_append_any_kernel(const Fp8AppendArgs a, int D) {
+  constexpr int kMaxE = 8;  // D <= 256
+  const int lane = threadIdx.x & 31;
+  const int nwarps = gridDim.x * (kThreads / 32);
+  for (int v = blockIdx.x * (kThreads / 32) + threadIdx.x / 32; v < a.total; v += nwarps) {  // warp-uniform
+    const XT* src = static_cast<const XT*>(a.x) + static_cast<std::size_t>(v) * D;
+    float x[kMaxE];
+    float mx = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kMaxE; ++e) {
+      x[e] = lane + 32 * e < D ? static_cast<float>(src[lane + 32 * e]) : 0.0f;
+      mx = fmaxf(mx, fabsf(x[e]));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const std::uint16_t h = mx > 0.0f ? float_to_half_up(fmaxf(mx / 448.0f, 5.9604644775390625e-08f)) : 0;
+    const float sc = half_to_float(h);
+    const detail::AppendSlot slot =
+        detail::append_slot(v, a.div_heads, a.div_new, a.start, a.pages, a.max_pages, a.page_shift);
+    std::uint8_t* blk = a.pool + (static_cast<std::size_t>(slot.page) * a.div_heads.d + slot.g) * a.stride;
+    std::uint8_t* dst = blk + static_cast<std::size_t>(slot.off) * D;
+#pragma unroll
+    for (int e = 0; e < kMaxE; ++e)
+      if (lane + 32 * e < D) dst[lane + 32 * e] = sc > 0.0f ? float_to_e4m3(x[e] / sc) : 0;
+    if (lane == 0)
+      *reinterpret_cast<std::uint16_t*>(blk + (static_cast<std::size_t>(1) << a.page_shift) * D + 2 * slot.off) = h;
+  }
+}
+
 template <class XT>
 void launch_fp8_append(int d, const Fp8AppendArgs& a, cudaStream_t s) {
   const int blocks_needed = (a.total + kThreads / 32 - 1) / (kThreads / 32);
@@ -81,6 +113,7 @@ void launch_fp8_append(int d, const Fp8AppendArgs& a, cudaStream_t s) {
     case 64: fp8_append_kernel<64, XT><<<grid, kThreads, 0, s>>>(a); break;
     case 128: fp8_append_kernel<128, XT><<<grid, kThreads, 0, s>>>(a); break;
     case 256: fp8_append_kernel<256, XT><<<grid, kThreads, 0, s>>>(a); break;
+    default: fp8_append_any_kernel<XT><<<grid, kThreads, 0, s>>>(a, d); break;
   }
   TKV_CHECK_LAUNCH();
 }
@@ -90,8 +123,7 @@ void launch_fp8_append(int d, const Fp8AppendArgs& a, cudaStream_t s) {
 void fp8_append(int head_dim, const void* x, int batch, int num_new, int num_kv_heads, const std::int32_t* start,
                 const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
   const char* where = "cuda::fp8_append";
-  check_arg(head_dim == 64 || head_dim == 128 || head_dim == 256, where, "head_dim", head_dim,
-            "must be 64, 128 or 256");
+  check_arg(detail::gpu_head_dim(head_dim), where, "head_dim", head_dim, "must be a multiple of 16 in 64..256");
   check_arg(batch >= 0 && num_new >= 0, where, "batch/num_new", batch, "must be >= 0");
   check_arg(num_kv_heads > 0, where, "num_kv_heads", num_kv_heads, "must be positive");
   detail::check_page_size(where, table.page_size);

@@ -119,8 +119,8 @@ void TqMseTables::init(const CodecConfig& cfg) {
     check_arg(cfg.head_dim == 128 || cfg.head_dim == 256, where, "head_dim", cfg.head_dim,
               "must be 128 or 256 for fractional widths on the GPU (parts of 64 or 128 channels)");
   else
-    check_arg(cfg.head_dim == 64 || cfg.head_dim == 128 || cfg.head_dim == 256, where, "head_dim", cfg.head_dim,
-              "must be 64, 128 or 256 on the GPU");
+    check_arg(detail::gpu_head_dim(cfg.head_dim), where, "head_dim", cfg.head_dim,
+              "must be a multiple of 16 in 64..256 on the GPU");
   check_arg(cfg.rotation == RotationKind::kHadamard, where, "rotation", rotation_name(cfg.rotation),
             "must be hadamard on the GPU");
   check_arg(!cfg.center, where, "center", 1, "centred keys are not supported on the GPU");
@@ -137,7 +137,18 @@ void TqMseTables::init(const CodecConfig& cfg) {
   if (!split_) {
     const Rotation rot(dim, cfg.rotation, cfg.seed);
     codebook_ = &lloyd_max_codebook(dim, bits_, cfg.codebook);
-    signs_ = detail::upload(rot.signs());  // head_dim floats
+    if (rot.kind() == RotationKind::kHaar) {  // not a power of two: the reference's dense rotation
+      dense_ = true;
+      scale_ = 1.0f;
+      const std::vector<float>& m = rot.matrix();
+      std::vector<float> mt(m.size());
+      for (int i = 0; i < dim; ++i)
+        for (int j = 0; j < dim; ++j) mt[std::size_t(j) * dim + i] = m[std::size_t(i) * dim + j];
+      rotation_ = detail::upload(m);
+      rotation_t_ = detail::upload(mt);
+    } else {
+      signs_ = detail::upload(rot.signs());  // head_dim floats
+    }
     centroids_ = detail::upload(codebook_->centroids);
     boundaries_ = detail::upload(bounds(*codebook_));
     return;

@@ -154,9 +154,47 @@ TEST(CudaAppend, FractionalBytesMatchReference) {
   }
 }
 
+// head_dim not a power of two: the reference's dense Haar rotation (d^2 products and sums, each
+// rounded on its own, in ascending j), then the same norm / quantize / pack as the Hadamard kernel.
+// Row sizes of 2 mod 4 bytes (80 and 112 at 1 and 3 bits) and page size 1 and 2 included.
+TEST(CudaAppend, DenseHeadDimsMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  for (int d : {80, 96, 112, 240})
+    for (int bits = 1; bits <= 4; ++bits)
+      for (int ps : {1, 2, 16}) {
+        SCOPED_TRACE("head_dim=" + std::to_string(d) + " bits=" + std::to_string(bits) + " page_size=" +
+                     std::to_string(ps) + " seed=" + std::to_string(seed));
+        run_case({d, double(bits), ps}, seed + d * 31 + bits * 7 + ps);
+      }
+  for (int bits : {3, 4}) {  // many tokens: every code value, near-boundary coordinates
+    SCOPED_TRACE("head_dim=96 bits=" + std::to_string(bits) + " many tokens, seed=" + std::to_string(seed));
+    run_case({96, double(bits), 16, 1000}, seed + 991 + bits);
+  }
+  for (cuda::IoType io : {cuda::IoType::kF16, cuda::IoType::kBf16}) {
+    SCOPED_TRACE("io=" + std::to_string(static_cast<int>(io)) + " head_dim=112 seed=" + std::to_string(seed));
+    run_case({112, 3.0, 16, 100, io}, seed + 555);
+  }
+}
+
 TEST(CudaAppend, RejectsUnsupportedConfig) {
   CodecConfig cfg;
-  cfg.head_dim = 96;
+  for (int d : {48, 72, 100, 272}) {  // below 64, not a multiple of 16, above 256
+    cfg.head_dim = d;
+    try {
+      cuda::TqMseTables t(cfg);
+      ADD_FAILURE() << "head_dim " << d << " accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos) << e.what();
+    }
+  }
+  cfg.head_dim = 96;  // a multiple of 16: the dense rotation
+  {
+    const cuda::TqMseTables t(cfg);
+    EXPECT_TRUE(t.dense());
+    EXPECT_EQ(t.signs(), nullptr);
+    EXPECT_NE(t.rotation(), nullptr);
+  }
+  cfg.head_dim = 72;
   EXPECT_THROW(cuda::TqMseTables t(cfg), std::invalid_argument);
   cfg.head_dim = 128;
   cfg.bits = 2.5;

@@ -138,7 +138,10 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   std::vector<std::vector<float>> outs;
-  for (int kernel : {0, 1, 2}) {  // fp16 tensor-core, CUDA-core, 3xTF32 tensor-core kernels
+  // head_dim not a power of two (dense rotations): kernel 0 runs the CUDA-core kernel, 2 throws.
+  const bool dense = (d & (d - 1)) != 0;
+  const std::vector<int> kernels = dense ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2};
+  for (int kernel : kernels) {  // fp16 tensor-core, CUDA-core, 3xTF32 tensor-core kernels
     dout.fill_byte(0xFF);
     dout16.fill_byte(0xFF);  // NaN in fp16 and bf16
     a.kernel = kernel;
@@ -158,9 +161,16 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   p.softmax_scale = a.softmax_scale;
   p.window = c.window;
   p.softcap = c.softcap;
-  for (int kernel : {0, 1, 2})
+  if (dense) {
+    a.kernel = 2;
+    EXPECT_THROW(cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, c.page_size},
+                                     a, nullptr),
+                 std::invalid_argument);
+  }
+  for (int kernel : kernels)
   for (int b = 0; b < batch; ++b) {
-    SCOPED_TRACE(kernel == 0 ? "fp16 tensor-core kernel" : kernel == 1 ? "CUDA-core kernel" : "3xTF32 tensor-core kernel");
+    SCOPED_TRACE(kernel == 0 ? (dense ? "kernel 0 (CUDA-core at this head_dim)" : "fp16 tensor-core kernel")
+                 : kernel == 1 ? "CUDA-core kernel" : "3xTF32 tensor-core kernel");
     const auto& out = outs[kernel];
     std::vector<EncodedHead> keys, values;
     for (int g = 0; g < kvh; ++g) {
@@ -175,9 +185,9 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     if (kernel != 0 && c.long_split)
       std::printf("%s kernel, one split over %d tokens: relative error %.3g\n", kernel == 1 ? "CUDA-core" : "3xTF32",
                   c.lens[b], err);
-    EXPECT_LE(err, (kernel == 0 ? kTqDecodeH16RelTol : kTqDecodeRelTol) + io_rounding(c.io))
+    EXPECT_LE(err, (kernel == 0 && !dense ? kTqDecodeH16RelTol : kTqDecodeRelTol) + io_rounding(c.io))
         << "sequence " << b << " (len " << c.lens[b] << ")";
-    worst_err[kernel] = std::max(worst_err[kernel], err);
+    worst_err[dense ? 1 : kernel] = std::max(worst_err[dense ? 1 : kernel], err);
   }
 }
 
@@ -248,6 +258,34 @@ TEST(CudaDecode, TqMseMatchesReference) {
   }
   std::printf("worst relative error vs fp64: fp16 tensor cores %.3g, CUDA cores %.3g, 3xTF32 %.3g\n", worst_err[0],
               worst_err[1], worst_err[2]);
+}
+
+// head_dim 80, 96, 112 (and 160, 240): the reference's dense Haar rotation; the CUDA-core kernel with
+// 5 to 15 of its 8 or 16 lanes per token active, Pi q and Pi^T dense. Rows of 2 mod 4 bytes (80 and
+// 112 at 1 and 3 bits: plain 2-byte copies; at page size 1 the norm is the high half of its word),
+// pages of 1, 2, 16 and 64 tokens, GQA 1 to 16 (5, 6, 7 included), windows, soft-cap, 16-bit io.
+TEST(CudaDecode, DenseHeadDimsMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  const std::vector<DecodeCase> cases = {
+      {80, 4, 4, 32, 8, 16, 0, 0, {1, 17, 1000, 4097}},
+      {80, 3, 1, 5, 1, 1, 0, 0, {1000, 31, 2}},
+      {80, 1, 3, 6, 1, 2, 100, 0, {1000, 65}},
+      {96, 4, 2, 32, 32, 16, 0, 0, {300, 1}},
+      {96, 3, 3, 7, 1, 64, 0, 3, {4097, 64}},
+      {96, 2, 4, 16, 1, 16, 0, 1, {9000}},
+      {112, 3, 3, 12, 4, 1, 0, 0, {1000, 17}},
+      {112, 1, 1, 8, 2, 2, 37, 0, {300}},
+      {112, 4, 3, 28, 4, 16, 0, 0, {4097, 5}, 5.0f},
+      {160, 4, 4, 8, 2, 16, 0, 0, {1000, 65}, 0.0f, cuda::IoType::kF16},
+      {240, 3, 2, 4, 1, 16, 0, 0, {2000, 1}, 0.0f, cuda::IoType::kBf16},
+  };
+  const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    DecodeCase c = cases[i];
+    if (small)
+      for (int& l : c.lens) l = std::min(l, 130);
+    run_tq_case(c, seed + 211 * i);
+  }
 }
 
 /// TurboQuant-Prod keys (bits kb: (kb-1)-bit MSE + 1-bit QJL, m = d) with TurboQuant-MSE values,
@@ -584,6 +622,9 @@ TEST(CudaDecode, Fp16BaselineMatchesExact) {
   run_f16_case(128, 32, 8, {1, 17, 1000, 4097}, 0, seed);
   run_f16_case(64, 9, 3, {1000, 33}, 0, seed + 1);
   run_f16_case(256, 4, 1, {4097}, 500, seed + 2);
+  run_f16_case(80, 32, 32, {1000, 1}, 0, seed + 3);  // lanes of 16 dims: 5 of 8 active
+  run_f16_case(96, 12, 4, {4097, 17}, 100, seed + 4);
+  run_f16_case(112, 7, 1, {1000}, 0, seed + 5);
 }
 
 TEST(CudaDecode, RejectsBadArguments) {
@@ -591,8 +632,12 @@ TEST(CudaDecode, RejectsBadArguments) {
   a.batch = 1, a.num_heads = 6, a.num_kv_heads = 4, a.head_dim = 128, a.max_seq_len = 10, a.softmax_scale = 0.1f;
   EXPECT_THROW(cuda::decode_workspace_bytes(a), std::invalid_argument);  // 6 % 4 != 0
   a.num_heads = 8;
+  for (int d : {48, 72, 100, 272}) {  // head_dim: multiples of 16 in 64..256
+    a.head_dim = d;
+    EXPECT_THROW(cuda::decode_workspace_bytes(a), std::invalid_argument) << "head_dim " << d;
+  }
   a.head_dim = 96;
-  EXPECT_THROW(cuda::decode_workspace_bytes(a), std::invalid_argument);
+  EXPECT_NO_THROW(cuda::decode_workspace_bytes(a));
   a.head_dim = 128;
   EXPECT_NO_THROW(cuda::decode_workspace_bytes(a));
   a.softcap = -1.0f;

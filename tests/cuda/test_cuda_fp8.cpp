@@ -75,7 +75,7 @@ void run_append_case(int d, int page_size, cuda::IoType io, std::uint64_t seed) 
 
 TEST(CudaFp8, AppendBytesMatchReference) {
   const std::uint64_t seed = fresh_seed();
-  for (int d : {64, 128, 256})
+  for (int d : {64, 80, 96, 112, 128, 240, 256})  // 80 .. 240: the strided any-head_dim kernel
     for (int ps : {1, 16, 64}) run_append_case(d, ps, cuda::IoType::kF32, seed + d + ps);
   run_append_case(128, 16, cuda::IoType::kF16, seed + 7);
   run_append_case(256, 8, cuda::IoType::kBf16, seed + 9);
@@ -177,6 +177,10 @@ TEST(CudaFp8, DecodeMatchesReference) {
       {64, 40, 8, 16, 1000, 0, {1000, 1001}},
       {256, 16, 1, 16, 0, 0, {700}, 5.0f, IO::kF16},
       {128, 12, 4, 32, 0, 5, {4097, 1}, 0.0f, IO::kBf16},
+      // head_dim not a power of two: 5 to 7 of 8 lanes per token
+      {80, 32, 8, 16, 0, 0, {1000, 17}},
+      {96, 6, 1, 1, 0, 0, {1000, 2}},
+      {112, 16, 16, 64, 50, 0, {300}, 0.0f, IO::kF16},
   };
   double worst = 0;
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -194,7 +198,7 @@ TEST(CudaFp8, RejectsBadArguments) {
   DevBuf<float> q(128), out(128), x(128);
   const cuda::PageTable pt{pages.p, 1, 16};
   const std::size_t stride = cuda::tq_page_stride(16, 128);
-  EXPECT_THROW(cuda::fp8_append(96, x.p, 1, 1, 1, lens.p, pt, {pool.p, stride}, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::fp8_append(72, x.p, 1, 1, 1, lens.p, pt, {pool.p, stride}, nullptr), std::invalid_argument);
   EXPECT_THROW(cuda::fp8_append(128, x.p, 1, 1, 1, lens.p, pt, {pool.p, stride + 32}, nullptr), std::invalid_argument);
   cuda::DecodeArgs a;
   a.batch = 1, a.num_heads = 1, a.num_kv_heads = 1, a.head_dim = 128, a.q = q.p, a.out = out.p;
