@@ -17,6 +17,7 @@
 #include "common.cuh"
 #include "turbokv/bench.h"
 #include "turbokv/cuda.h"
+#include "turbokv/cuda_kivi.h"
 #include "turbokv/cuda_qjl.h"
 #include "turbokv/error.h"
 #include "turbokv/rng.h"
@@ -151,8 +152,8 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
   // opt.methods filters the parts (empty = all): "tq-mse" (fp16 tensor-core decode), "3xtf32",
   // "encode", "tq-prod"; the fp16 baseline always runs (every row's ratio is against it).
   for (const std::string& m : opt.methods)
-    check_arg(m == "tq-mse" || m == "3xtf32" || m == "encode" || m == "tq-prod" || m == "fp8", "run_cuda_bench",
-              "methods", m, "must be tq-mse, 3xtf32, encode, tq-prod or fp8");
+    check_arg(m == "tq-mse" || m == "3xtf32" || m == "encode" || m == "tq-prod" || m == "fp8" || m == "kivi",
+              "run_cuda_bench", "methods", m, "must be tq-mse, 3xtf32, encode, tq-prod, fp8 or kivi");
   auto want = [&](const char* m) {
     return opt.methods.empty() || std::find(opt.methods.begin(), opt.methods.end(), m) != opt.methods.end();
   };
@@ -223,6 +224,30 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         r.op = "decode_attention", r.method = "fp8 (cuda cores)", r.bits = 8;
         r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
         r.gbps = (std::size_t(batch) * ctx * kvh * 2 * (d + 2) + q_bytes + table.size() * 4) / (us * 1e3);
+        rows.push_back(r);
+      }
+
+      // KIVI (kivi_decode: CUDA cores), keys and values at the same integer width, groups of 16 (key
+      // groups of 16 tokens fill a page; value groups of 16 channels divide every head_dim here).
+      for (double bits_d : opt.bits) {
+        if (!want("kivi") || bits_d != std::floor(bits_d)) continue;
+        CodecConfig kc;
+        kc.method = Method::kKivi, kc.bits = bits_d, kc.head_dim = d, kc.group_size = 16, kc.role = Role::kKey;
+        CodecConfig vc = kc;
+        vc.role = Role::kValue;
+        const std::size_t ks = cuda::kivi_page_stride(kc, page_size), vs = cuda::kivi_page_stride(vc, page_size);
+        const std::size_t cb = std::size_t(d) * static_cast<int>(bits_d) / 8;
+        const std::size_t noff = page_size * cb;
+        const PagePools kp = make_pools(s, table.size() * kvh * ks, ks, noff, ks, 81);
+        const PagePools vp = make_pools(s, table.size() * kvh * vs, vs, noff, vs, 91);
+        const double us = median_us(s, reps, [&](int i) {
+          cuda::kivi_decode(kc, vc, {kp.k[i % kp.size()]->as<std::uint8_t>(), ks},
+                            {vp.v[i % vp.size()]->as<std::uint8_t>(), vs}, pt, a, st);
+        });
+        BenchRow r = proto;
+        r.op = "decode_attention", r.method = "kivi (cuda cores)", r.bits = bits_d;
+        r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
+        r.gbps = (std::size_t(batch) * kvh * max_pages * (ks + vs) + q_bytes + table.size() * 4) / (us * 1e3);
         rows.push_back(r);
       }
 

@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 
 #include "decode_h16.cuh"
+#include "turbokv/cuda_kivi.h"
 #include "turbokv/cuda_qjl.h"
 #include "turbokv/error.h"
 
@@ -505,6 +506,31 @@ void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const 
     detail::launch_fp8_decode(hpw, shape, smem, s, a);
   };
   detail::run(where, args, args.head_dim, args.head_dim, detail::F8Fmt::kStages, ka, nullptr, 1.0f, s, launch);
+}
+
+void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpool, PagedPool vpool,
+                 const PageTable& table, const DecodeArgs& args, Stream stream) {
+  const char* where = "cuda::kivi_decode";
+  check_arg(kcfg.role == Role::kKey && vcfg.role == Role::kValue, where, "kcodec/vcodec role", 0,
+            "must be a key codec and a value codec");
+  check_arg(kcfg.head_dim == args.head_dim && vcfg.head_dim == args.head_dim, where, "codec head_dim", kcfg.head_dim,
+            "must equal args.head_dim for keys and values");
+  check_arg(args.kernel == 0, where, "kernel", args.kernel, "must be 0 (KIVI has one CUDA-core kernel)");
+  detail::check_page_size(where, table.page_size);
+  const std::size_t kstride = kivi_page_stride(kcfg, table.page_size), vstride = kivi_page_stride(vcfg, table.page_size);
+  detail::DecodeKernelArgs ka = paged_args(where, kpool, vpool, table, args, kstride,
+                                           "must equal kivi_page_stride(kcodec, page_size)", vstride,
+                                           "must equal kivi_page_stride(vcodec, page_size)");
+  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E);
+  ka.kgroup = kcfg.group_size, ka.vgroup = vcfg.group_size;
+  ka.kbits = static_cast<int>(kcfg.bits), ka.vbits = static_cast<int>(vcfg.bits);
+  ka.kcb = args.head_dim * ka.kbits / 8, ka.vcb = args.head_dim * ka.vbits / 8;
+  const cudaStream_t s = detail::stream_of(stream);
+  auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {
+    detail::launch_kivi_decode(hpw, shape, smem, s, a);
+  };
+  // No staged tiles: shared memory for the subsets' merge only (smem_bytes with one 64-token stage).
+  detail::run(where, args, ka.kcb, ka.vcb, 1, ka, nullptr, 1.0f, s, launch);
 }
 
 void fp16_decode(const std::uint16_t* k, const std::uint16_t* v, int capacity, const DecodeArgs& args,

@@ -68,6 +68,9 @@ struct DecodeKernelArgs {
   // the keys' Pi^T and the values' Pi, device [head_dim][head_dim] row-major; nullptr otherwise.
   const float* krot_t;
   const float* vrot;
+  // KIVI (kivi_decode_kernel, src/cuda/kivi.cu): group sizes, widths and code bytes per token of the
+  // key and value codecs.
+  int kgroup, vgroup, kbits, vbits, kcb, vcb;
 };
 
 /// Logit soft-capping on a log2-scaled logit x = log2(e) * l: log2(e) * c * tanh(l / c).
@@ -246,6 +249,40 @@ __device__ __forceinline__ float norm_at(std::uint32_t word, int pos, int page_s
 __device__ __forceinline__ float norm_at_cb(std::uint32_t word, int pos, int page_shift, int cb) {
   const unsigned hi = ((((1u << page_shift) * static_cast<unsigned>(cb)) >> 1) + (pos & ((1 << page_shift) - 1))) & 1u;
   return __half2float(__ushort_as_half(static_cast<unsigned short>(word >> (16 * hi))));
+}
+
+/// The end of a CUDA-core split kernel: the 4 warps of head subset `sub` left their (m, l) in
+/// s_ml [nsub_block][4][HPW][2] and their rotated-domain accumulators in s_acc [nsub_block][4][HPW][D]
+/// (shared, after a barrier); merges them by log-sum-exp and writes the split's partials (ws_acc,
+/// ws_ml) of the subset's heads. st: the thread's index in its subset (kSubThreads threads).
+template <int HPW>
+__device__ __forceinline__ void store_subset_partials(const DecodeKernelArgs& a, const float* s_acc, const float* s_ml,
+                                                      int sub_local, int sub, int st, int b, int g, int split) {
+  const int D = a.head_dim;
+  for (int idx = st; idx < HPW * D; idx += kSubThreads) {
+    const int h = idx / D, d = idx - h * D;
+    const int hg = sub * HPW + h;
+    if (hg >= a.group) continue;
+    float mw[4], M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      mw[w] = s_ml[((sub_local * 4 + w) * HPW + h) * 2];
+      M = fmaxf(M, mw[w]);
+    }
+    float sum = 0.0f, lsum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const float f = mw[w] == -INFINITY ? 0.0f : exp2f(mw[w] - M);
+      sum += f * s_acc[((sub_local * 4 + w) * HPW + h) * D + d];
+      lsum += f * s_ml[((sub_local * 4 + w) * HPW + h) * 2 + 1];
+    }
+    const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg;
+    a.ws_acc[(bh * a.num_splits + split) * D + d] = sum;
+    if (d == 0) {
+      a.ws_ml[(bh * a.num_splits + split) * 2] = M;
+      a.ws_ml[(bh * a.num_splits + split) * 2 + 1] = lsum;
+    }
+  }
 }
 
 template <class KF, class VF, int HPW>
@@ -461,30 +498,7 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
   }
   __syncthreads();
   if (!sub_active) return;
-  for (int idx = st; idx < HPW * D; idx += kSubThreads) {
-    const int h = idx / D, d = idx - h * D;
-    const int hg = sub * HPW + h;
-    if (hg >= a.group) continue;
-    float mw[4], M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      mw[w] = s_ml[((sub_local * 4 + w) * HPW + h) * 2];
-      M = fmaxf(M, mw[w]);
-    }
-    float sum = 0.0f, lsum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      const float f = mw[w] == -INFINITY ? 0.0f : exp2f(mw[w] - M);
-      sum += f * s_acc[((sub_local * 4 + w) * HPW + h) * D + d];
-      lsum += f * s_ml[((sub_local * 4 + w) * HPW + h) * 2 + 1];
-    }
-    const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg;
-    a.ws_acc[(bh * a.num_splits + split) * D + d] = sum;
-    if (d == 0) {
-      a.ws_ml[(bh * a.num_splits + split) * 2] = M;
-      a.ws_ml[(bh * a.num_splits + split) * 2 + 1] = lsum;
-    }
-  }
+  store_subset_partials<HPW>(a, s_acc, s_ml, sub_local, sub, st, b, g, split);
 }
 
 struct LaunchShape {
@@ -496,32 +510,40 @@ struct LaunchShape {
 
 /// The one runtime -> compile-time dispatch point of the decode kernels:
 /// key/value formats are template types, HPW (query heads per subset) 1..4.
-template <class KF, class VF>
-void launch_decode(int hpw, const LaunchShape& shape, std::size_t smem, cudaStream_t stream,
-                   const DecodeKernelArgs& a) {
-  auto go = [&](auto kernel) {
-    // Driver calls cached per (instance, shared memory, block size): at batch 1 a decode takes tens of
-    // microseconds, so per-launch attribute / occupancy calls would dominate it.
-    static std::mutex mu;
-    static std::map<std::pair<std::size_t, unsigned>, int> occ;  // also records the raised smem limits
+/// Launches (or, with shape.occupancy, only queries the resident blocks per SM of) one CUDA-core split
+/// kernel. Driver calls cached per (kernel, shared memory, block size): at batch 1 a decode takes tens
+/// of microseconds, so per-launch attribute / occupancy calls would dominate it.
+inline void launch_cached(void (*kernel)(DecodeKernelArgs), const LaunchShape& shape, std::size_t smem,
+                          cudaStream_t stream, const DecodeKernelArgs& a) {
+  using Key = std::pair<const void*, std::pair<std::size_t, unsigned>>;
+  static std::mutex mu;
+  static std::map<Key, int> occ;  // also records the raised smem limits
+  int o = 0;
+  {
     std::lock_guard<std::mutex> lock(mu);
-    const auto key = std::make_pair(smem, shape.block.x);
+    const Key key{reinterpret_cast<const void*>(kernel), {smem, shape.block.x}};
     auto it = occ.find(key);
     if (it == occ.end()) {
       if (smem > 48 * 1024)
         TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(smem)));
-      int o = 0;
       TKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, kernel, static_cast<int>(shape.block.x), smem));
       it = occ.emplace(key, o).first;
     }
-    if (shape.occupancy) {  // query only: resident blocks per SM
-      *shape.occupancy = it->second;
-      return;
-    }
-    kernel<<<shape.grid, shape.block, smem, stream>>>(a);
-    TKV_CHECK_LAUNCH();
-  };
+    o = it->second;
+  }
+  if (shape.occupancy) {  // query only: resident blocks per SM
+    *shape.occupancy = o;
+    return;
+  }
+  kernel<<<shape.grid, shape.block, smem, stream>>>(a);
+  TKV_CHECK_LAUNCH();
+}
+
+template <class KF, class VF>
+void launch_decode(int hpw, const LaunchShape& shape, std::size_t smem, cudaStream_t stream,
+                   const DecodeKernelArgs& a) {
+  auto go = [&](void (*kernel)(DecodeKernelArgs)) { launch_cached(kernel, shape, smem, stream, a); };
   switch (hpw) {
     case 1: return go(decode_kernel<KF, VF, 1>);
     case 2: return go(decode_kernel<KF, VF, 2>);
@@ -538,6 +560,8 @@ void launch_tq_decode_k3(int vb, int hpw, const LaunchShape&, std::size_t, cudaS
 void launch_tq_decode_k4(int vb, int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
 void launch_f16_decode(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
 void launch_fp8_decode(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
+/// KIVI keys and values (src/cuda/kivi.cu), HPW 1..4.
+void launch_kivi_decode(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
 
 template <int KB>
 void launch_tq_decode_kb(int vb, int hpw, const LaunchShape& shape, std::size_t smem, cudaStream_t s,

@@ -77,6 +77,18 @@ inline std::vector<std::int32_t> permutation(std::size_t n, std::uint64_t seed) 
 /// encoded heads (blocks b * kvh + g of kblk / vblk, lens[b] tokens): every output finite (the
 /// tests poison the output buffers with NaN first), relative L2 error per sequence <= tol.
 /// Returns the worst error.
+/// Runs call() and expects std::invalid_argument whose message contains `arg` (the errors name the
+/// argument: "where: arg = value: why").
+template <class F>
+void expect_invalid(F&& call, const std::string& arg) {
+  try {
+    call();
+    ADD_FAILURE() << "no exception; expected one naming " << arg;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(arg), std::string::npos) << e.what();
+  }
+}
+
 inline double check_decode_outputs(const Codec& kref, const Codec& vref,
                                    const std::vector<std::vector<std::uint8_t>>& kblk,
                                    const std::vector<std::vector<std::uint8_t>>& vblk, const std::vector<int>& lens,

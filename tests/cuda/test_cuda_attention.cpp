@@ -542,15 +542,7 @@ TEST(CudaDecode, FractionalRejectsMixedWidths) {
   a.batch = 1, a.num_heads = 1, a.num_kv_heads = 1, a.head_dim = 128, a.q = q.p, a.out = out.p;
   a.seq_lens = lens.p, a.max_seq_len = 1, a.softmax_scale = 0.1f, a.workspace = ws.p;
   const cuda::PageTable pt{pages.p, 1, 16};
-  // The error names the argument (std::invalid_argument "where: arg = value: why").
-  auto expect_invalid = [](auto&& call, const std::string& arg) {
-    try {
-      call();
-      ADD_FAILURE() << "no exception; expected one naming " << arg;
-    } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find(arg), std::string::npos) << e.what();
-    }
-  };
+  // The error names the argument (expect_invalid, cuda_test_util.h).
   // 3.5-bit keys with 2.5-bit values, and fractional keys with integer values.
   expect_invalid([&] { cuda::tq_mse_decode(ktab, vtab, {pool.p, ktab.page_stride(16)}, {pool.p, vtab.page_stride(16)}, pt, a, nullptr); },
                  "key/value bits = 3.5/2.5");

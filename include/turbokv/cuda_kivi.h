@@ -1,0 +1,57 @@
+// turbokv — KIVI-style asymmetric integer groups on the GPU (src/cuda/kivi.cu):
+// append straight into pages, byte-identical to the reference codec
+// (src/ref/kivi.cpp, formats.h "kivi"), and split-K decode attention on the
+// paged codes (the baseline KIVI paper's quantizer, Liu et al., arXiv
+// 2402.02750; its full-precision residual window belongs to the cache).
+//
+// Paged layout: each (page, KV head) block is the reference's encoding of a
+// block of page_size tokens (formats.h), so a page of n <= page_size tokens
+// holds exactly the bytes the reference writes for those tokens at their slots:
+//   keys   [codes: page_size x packed(head_dim, b)][page_size / G groups x head_dim x (min, scale) fp16]
+//   values [codes: page_size x packed(head_dim, b)][page_size x head_dim / G x (min, scale) fp16]
+// rounded up to 32 bytes (kivi_page_stride). Key groups are G consecutive
+// tokens of a channel, so G must divide page_size and an append of keys must
+// cover whole groups (start and num_new multiples of G); values are grouped
+// over G channels of a token (G divides head_dim) and append token by token.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "turbokv/codec.h"
+#include "turbokv/cuda.h"
+
+namespace turbokv::cuda {
+
+/// Bytes of one (page, KV head) block of a KIVI codec (cfg: method kivi, its role, bits 1, 2, 3, 4
+/// or 8, group_size G, head_dim a multiple of 16 in 64..256): page_size * packed(head_dim, bits) +
+/// 4 * (keys: page_size / G * head_dim; values: page_size * head_dim / G), rounded up to 32.
+/// Throws std::invalid_argument naming the field (including page_size not a multiple of a key G).
+std::size_t kivi_page_stride(const CodecConfig& cfg, int page_size);
+
+/**
+ * Encodes num_new tokens of every sequence into pages, byte-identical to the reference codec's
+ * encode of each page's tokens (cfg.role picks key or value groups). x: device
+ * [batch][num_new][num_kv_heads][head_dim] of type x_type (fp16 / bf16 widened exactly); start:
+ * device int32 [batch], each sequence's first new position. Keys: start and num_new must be
+ * multiples of G (whole groups; checked for num_new on the host, start is the caller's contract).
+ * Inputs must be finite with group scales (max - min) / (2^b - 1) below 32768 (the reference throws;
+ * here nothing checks). Throws std::invalid_argument naming the argument.
+ */
+void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, int num_kv_heads,
+                 const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream,
+                 IoType x_type = IoType::kF32);
+
+/**
+ * Split-K decode attention on paged KIVI keys and values: logit_t = softmax_scale * <q, k_hat_t>,
+ * k_hat = min16 + scale16 * code (fp32), values likewise, online softmax and fp32 accumulation on
+ * CUDA cores (one warp per token, lanes over channels; the query heads of a GQA group share each
+ * pass), split partials merged by log-sum-exp. Shapes, GQA, windows, soft-cap, io types, splits
+ * and workspace as tq_mse_decode (decode_workspace_bytes); args.kernel must be 0. Within 2e-5
+ * relative of the fp64 reference (tests/cuda/test_cuda_kivi.cpp). A baseline: not tuned.
+ * Throws std::invalid_argument naming the argument.
+ */
+void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpool, PagedPool vpool,
+                 const PageTable& table, const DecodeArgs& args, Stream stream);
+
+}  // namespace turbokv::cuda

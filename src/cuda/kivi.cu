@@ -1,0 +1,358 @@
+// KIVI-style asymmetric integer groups on the GPU (reference: src/ref/kivi.cpp; layout: formats.h
+// "kivi" and include/turbokv/cuda_kivi.h). Append writes the reference's bytes: per group
+// mn16 = fp16 at or below the minimum, scale16 = (max - mn16) / (2^b - 1) in fp64, rounded to fp32
+// and then up to fp16, code = clamp(rint((x - mn16) / scale16), 0, 2^b - 1) with IEEE fp32 subtract
+// and divide (0 when scale16 == 0). Decode: the CUDA-core split-K kernel below, through decode.cu's
+// plan, workspace and log-sum-exp merge (no rotation).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "decode.cuh"
+#include "turbokv/cuda_kivi.h"
+#include "turbokv/error.h"
+#include "turbokv/fastdiv.h"
+#include "turbokv/half.h"
+
+namespace turbokv::cuda {
+namespace {
+
+using detail::DecodeKernelArgs;
+using detail::kMaxSubPerBlock;
+using detail::kSubThreads;
+using detail::kTile;
+using detail::soft_cap;
+
+struct KiviAppendArgs {
+  const void* x;  // [batch][num_new][num_kv_heads][D] of the kernel's XT
+  int batch, num_new, num_kv_heads, D, G, bits, cb;
+  FastDiv div_heads, div_new;
+  const std::int32_t* start;
+  const std::int32_t* pages;
+  int max_pages, page_shift;
+  std::uint8_t* pool;
+  std::size_t stride;
+};
+
+/// The (mn16, scale16) of a group with minimum mn and maximum mx, as the reference computes them.
+__device__ __forceinline__ void group_params(float mn, float mx, int bits, std::uint16_t& hmn, std::uint16_t& hsc,
+                                             float& mn16, float& sc16) {
+  const float levels = static_cast<float>((1 << bits) - 1);
+  hmn = float_to_half_down(mn);
+  mn16 = half_to_float(hmn);
+  hsc = float_to_half_up(__double2float_rn(__ddiv_rn(__dsub_rn(static_cast<double>(mx), static_cast<double>(mn16)),
+                                                     static_cast<double>(levels))));
+  sc16 = half_to_float(hsc);
+}
+
+__device__ __forceinline__ std::uint8_t group_code(float x, float mn16, float sc16, int bits) {
+  if (!(sc16 > 0.0f)) return 0;
+  const float levels = static_cast<float>((1 << bits) - 1);
+  const float v = rintf(__fdiv_rn(__fsub_rn(x, mn16), sc16));
+  return static_cast<std::uint8_t>(fminf(fmaxf(v, 0.0f), levels));
+}
+
+/// Byte k of a packed row (LSB-first stream) from its codes c[0..): bits [8k, 8k + 8).
+__device__ __forceinline__ std::uint8_t packed_byte(const std::uint8_t* c, int k, int bits) {
+  unsigned w = 0;
+  for (int i = 8 * k / bits; i * bits < 8 * k + 8; ++i) {
+    const int sh = i * bits - 8 * k;
+    w |= sh >= 0 ? static_cast<unsigned>(c[i]) << sh : static_cast<unsigned>(c[i]) >> -sh;
+  }
+  return static_cast<std::uint8_t>(w);
+}
+
+/// Keys: one block per (sequence, key group of G new tokens, KV head); thread j < D owns channel j:
+/// min / max over the group's G tokens, its (mn16, scale16), its G codes into shared memory
+/// [G][D]; then the block packs the G rows and stores them in their page (a group lies in one page:
+/// G divides page_size and the group starts at a multiple of G).
+template <class XT>
+__global__ void kivi_key_append_kernel(const KiviAppendArgs a) {
+  extern __shared__ std::uint8_t codes[];  // [G][D]
+  const int D = a.D, G = a.G, ngroups = a.num_new / G;
+  const int blk_id = blockIdx.x;
+  const int g = blk_id % a.num_kv_heads, rest = blk_id / a.num_kv_heads;
+  const int q = rest % ngroups, b = rest / ngroups;
+  const int pos0 = __ldg(a.start + b) + q * G;
+  const int page = __ldg(a.pages + static_cast<std::size_t>(b) * a.max_pages + (pos0 >> a.page_shift));
+  const int ps = 1 << a.page_shift, slot0 = pos0 & (ps - 1);
+  std::uint8_t* blk = a.pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * a.stride;
+  const XT* x = static_cast<const XT*>(a.x);
+  for (int j = threadIdx.x; j < D; j += blockDim.x) {
+    auto at = [&](int i) {
+      return static_cast<float>(
+          x[((static_cast<std::size_t>(b) * a.num_new + q * G + i) * a.num_kv_heads + g) * D + j]);
+    };
+    float mn = at(0), mx = mn;
+    for (int i = 1; i < G; ++i) {  // std::min / std::max semantics (signed zeros as the reference)
+      const float v = at(i);
+      mn = v < mn ? v : mn, mx = mx < v ? v : mx;
+    }
+    std::uint16_t hmn, hsc;
+    float mn16, sc16;
+    group_params(mn, mx, a.bits, hmn, hsc, mn16, sc16);
+    std::uint16_t* par =
+        reinterpret_cast<std::uint16_t*>(blk + static_cast<std::size_t>(ps) * a.cb + 4 * ((slot0 / G) * D + j));
+    par[0] = hmn, par[1] = hsc;
+    for (int i = 0; i < G; ++i) codes[i * D + j] = group_code(at(i), mn16, sc16, a.bits);
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < G * a.cb; idx += blockDim.x) {
+    const int i = idx / a.cb, k = idx - i * a.cb;
+    blk[static_cast<std::size_t>(slot0 + i) * a.cb + k] = packed_byte(codes + i * D, k, a.bits);
+  }
+}
+
+constexpr int kValueWarps = 8;
+
+/// Values: one warp per (token, KV head) vector; lane l owns the channel groups l, l + 32, ...
+/// (min / max over G channels, (mn16, scale16) into the warp's shared arrays), then the channels
+/// l, l + 32, ... (codes into the warp's shared row), then the row's bytes.
+template <class XT>
+__global__ void __launch_bounds__(32 * kValueWarps) kivi_value_append_kernel(const KiviAppendArgs a, int total) {
+  __shared__ std::uint8_t s_codes[kValueWarps][256];
+  __shared__ float s_mn[kValueWarps][256], s_sc[kValueWarps][256];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const int D = a.D, G = a.G, ng = D / G;
+  for (int v = blockIdx.x * kValueWarps + w; v < total; v += gridDim.x * kValueWarps) {  // warp-uniform
+    const XT* x = static_cast<const XT*>(a.x) + static_cast<std::size_t>(v) * D;
+    const detail::AppendSlot sl =
+        detail::append_slot(v, a.div_heads, a.div_new, a.start, a.pages, a.max_pages, a.page_shift);
+    std::uint8_t* blk = a.pool + (static_cast<std::size_t>(sl.page) * a.num_kv_heads + sl.g) * a.stride;
+    const int ps = 1 << a.page_shift;
+    for (int gi = lane; gi < ng; gi += 32) {
+      float mn = static_cast<float>(x[gi * G]), mx = mn;
+      for (int i = 1; i < G; ++i) {
+        const float t = static_cast<float>(x[gi * G + i]);
+        mn = t < mn ? t : mn, mx = mx < t ? t : mx;
+      }
+      std::uint16_t hmn, hsc;
+      group_params(mn, mx, a.bits, hmn, hsc, s_mn[w][gi], s_sc[w][gi]);
+      std::uint16_t* par = reinterpret_cast<std::uint16_t*>(blk + static_cast<std::size_t>(ps) * a.cb +
+                                                            4 * (static_cast<std::size_t>(sl.off) * ng + gi));
+      par[0] = hmn, par[1] = hsc;
+    }
+    __syncwarp();
+    for (int j = lane; j < D; j += 32)
+      s_codes[w][j] = group_code(static_cast<float>(x[j]), s_mn[w][j / G], s_sc[w][j / G], a.bits);
+    __syncwarp();
+    for (int k = lane; k < a.cb; k += 32)
+      blk[static_cast<std::size_t>(sl.off) * a.cb + k] = packed_byte(s_codes[w], k, a.bits);
+    __syncwarp();
+  }
+}
+
+/// Code of channel j of a packed row at width bits (1, 2, 3, 4 or 8; the field lies in two bytes,
+/// the second one inside the block: a row is followed by more rows or the block's scalars).
+__device__ __forceinline__ float code_at(const std::uint8_t* row, int j, int bits) {
+  const int bit = j * bits;
+  const unsigned w = row[bit >> 3] | (static_cast<unsigned>(row[(bit >> 3) + 1]) << 8);
+  return static_cast<float>((w >> (bit & 7)) & ((1u << bits) - 1u));
+}
+
+/// x_hat = mn16 + scale16 * code, rounded as the reference's decode (product, then sum).
+__device__ __forceinline__ float dequant(const std::uint8_t* par, float code) {
+  const __half2 p = *reinterpret_cast<const __half2*>(par);
+  return __fadd_rn(__low2float(p), __fmul_rn(__high2float(p), code));
+}
+
+constexpr int kLaneChannels = 8;  // channels j = lane + 32 k of a lane, k < 8 (head_dim <= 256)
+
+/// Decode: grid and subsets as decode_kernel (decode.cuh): 128 threads per subset of HPW query heads;
+/// warp w of a subset takes tokens t_begin + w, + 4, ...; lane l owns channels l + 32 k. Per token:
+/// the key row dequantized per lane, the dot products reduced over the warp, online softmax (every
+/// lane holds the same running max and sum), the value row dequantized and accumulated.
+template <int HPW>
+__global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) kivi_decode_kernel(const DecodeKernelArgs a) {
+  extern __shared__ __align__(16) std::uint8_t smem[];
+  const int D = a.head_dim;
+  const int split = blockIdx.x;
+  const int b = blockIdx.y / a.num_kv_heads, g = blockIdx.y % a.num_kv_heads;
+  const int tid = threadIdx.x, nsub_block = blockDim.x / kSubThreads;
+  const int sub_local = tid / kSubThreads, sub = blockIdx.z * kMaxSubPerBlock + sub_local;
+  const bool sub_active = sub < a.nsub;
+  const int st = tid % kSubThreads, lane = tid % 32, warp = st / 32;
+
+  const int L = a.seq_lens[b];
+  const int start = (a.window > 0 && L > a.window) ? L - a.window : 0;
+  const int len = L - start;
+  int chunk = (len + a.num_splits - 1) / a.num_splits;
+  chunk = (chunk + kTile - 1) / kTile * kTile;
+  const int t_begin = start + split * chunk;
+  const int t_end = min(L, t_begin + chunk);
+
+  float q[HPW][kLaneChannels], acc[HPW][kLaneChannels], m[HPW], l[HPW];
+#pragma unroll
+  for (int h = 0; h < HPW; ++h) {
+    const int hg = sub * HPW + h;
+    m[h] = -INFINITY, l[h] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kLaneChannels; ++k) {
+      const int j = lane + 32 * k;
+      q[h][k] = (sub_active && hg < a.group && j < D)
+                    ? a.q[(static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg) * D + j] * a.qscale
+                    : 0.0f;
+      acc[h][k] = 0.0f;
+    }
+  }
+  const std::int32_t* pt = a.pages + static_cast<std::size_t>(b) * a.max_pages;
+  const int ps = 1 << a.page_shift, pmask = ps - 1, vng = D / a.vgroup;
+  if (sub_active) {
+    for (int t = t_begin + warp; t < t_end; t += 4) {
+      const int page = __ldg(pt + (t >> a.page_shift)), slot = t & pmask;
+      const std::uint8_t* kb = a.kpool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * a.kstride;
+      const std::uint8_t* vb = a.vpool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * a.vstride;
+      const std::uint8_t* krow = kb + static_cast<std::size_t>(slot) * a.kcb;
+      const std::uint8_t* kpar = kb + static_cast<std::size_t>(ps) * a.kcb + 4 * static_cast<std::size_t>(slot / a.kgroup) * D;
+      float dot[HPW];
+#pragma unroll
+      for (int h = 0; h < HPW; ++h) dot[h] = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kLaneChannels; ++k) {
+        const int j = lane + 32 * k;
+        if (j < D) {
+          const float x = dequant(kpar + 4 * j, code_at(krow, j, a.kbits));
+#pragma unroll
+          for (int h = 0; h < HPW; ++h) dot[h] = fmaf(q[h][k], x, dot[h]);
+        }
+      }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+        for (int h = 0; h < HPW; ++h) dot[h] += __shfl_xor_sync(0xffffffffu, dot[h], off);
+      const std::uint8_t* vrow = vb + static_cast<std::size_t>(slot) * a.vcb;
+      const std::uint8_t* vpar = vb + static_cast<std::size_t>(ps) * a.vcb + 4 * static_cast<std::size_t>(slot) * vng;
+      float vv[kLaneChannels];
+#pragma unroll
+      for (int k = 0; k < kLaneChannels; ++k) {
+        const int j = lane + 32 * k;
+        vv[k] = j < D ? dequant(vpar + 4 * (j / a.vgroup), code_at(vrow, j, a.vbits)) : 0.0f;
+      }
+#pragma unroll
+      for (int h = 0; h < HPW; ++h) {
+        const float s = soft_cap(a, dot[h]);
+        if (s > m[h]) {
+          const float f = exp2f(m[h] - s);
+          l[h] *= f;
+#pragma unroll
+          for (int k = 0; k < kLaneChannels; ++k) acc[h][k] *= f;
+          m[h] = s;
+        }
+        const float p = exp2f(s - m[h]);
+        l[h] += p;
+#pragma unroll
+        for (int k = 0; k < kLaneChannels; ++k) acc[h][k] = fmaf(p, vv[k], acc[h][k]);
+      }
+    }
+  }
+  float* s_acc = reinterpret_cast<float*>(smem);                       // [nsub_block][4][HPW][D]
+  float* s_ml = s_acc + nsub_block * 4 * HPW * D;                      // [nsub_block][4][HPW][2]
+#pragma unroll
+  for (int h = 0; h < HPW; ++h) {
+#pragma unroll
+    for (int k = 0; k < kLaneChannels; ++k) {
+      const int j = lane + 32 * k;
+      if (j < D) s_acc[((sub_local * 4 + warp) * HPW + h) * D + j] = acc[h][k];
+    }
+    if (lane == 0) {
+      s_ml[((sub_local * 4 + warp) * HPW + h) * 2] = m[h];
+      s_ml[((sub_local * 4 + warp) * HPW + h) * 2 + 1] = l[h];
+    }
+  }
+  __syncthreads();
+  if (!sub_active) return;
+  detail::store_subset_partials<HPW>(a, s_acc, s_ml, sub_local, sub, st, b, g, split);
+}
+
+void check_kivi(const char* where, const CodecConfig& cfg) {
+  check_arg(cfg.method == Method::kKivi, where, "method", method_name(cfg.method), "must be kivi");
+  check_arg(cfg.bits == 1 || cfg.bits == 2 || cfg.bits == 3 || cfg.bits == 4 || cfg.bits == 8, where, "bits",
+            cfg.bits, "must be 1, 2, 3, 4 or 8");
+  check_arg(detail::gpu_head_dim(cfg.head_dim), where, "head_dim", cfg.head_dim,
+            "must be a multiple of 16 in 64..256 on the GPU");
+  check_arg(cfg.group_size >= 1, where, "group_size", cfg.group_size, "must be positive");
+  if (cfg.role == Role::kValue)
+    check_arg(cfg.head_dim % cfg.group_size == 0, where, "group_size", cfg.group_size,
+              "must divide head_dim for value groups");
+}
+
+template <class XT>
+void launch_kivi_append(const CodecConfig& cfg, const KiviAppendArgs& a, int total, cudaStream_t s) {
+  if (cfg.role == Role::kKey) {
+    const unsigned blocks = static_cast<unsigned>(a.batch) * (a.num_new / a.G) * a.num_kv_heads;
+    if (blocks == 0) return;
+    const int threads = (a.D + 31) / 32 * 32;
+    kivi_key_append_kernel<XT><<<blocks, threads, static_cast<std::size_t>(a.G) * a.D, s>>>(a);
+  } else {
+    const int need = (total + kValueWarps - 1) / kValueWarps, cap = detail::num_sms() * 8;
+    kivi_value_append_kernel<XT><<<need < cap ? need : cap, 32 * kValueWarps, 0, s>>>(a, total);
+  }
+  TKV_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+namespace detail {
+void launch_kivi_decode(int hpw, const LaunchShape& shape, std::size_t smem, cudaStream_t s,
+                        const DecodeKernelArgs& a) {
+  switch (hpw) {
+    case 1: return launch_cached(kivi_decode_kernel<1>, shape, smem, s, a);
+    case 2: return launch_cached(kivi_decode_kernel<2>, shape, smem, s, a);
+    case 3: return launch_cached(kivi_decode_kernel<3>, shape, smem, s, a);
+    case 4: return launch_cached(kivi_decode_kernel<4>, shape, smem, s, a);
+  }
+  throw std::logic_error("launch_kivi_decode: hpw out of range");
+}
+}  // namespace detail
+
+std::size_t kivi_page_stride(const CodecConfig& cfg, int page_size) {
+  const char* where = "cuda::kivi_page_stride";
+  check_kivi(where, cfg);
+  detail::check_page_size(where, page_size);
+  const std::size_t ps = static_cast<std::size_t>(page_size), d = static_cast<std::size_t>(cfg.head_dim);
+  const std::size_t cb = d * static_cast<std::size_t>(cfg.bits) / 8;
+  std::size_t scalars;
+  if (cfg.role == Role::kKey) {
+    check_arg(page_size % cfg.group_size == 0, where, "page_size", page_size,
+              "must be a multiple of the key group_size (a key group lies in one page)");
+    scalars = ps / static_cast<std::size_t>(cfg.group_size) * d;
+  } else {
+    scalars = ps * (d / static_cast<std::size_t>(cfg.group_size));
+  }
+  return (ps * cb + 4 * scalars + 31) / 32 * 32;
+}
+
+void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, int num_kv_heads,
+                 const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
+  const char* where = "cuda::kivi_append";
+  check_kivi(where, cfg);
+  check_arg(batch >= 0 && num_new >= 0, where, "batch/num_new", batch, "must be >= 0");
+  check_arg(num_kv_heads > 0, where, "num_kv_heads", num_kv_heads, "must be positive");
+  detail::check_page_size(where, table.page_size);
+  check_arg(pool.page_stride == kivi_page_stride(cfg, table.page_size), where, "pool.page_stride", pool.page_stride,
+            "must equal kivi_page_stride(cfg, page_size)");
+  if (cfg.role == Role::kKey) {
+    check_arg(num_new % cfg.group_size == 0, where, "num_new", num_new,
+              "must be a multiple of the key group_size (keys are appended in whole groups)");
+    check_arg(static_cast<long long>(cfg.group_size) * cfg.head_dim <= 48 * 1024, where, "group_size",
+              cfg.group_size, "times head_dim must be at most 49152 (a key group's codes in shared memory)");
+  }
+  check_arg(x_type == IoType::kF32 || x_type == IoType::kF16 || x_type == IoType::kBf16, where, "x_type",
+            static_cast<int>(x_type), "must be kF32, kF16 or kBf16");
+  const long long total = 1LL * batch * num_new * num_kv_heads;
+  check_arg(total < (1LL << 31), where, "batch*num_new*num_kv_heads", total, "must be < 2^31");
+  if (total == 0) return;
+  check_arg(x && start && table.pages && pool.data, where, "pointers", 0, "must be non-null device pointers");
+  const int bits = static_cast<int>(cfg.bits);
+  const KiviAppendArgs a{x, batch, num_new, num_kv_heads, cfg.head_dim, cfg.group_size, bits,
+                         cfg.head_dim * bits / 8, FastDiv(num_kv_heads), FastDiv(num_new), start, table.pages,
+                         table.max_pages, __builtin_ctz(static_cast<unsigned>(table.page_size)), pool.data,
+                         pool.page_stride};
+  const cudaStream_t s = detail::stream_of(stream);
+  switch (x_type) {
+    case IoType::kF32: return launch_kivi_append<float>(cfg, a, static_cast<int>(total), s);
+    case IoType::kF16: return launch_kivi_append<__half>(cfg, a, static_cast<int>(total), s);
+    case IoType::kBf16: return launch_kivi_append<__nv_bfloat16>(cfg, a, static_cast<int>(total), s);
+  }
+}
+
+}  // namespace turbokv::cuda

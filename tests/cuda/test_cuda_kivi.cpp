@@ -1,0 +1,294 @@
+// GPU KIVI vs the scalar reference KIVI codec (src/ref/kivi.cpp): kivi_append's bytes (codes and the
+// groups' fp16 (min, scale)) identical to the reference's encode of the same tokens, keys (groups of
+// G tokens per channel) and values (groups of G channels per token); kivi_decode (split-K, paged,
+// GQA-shared) within 2e-5 of attention_compressed (fp64) on fresh random data (TURBOKV_TEST_SEED
+// reproduces one), awkward lengths, page sizes, GQA ratios, widths 1-4 and 8, windows, soft-capping
+// and 16-bit io.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "cuda_test_util.h"
+#include "test_util.h"
+#include "turbokv/attention.h"
+#include "turbokv/codec.h"
+#include "turbokv/cuda_kivi.h"
+#include "turbokv/half.h"
+
+namespace turbokv::test {
+namespace {
+
+/// fp32 accumulation against fp64 (as the other fp32 decode kernels); 16-bit outputs add their rounding.
+constexpr double kKiviDecodeRelTol = 2e-5;
+
+CodecConfig kivi_cfg(int d, int bits, int group, Role role) {
+  CodecConfig cfg;
+  cfg.method = Method::kKivi;
+  cfg.bits = bits;
+  cfg.head_dim = d;
+  cfg.group_size = group;
+  cfg.role = role;
+  return cfg;
+}
+
+/// Rows with content that exercises the groups: Gaussian with an outlier channel, a zero row, a
+/// constant row (scale 0: every code 0), rows of fp16-subnormal size, negative-only rows.
+std::vector<float> kivi_rows(std::size_t n, int d, Rng& r) {
+  std::vector<float> x(n * d);
+  for (std::size_t t = 0; t < n; ++t)
+    for (int j = 0; j < d; ++j) {
+      float v = static_cast<float>(r.normal()) * (j == 3 ? 8.0f : 1.5f);
+      switch (t % 9) {
+        case 4: v = 0.0f; break;
+        case 5: v = 0.75f; break;
+        case 6: v *= 1e-6f; break;
+        case 7: v = -std::fabs(v) - 1.0f; break;
+        default: break;
+      }
+      x[t * d + j] = v;
+    }
+  return x;
+}
+
+struct AppendCase {
+  int d, bits, group, page_size;
+  Role role;
+  cuda::IoType io = cuda::IoType::kF32;
+};
+
+void run_append_case(const AppendCase& c, std::uint64_t seed) {
+  SCOPED_TRACE("kivi append d=" + std::to_string(c.d) + " bits=" + std::to_string(c.bits) + " G=" +
+               std::to_string(c.group) + " page=" + std::to_string(c.page_size) +
+               (c.role == Role::kKey ? " keys" : " values") + " io=" + std::to_string(static_cast<int>(c.io)) +
+               " seed=" + std::to_string(seed));
+  const int d = c.d, G = c.group, batch = 3, kvh = 3;
+  const bool key = c.role == Role::kKey;
+  // Keys: starts and chunk sizes in whole groups; values: any.
+  const std::vector<int> start = key ? std::vector<int>{0, G, 3 * G} : std::vector<int>{0, 5, 33};
+  const int n1 = key ? 2 * G : 21, n2 = key ? G : 1;
+  const int capacity = start.back() + n1 + n2, max_pages = (capacity + c.page_size - 1) / c.page_size;
+  const CodecConfig cfg = kivi_cfg(d, c.bits, G, c.role);
+  const auto ref = make_codec(cfg);
+  const std::size_t stride = cuda::kivi_page_stride(cfg, c.page_size), cb = static_cast<std::size_t>(d) * c.bits / 8;
+  Rng r(seed);
+  const auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 1);
+  DevBuf<std::int32_t> dtable(table);
+  DevBuf<std::uint8_t> pool(static_cast<std::size_t>(batch) * max_pages * kvh * stride);
+  pool.fill_byte(0xA5);
+  const cuda::PageTable pt{dtable.p, max_pages, c.page_size};
+  const cuda::PagedPool pp{pool.p, stride};
+  std::vector<float> xs[2] = {kivi_rows(static_cast<std::size_t>(batch) * n1 * kvh, d, r),
+                              kivi_rows(static_cast<std::size_t>(batch) * n2 * kvh, d, r)};
+  const int nn[2] = {n1, n2};
+  for (int part = 0; part < 2; ++part) {
+    auto& x = xs[part];
+    std::vector<std::uint16_t> h(x.size());
+    if (c.io != cuda::IoType::kF32)
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        h[i] = c.io == cuda::IoType::kF16 ? float_to_half(x[i]) : float_to_bf16(x[i]);
+        x[i] = c.io == cuda::IoType::kF16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
+      }
+    DevBuf<float> dx(x);
+    DevBuf<std::uint16_t> dh(h);
+    std::vector<std::int32_t> s(start.begin(), start.end());
+    if (part == 1)
+      for (auto& v : s) v += n1;
+    DevBuf<std::int32_t> ds(s);
+    cuda::kivi_append(cfg, c.io == cuda::IoType::kF32 ? static_cast<const void*>(dx.p) : dh.p, batch, nn[part], kvh,
+                      ds.p, pt, pp, nullptr, c.io);
+  }
+  const auto got = pool.download();
+  // Reference: each key group (G tokens) or value token encoded on its own; its bytes must sit at
+  // the token's slots and the group's scalars in its page.
+  const int unit = key ? G : 1;
+  std::vector<float> rows(static_cast<std::size_t>(unit) * d);
+  std::vector<std::uint8_t> enc(ref->encoded_bytes(unit));
+  int mismatches = 0;
+  for (int b = 0; b < batch; ++b)
+    for (int part = 0; part < 2; ++part)
+      for (int j0 = 0; j0 < nn[part]; j0 += unit)
+        for (int g = 0; g < kvh; ++g) {
+          for (int i = 0; i < unit; ++i)
+            std::memcpy(&rows[static_cast<std::size_t>(i) * d],
+                        &xs[part][((static_cast<std::size_t>(b) * nn[part] + j0 + i) * kvh + g) * d], sizeof(float) * d);
+          ref->encode(rows.data(), unit, enc.data());
+          const int pos0 = start[b] + (part ? n1 : 0) + j0;
+          const int page = table[static_cast<std::size_t>(b) * max_pages + pos0 / c.page_size];
+          const int off = pos0 % c.page_size;
+          const std::uint8_t* blk = got.data() + (static_cast<std::size_t>(page) * kvh + g) * stride;
+          const bool codes_ok = std::memcmp(blk + off * cb, enc.data(), unit * cb) == 0;
+          const std::size_t nsc = key ? 4 * static_cast<std::size_t>(d) : 4 * static_cast<std::size_t>(d / G);
+          const std::size_t soff = c.page_size * cb + (key ? (off / G) * nsc : off * nsc);
+          const bool scal_ok = std::memcmp(blk + soff, enc.data() + unit * cb, nsc) == 0;
+          if ((!codes_ok || !scal_ok) && ++mismatches <= 3)
+            ADD_FAILURE() << "b=" << b << " pos=" << pos0 << " head=" << g << " codes_ok=" << codes_ok
+                          << " scalars_ok=" << scal_ok;
+        }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(CudaKivi, AppendBytesMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  int i = 0;
+  for (int d : {64, 96, 128, 256})
+    for (int bits : {1, 2, 3, 4, 8}) {
+      run_append_case({d, bits, 32, 32, Role::kKey}, seed + ++i);
+      run_append_case({d, bits, 32, 16, Role::kValue}, seed + ++i);
+    }
+  run_append_case({80, 3, 16, 64, Role::kKey}, seed + ++i);  // 2 groups per page
+  run_append_case({80, 2, 16, 1, Role::kValue}, seed + ++i);
+  run_append_case({112, 4, 1, 4, Role::kKey}, seed + ++i);    // G = 1: per-token, per-channel scalars
+  run_append_case({112, 1, 112, 2, Role::kValue}, seed + ++i);  // one group of all channels
+  run_append_case({128, 4, 64, 128, Role::kKey, cuda::IoType::kF16}, seed + ++i);
+  run_append_case({128, 2, 32, 16, Role::kValue, cuda::IoType::kBf16}, seed + ++i);
+}
+
+struct DecodeCase {
+  int d, kbits, vbits, kgroup, vgroup, nh, kvh, page_size, window, splits;
+  std::vector<int> lens;
+  float softcap = 0;
+  cuda::IoType io = cuda::IoType::kF32;
+};
+
+double run_decode_case(const DecodeCase& c, std::uint64_t seed) {
+  SCOPED_TRACE("kivi decode d=" + std::to_string(c.d) + " kb=" + std::to_string(c.kbits) + " vb=" +
+               std::to_string(c.vbits) + " G=" + std::to_string(c.kgroup) + "/" + std::to_string(c.vgroup) +
+               " heads=" + std::to_string(c.nh) + "/" + std::to_string(c.kvh) + " page=" + std::to_string(c.page_size) +
+               " window=" + std::to_string(c.window) + " splits=" + std::to_string(c.splits) +
+               " io=" + std::to_string(static_cast<int>(c.io)) + " seed=" + std::to_string(seed));
+  const int d = c.d, batch = static_cast<int>(c.lens.size());
+  const int max_len = *std::max_element(c.lens.begin(), c.lens.end());
+  const int max_pages = (max_len + c.page_size - 1) / c.page_size;
+  const CodecConfig kcfg = kivi_cfg(d, c.kbits, c.kgroup, Role::kKey), vcfg = kivi_cfg(d, c.vbits, c.vgroup, Role::kValue);
+  const auto kref = make_codec(kcfg), vref = make_codec(vcfg);
+  const std::size_t ks = cuda::kivi_page_stride(kcfg, c.page_size), vs = cuda::kivi_page_stride(vcfg, c.page_size);
+  const std::size_t kcb = static_cast<std::size_t>(d) * c.kbits / 8, vcb = static_cast<std::size_t>(d) * c.vbits / 8;
+  const auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 3);
+  std::vector<std::uint8_t> kpool(table.size() * c.kvh * ks, 0xA5), vpool(table.size() * c.kvh * vs, 0xA5);
+  Rng r(seed);
+  std::vector<float> q(static_cast<std::size_t>(batch) * c.nh * d);
+  for (auto& v : q) v = static_cast<float>(r.normal()) * 0.5f;
+  std::vector<std::uint16_t> q16(q.size());
+  const bool io16 = c.io != cuda::IoType::kF32;
+  if (io16)
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      q16[i] = c.io == cuda::IoType::kF16 ? float_to_half(q[i]) : float_to_bf16(q[i]);
+      q[i] = c.io == cuda::IoType::kF16 ? half_to_float(q16[i]) : bf16_to_float(q16[i]);
+    }
+  // Each (sequence, head) encoded by the reference as one block (the last key group may be partial),
+  // its rows and groups' scalars scattered into the pages.
+  std::vector<std::vector<std::uint8_t>> kblk(batch * c.kvh), vblk(batch * c.kvh);
+  const std::size_t vng = static_cast<std::size_t>(d / c.vgroup);
+  for (int b = 0; b < batch; ++b)
+    for (int g = 0; g < c.kvh; ++g) {
+      const std::size_t n = c.lens[b];
+      const auto k = kivi_rows(n, d, r), v = kivi_rows(n, d, r);
+      auto& kb = kblk[b * c.kvh + g];
+      auto& vb = vblk[b * c.kvh + g];
+      kb.resize(kref->encoded_bytes(n));
+      vb.resize(vref->encoded_bytes(n));
+      kref->encode(k.data(), n, kb.data());
+      vref->encode(v.data(), n, vb.data());
+      for (std::size_t t = 0; t < n; ++t) {
+        const int page = table[static_cast<std::size_t>(b) * max_pages + t / c.page_size];
+        const std::size_t off = t % c.page_size;
+        std::uint8_t* kp = &kpool[(static_cast<std::size_t>(page) * c.kvh + g) * ks];
+        std::uint8_t* vp = &vpool[(static_cast<std::size_t>(page) * c.kvh + g) * vs];
+        std::memcpy(kp + off * kcb, kb.data() + t * kcb, kcb);
+        std::memcpy(vp + off * vcb, vb.data() + t * vcb, vcb);
+        std::memcpy(vp + c.page_size * vcb + 4 * off * vng, vb.data() + n * vcb + 4 * t * vng, 4 * vng);
+        if (t % c.kgroup == 0)
+          std::memcpy(kp + c.page_size * kcb + 4 * (off / c.kgroup) * d, kb.data() + n * kcb + 4 * (t / c.kgroup) * d,
+                      4 * static_cast<std::size_t>(d));
+      }
+    }
+  DevBuf<std::uint8_t> dk(kpool), dv(vpool);
+  DevBuf<std::int32_t> dtable(table), dlens(std::vector<std::int32_t>(c.lens.begin(), c.lens.end()));
+  DevBuf<float> dq(q), dout(q.size());
+  DevBuf<std::uint16_t> dq16(q16), dout16(q.size());
+  dout.fill_byte(0xFF);
+  dout16.fill_byte(0xFF);
+  cuda::DecodeArgs a;
+  a.batch = batch, a.num_heads = c.nh, a.num_kv_heads = c.kvh, a.head_dim = d;
+  a.q = io16 ? static_cast<const void*>(dq16.p) : dq.p;
+  a.out = io16 ? static_cast<void*>(dout16.p) : dout.p;
+  a.io = c.io;
+  a.seq_lens = dlens.p, a.max_seq_len = max_len;
+  a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
+  a.window = c.window, a.num_splits = c.splits, a.softcap = c.softcap;
+  DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
+  a.workspace = ws.p;
+  cuda::kivi_decode(kcfg, vcfg, {dk.p, ks}, {dv.p, vs}, {dtable.p, max_pages, c.page_size}, a, nullptr);
+  std::vector<float> out;
+  if (io16) {
+    for (auto h : dout16.download()) out.push_back(c.io == cuda::IoType::kF16 ? half_to_float(h) : bf16_to_float(h));
+  } else {
+    out = dout.download();
+  }
+  AttentionParams p;
+  p.softmax_scale = a.softmax_scale;
+  p.window = c.window;
+  p.softcap = c.softcap;
+  const double io_tol = c.io == cuda::IoType::kF16 ? 1e-3 : c.io == cuda::IoType::kBf16 ? 8e-3 : 0.0;
+  return check_decode_outputs(*kref, *vref, kblk, vblk, c.lens, c.kvh, c.nh, d, q, out, p, kKiviDecodeRelTol + io_tol);
+}
+
+TEST(CudaKivi, DecodeMatchesReference) {
+  const std::uint64_t seed = fresh_seed();
+  const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
+  using IO = cuda::IoType;
+  const std::vector<DecodeCase> cases = {
+      {128, 2, 2, 32, 32, 32, 8, 32, 0, 0, {1, 17, 1000, 4097}},
+      {128, 4, 4, 32, 32, 32, 8, 64, 0, 3, {999, 31}},
+      {64, 1, 3, 16, 16, 9, 3, 16, 0, 0, {4097, 65}},
+      {256, 8, 8, 64, 64, 4, 1, 64, 100, 0, {2000, 2}},
+      {96, 3, 2, 32, 48, 12, 2, 32, 0, 1, {1000, 33}},
+      {80, 4, 1, 1, 80, 5, 1, 1, 0, 0, {300, 7}},
+      {112, 2, 4, 2, 16, 14, 2, 2, 37, 0, {1000}},
+      {128, 2, 2, 32, 32, 64, 4, 32, 0, 0, {700}, 5.0f, IO::kF16},
+      {128, 4, 2, 128, 32, 10, 2, 128, 0, 5, {4097, 1}, 0.0f, IO::kBf16},
+  };
+  double worst = 0;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    DecodeCase c = cases[i];
+    if (small)
+      for (int& l : c.lens) l = std::min(l, 130);
+    worst = std::max(worst, run_decode_case(c, seed + 31 * i));
+  }
+  std::printf("kivi decode (CUDA cores): worst relative error vs fp64 %.3g\n", worst);
+}
+
+TEST(CudaKivi, RejectsBadArguments) {
+  DevBuf<std::uint8_t> pool(1 << 16), ws(1 << 16);
+  DevBuf<std::int32_t> pages(std::vector<std::int32_t>{0}), lens(std::vector<std::int32_t>{1});
+  DevBuf<float> q(128), out(128), x(128 * 64);
+  const CodecConfig kc = kivi_cfg(128, 2, 32, Role::kKey), vc = kivi_cfg(128, 2, 32, Role::kValue);
+  expect_invalid([&] { cuda::kivi_page_stride(kc, 16); }, "page_size");  // a key group spans 32 tokens
+  const cuda::PageTable pt{pages.p, 1, 32};
+  const std::size_t ks = cuda::kivi_page_stride(kc, 32), vs = cuda::kivi_page_stride(vc, 32);
+  expect_invalid([&] { cuda::kivi_append(kc, x.p, 1, 16, 1, lens.p, pt, {pool.p, ks}, nullptr); }, "num_new");
+  expect_invalid([&] { cuda::kivi_append(kc, x.p, 1, 32, 1, lens.p, pt, {pool.p, ks + 32}, nullptr); },
+                 "pool.page_stride");
+  CodecConfig bad = kc;
+  bad.bits = 5;
+  expect_invalid([&] { cuda::kivi_page_stride(bad, 32); }, "bits");
+  bad = vc;
+  bad.group_size = 48;  // does not divide 128
+  expect_invalid([&] { cuda::kivi_page_stride(bad, 32); }, "group_size");
+  bad = kc;
+  bad.method = Method::kTurboMse;
+  expect_invalid([&] { cuda::kivi_page_stride(bad, 32); }, "method");
+  cuda::DecodeArgs a;
+  a.batch = 1, a.num_heads = 1, a.num_kv_heads = 1, a.head_dim = 128, a.q = q.p, a.out = out.p;
+  a.seq_lens = lens.p, a.max_seq_len = 1, a.softmax_scale = 0.1f, a.workspace = ws.p;
+  expect_invalid([&] { cuda::kivi_decode(kc, vc, {pool.p, ks + 32}, {pool.p, vs}, pt, a, nullptr); },
+                 "kpool.page_stride");
+  expect_invalid([&] { cuda::kivi_decode(vc, vc, {pool.p, vs}, {pool.p, vs}, pt, a, nullptr); }, "role");
+  a.kernel = 1;
+  expect_invalid([&] { cuda::kivi_decode(kc, vc, {pool.p, ks}, {pool.p, vs}, pt, a, nullptr); }, "kernel");
+}
+
+}  // namespace
+}  // namespace turbokv::test
+
+int main(int argc, char** argv) { return turbokv::test::cuda_test_main(argc, argv, "test_cuda_kivi"); }
