@@ -529,7 +529,7 @@ void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpo
   auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {
     detail::launch_kivi_decode(hpw, shape, smem, s, a);
   };
-  // No staged tiles: shared memory for the subsets' merge only (smem_bytes with one 64-token stage).
+  // The kernel sizes its own shared memory (launch_kivi_decode); run's staged-tile size is unused.
   detail::run(where, args, ka.kcb, ka.vcb, 1, ka, nullptr, 1.0f, s, launch);
 }
 

@@ -149,28 +149,46 @@ __device__ __forceinline__ float code_at(const std::uint8_t* row, int j, int bit
   return static_cast<float>((w >> (bit & 7)) & ((1u << bits) - 1u));
 }
 
-/// x_hat = mn16 + scale16 * code, rounded as the reference's decode (product, then sum).
+/// x_hat = mn16 + scale16 * code, rounded as the reference's decode (product, then sum). par: the
+/// group's (mn16, scale16), 2-byte aligned (the scalars start right after the codes: at page size 1
+/// and rows of 4k + 2 bytes they are not 4-byte aligned).
 __device__ __forceinline__ float dequant(const std::uint8_t* par, float code) {
-  const __half2 p = *reinterpret_cast<const __half2*>(par);
-  return __fadd_rn(__low2float(p), __fmul_rn(__high2float(p), code));
+  const auto* h = reinterpret_cast<const std::uint16_t*>(par);
+  return __fadd_rn(half_to_float(h[0]), __fmul_rn(half_to_float(h[1]), code));
 }
 
-constexpr int kLaneChannels = 8;  // channels j = lane + 32 k of a lane, k < 8 (head_dim <= 256)
+constexpr int kKiviTile = 32;     // tokens per block step
+constexpr int kLaneChannels = 8;  // value channels j = lane + 32 k of a lane, k < 8 (head_dim <= 256)
 
-/// Decode: grid and subsets as decode_kernel (decode.cuh): 128 threads per subset of HPW query heads;
-/// warp w of a subset takes tokens t_begin + w, + 4, ...; lane l owns channels l + 32 k. Per token:
-/// the key row dequantized per lane, the dot products reduced over the warp, online softmax (every
-/// lane holds the same running max and sum), the value row dequantized and accumulated.
+/// Shared memory of kivi_decode_kernel: the block's scaled queries [4 nsub_block][D], the step's
+/// dequantized keys and values [kKiviTile][D + 4] each (rows of an odd number of 16-byte units:
+/// the lanes' float4 reads of 32 different rows hit distinct bank groups), P [4 nsub_block][32].
+inline std::size_t kivi_smem(int d, int nsub_block) {
+  return (std::size_t(4) * nsub_block * d + 2 * std::size_t(kKiviTile) * (d + 4) + 4 * nsub_block * kKiviTile) *
+         sizeof(float);
+}
+
+/// Decode: grid and head subsets as decode_kernel (decode.cuh; 128 threads per subset of HPW query
+/// heads, up to 2 subsets per block). Per step of 32 tokens the whole block dequantizes the keys and
+/// values once (one element per thread and pass, 2-byte loads) into shared memory (the query heads of
+/// the block share them); then warp w of a subset serves head w (w < HPW): lane = token for the
+/// scores (float4 dot products), one running max / sum per warp updated once per step, lanes over
+/// channels for the values. Each warp writes its head's split partials itself.
 template <int HPW>
 __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) kivi_decode_kernel(const DecodeKernelArgs a) {
-  extern __shared__ __align__(16) std::uint8_t smem[];
-  const int D = a.head_dim;
+  extern __shared__ __align__(16) float sm[];
+  const int D = a.head_dim, DS = D + 4;
   const int split = blockIdx.x;
   const int b = blockIdx.y / a.num_kv_heads, g = blockIdx.y % a.num_kv_heads;
-  const int tid = threadIdx.x, nsub_block = blockDim.x / kSubThreads;
-  const int sub_local = tid / kSubThreads, sub = blockIdx.z * kMaxSubPerBlock + sub_local;
-  const bool sub_active = sub < a.nsub;
-  const int st = tid % kSubThreads, lane = tid % 32, warp = st / 32;
+  const int tid = threadIdx.x, nthr = blockDim.x, nsub_block = nthr / kSubThreads;
+  const int lane = tid % 32, wg = tid / 32, sub_local = wg / 4, hw = wg % 4;
+  const int sub = blockIdx.z * kMaxSubPerBlock + sub_local;
+  const int hg = sub * HPW + hw;
+  const bool active = sub < a.nsub && hw < HPW && hg < a.group;  // warp-uniform
+  float* s_q = sm;                           // [4 nsub_block][D]
+  float* s_k = s_q + 4 * nsub_block * D;     // [32][DS]
+  float* s_v = s_k + kKiviTile * DS;         // [32][DS]
+  float* s_p = s_v + kKiviTile * DS + wg * kKiviTile;  // this warp's [32]
 
   const int L = a.seq_lens[b];
   const int start = (a.window > 0 && L > a.window) ? L - a.window : 0;
@@ -179,88 +197,76 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) kivi_decode_kern
   chunk = (chunk + kTile - 1) / kTile * kTile;
   const int t_begin = start + split * chunk;
   const int t_end = min(L, t_begin + chunk);
+  const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg;
 
-  float q[HPW][kLaneChannels], acc[HPW][kLaneChannels], m[HPW], l[HPW];
+  for (int j = lane; j < D; j += 32)
+    s_q[wg * D + j] = active ? a.q[bh * D + j] * a.qscale : 0.0f;
+  float m = -INFINITY, l = 0.0f, acc[kLaneChannels];
 #pragma unroll
-  for (int h = 0; h < HPW; ++h) {
-    const int hg = sub * HPW + h;
-    m[h] = -INFINITY, l[h] = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kLaneChannels; ++k) {
-      const int j = lane + 32 * k;
-      q[h][k] = (sub_active && hg < a.group && j < D)
-                    ? a.q[(static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg) * D + j] * a.qscale
-                    : 0.0f;
-      acc[h][k] = 0.0f;
-    }
-  }
+  for (int k = 0; k < kLaneChannels; ++k) acc[k] = 0.0f;
   const std::int32_t* pt = a.pages + static_cast<std::size_t>(b) * a.max_pages;
   const int ps = 1 << a.page_shift, pmask = ps - 1, vng = D / a.vgroup;
-  if (sub_active) {
-    for (int t = t_begin + warp; t < t_end; t += 4) {
+  for (int t0 = t_begin; t0 < t_end; t0 += kKiviTile) {
+    const int n = min(kKiviTile, t_end - t0);
+    __syncthreads();  // the previous step's keys and values are consumed
+    for (int idx = tid; idx < n * D; idx += nthr) {
+      const int tt = idx / D, j = idx - tt * D, t = t0 + tt;
       const int page = __ldg(pt + (t >> a.page_shift)), slot = t & pmask;
-      const std::uint8_t* kb = a.kpool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * a.kstride;
-      const std::uint8_t* vb = a.vpool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * a.vstride;
-      const std::uint8_t* krow = kb + static_cast<std::size_t>(slot) * a.kcb;
-      const std::uint8_t* kpar = kb + static_cast<std::size_t>(ps) * a.kcb + 4 * static_cast<std::size_t>(slot / a.kgroup) * D;
-      float dot[HPW];
-#pragma unroll
-      for (int h = 0; h < HPW; ++h) dot[h] = 0.0f;
-#pragma unroll
-      for (int k = 0; k < kLaneChannels; ++k) {
-        const int j = lane + 32 * k;
-        if (j < D) {
-          const float x = dequant(kpar + 4 * j, code_at(krow, j, a.kbits));
-#pragma unroll
-          for (int h = 0; h < HPW; ++h) dot[h] = fmaf(q[h][k], x, dot[h]);
-        }
-      }
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1)
-#pragma unroll
-        for (int h = 0; h < HPW; ++h) dot[h] += __shfl_xor_sync(0xffffffffu, dot[h], off);
-      const std::uint8_t* vrow = vb + static_cast<std::size_t>(slot) * a.vcb;
-      const std::uint8_t* vpar = vb + static_cast<std::size_t>(ps) * a.vcb + 4 * static_cast<std::size_t>(slot) * vng;
-      float vv[kLaneChannels];
-#pragma unroll
-      for (int k = 0; k < kLaneChannels; ++k) {
-        const int j = lane + 32 * k;
-        vv[k] = j < D ? dequant(vpar + 4 * (j / a.vgroup), code_at(vrow, j, a.vbits)) : 0.0f;
-      }
-#pragma unroll
-      for (int h = 0; h < HPW; ++h) {
-        const float s = soft_cap(a, dot[h]);
-        if (s > m[h]) {
-          const float f = exp2f(m[h] - s);
-          l[h] *= f;
-#pragma unroll
-          for (int k = 0; k < kLaneChannels; ++k) acc[h][k] *= f;
-          m[h] = s;
-        }
-        const float p = exp2f(s - m[h]);
-        l[h] += p;
-#pragma unroll
-        for (int k = 0; k < kLaneChannels; ++k) acc[h][k] = fmaf(p, vv[k], acc[h][k]);
-      }
+      const std::size_t blk = static_cast<std::size_t>(page) * a.num_kv_heads + g;
+      const std::uint8_t* kb = a.kpool + blk * a.kstride;
+      const std::uint8_t* vb = a.vpool + blk * a.vstride;
+      s_k[tt * DS + j] = dequant(kb + static_cast<std::size_t>(ps) * a.kcb + 4 * (static_cast<std::size_t>(slot / a.kgroup) * D + j),
+                                 code_at(kb + static_cast<std::size_t>(slot) * a.kcb, j, a.kbits));
+      s_v[tt * DS + j] = dequant(vb + static_cast<std::size_t>(ps) * a.vcb + 4 * (static_cast<std::size_t>(slot) * vng + j / a.vgroup),
+                                 code_at(vb + static_cast<std::size_t>(slot) * a.vcb, j, a.vbits));
     }
+    __syncthreads();
+    if (!active) continue;
+    float s = -INFINITY;
+    if (lane < n) {
+      const float4* kr = reinterpret_cast<const float4*>(s_k + lane * DS);
+      const float4* qr = reinterpret_cast<const float4*>(s_q + wg * D);
+      float dot = 0.0f;
+      for (int j4 = 0; j4 < D / 4; ++j4) {
+        const float4 kv = kr[j4], qv = qr[j4];
+        dot = fmaf(qv.x, kv.x, dot);
+        dot = fmaf(qv.y, kv.y, dot);
+        dot = fmaf(qv.z, kv.z, dot);
+        dot = fmaf(qv.w, kv.w, dot);
+      }
+      s = soft_cap(a, dot);
+    }
+    float mt = s;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+    const float mn = fmaxf(m, mt);
+    const float f = exp2f(m - mn);  // m = -inf: 0
+    const float p = lane < n ? exp2f(s - mn) : 0.0f;
+    float ps_sum = p;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) ps_sum += __shfl_xor_sync(0xffffffffu, ps_sum, off);
+    l = l * f + ps_sum;
+    m = mn;
+    s_p[lane] = p;
+    __syncwarp();
+#pragma unroll
+    for (int k = 0; k < kLaneChannels; ++k) acc[k] *= f;
+    for (int tt = 0; tt < n; ++tt) {
+      const float w = s_p[tt];
+#pragma unroll
+      for (int k = 0; k < kLaneChannels; ++k)
+        if (lane + 32 * k < D) acc[k] = fmaf(w, s_v[tt * DS + lane + 32 * k], acc[k]);
+    }
+    __syncwarp();
   }
-  float* s_acc = reinterpret_cast<float*>(smem);                       // [nsub_block][4][HPW][D]
-  float* s_ml = s_acc + nsub_block * 4 * HPW * D;                      // [nsub_block][4][HPW][2]
+  if (!active) return;
 #pragma unroll
-  for (int h = 0; h < HPW; ++h) {
-#pragma unroll
-    for (int k = 0; k < kLaneChannels; ++k) {
-      const int j = lane + 32 * k;
-      if (j < D) s_acc[((sub_local * 4 + warp) * HPW + h) * D + j] = acc[h][k];
-    }
-    if (lane == 0) {
-      s_ml[((sub_local * 4 + warp) * HPW + h) * 2] = m[h];
-      s_ml[((sub_local * 4 + warp) * HPW + h) * 2 + 1] = l[h];
-    }
+  for (int k = 0; k < kLaneChannels; ++k)
+    if (lane + 32 * k < D) a.ws_acc[(bh * a.num_splits + split) * D + lane + 32 * k] = acc[k];
+  if (lane == 0) {
+    a.ws_ml[(bh * a.num_splits + split) * 2] = m;
+    a.ws_ml[(bh * a.num_splits + split) * 2 + 1] = l;
   }
-  __syncthreads();
-  if (!sub_active) return;
-  detail::store_subset_partials<HPW>(a, s_acc, s_ml, sub_local, sub, st, b, g, split);
 }
 
 void check_kivi(const char* where, const CodecConfig& cfg) {
@@ -292,8 +298,9 @@ void launch_kivi_append(const CodecConfig& cfg, const KiviAppendArgs& a, int tot
 }  // namespace
 
 namespace detail {
-void launch_kivi_decode(int hpw, const LaunchShape& shape, std::size_t smem, cudaStream_t s,
-                        const DecodeKernelArgs& a) {
+void launch_kivi_decode(int hpw, const LaunchShape& shape, std::size_t /*smem of the staged kernels*/,
+                        cudaStream_t s, const DecodeKernelArgs& a) {
+  const std::size_t smem = kivi_smem(a.head_dim, static_cast<int>(shape.block.x) / kSubThreads);
   switch (hpw) {
     case 1: return launch_cached(kivi_decode_kernel<1>, shape, smem, s, a);
     case 2: return launch_cached(kivi_decode_kernel<2>, shape, smem, s, a);
