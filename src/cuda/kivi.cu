@@ -203,41 +203,34 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) kivi_decode_kern
   for (int t0 = t_begin; t0 < t_end; t0 += kKiviTile) {
     const int n = min(kKiviTile, t_end - t0);
     __syncthreads();  // the previous step's keys and values are consumed
-    // kStageU elements per thread and pass with all their loads issued before any is used (one
-    // element at a time, each pass waited for its loads: 16.4 ms at b16 x 64k d128 2-bit, run s10-3).
-    constexpr int kStageU = 8;
-    for (int idx0 = tid; idx0 < n * D; idx0 += kStageU * nthr) {
-      unsigned kw[kStageU], vw[kStageU], kp[kStageU], vp[kStageU];
+    // Warp w of the block stages tokens w, w + W, ... (the page id, row and scalar pointers once per
+    // token), lanes over channels: a field's two bytes and its group's (mn16, scale16) halves. (Run
+    // s10-3/s10-4: one element per thread with its token, page and group recomputed by integer
+    // divisions took 16-18 ms at b16 x 64k d128.)
+    const int nw = nthr / 32;
+    for (int tt = wg; tt < n; tt += nw) {
+      const int t = t0 + tt;
+      const int page = __ldg(pt + (t >> a.page_shift)), slot = t & pmask;
+      const std::size_t blk = static_cast<std::size_t>(page) * a.num_kv_heads + g;
+      const std::uint8_t* kb = a.kpool + blk * a.kstride;
+      const std::uint8_t* vb = a.vpool + blk * a.vstride;
+      const std::uint8_t* kr = kb + static_cast<std::size_t>(slot) * a.kcb;
+      const std::uint8_t* vr = vb + static_cast<std::size_t>(slot) * a.vcb;
+      const auto* kq = reinterpret_cast<const std::uint16_t*>(kb + static_cast<std::size_t>(ps) * a.kcb) +
+                       2 * static_cast<std::size_t>(slot / a.kgroup) * D;
+      const auto* vq = reinterpret_cast<const std::uint16_t*>(vb + static_cast<std::size_t>(ps) * a.vcb) +
+                       2 * static_cast<std::size_t>(slot) * vng;
 #pragma unroll
-      for (int u = 0; u < kStageU; ++u) {
-        const int idx = idx0 + u * nthr;
-        kw[u] = vw[u] = kp[u] = vp[u] = 0;
-        if (idx < n * D) {
-          const int tt = idx / D, j = idx - tt * D, t = t0 + tt;
-          const int page = __ldg(pt + (t >> a.page_shift)), slot = t & pmask;
-          const std::size_t blk = static_cast<std::size_t>(page) * a.num_kv_heads + g;
-          const std::uint8_t* kb = a.kpool + blk * a.kstride;
-          const std::uint8_t* vb = a.vpool + blk * a.vstride;
-          const int kbit = j * a.kbits, vbit = j * a.vbits;
-          const std::uint8_t* kr = kb + static_cast<std::size_t>(slot) * a.kcb + (kbit >> 3);
-          const std::uint8_t* vr = vb + static_cast<std::size_t>(slot) * a.vcb + (vbit >> 3);
-          kw[u] = (kr[0] | (static_cast<unsigned>(kr[1]) << 8)) >> (kbit & 7);
-          vw[u] = (vr[0] | (static_cast<unsigned>(vr[1]) << 8)) >> (vbit & 7);
-          const auto* kq = reinterpret_cast<const std::uint16_t*>(
-              kb + static_cast<std::size_t>(ps) * a.kcb + 4 * (static_cast<std::size_t>(slot / a.kgroup) * D + j));
-          const auto* vq = reinterpret_cast<const std::uint16_t*>(
-              vb + static_cast<std::size_t>(ps) * a.vcb + 4 * (static_cast<std::size_t>(slot) * vng + j / a.vgroup));
-          kp[u] = kq[0] | (static_cast<unsigned>(kq[1]) << 16);
-          vp[u] = vq[0] | (static_cast<unsigned>(vq[1]) << 16);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kStageU; ++u) {
-        const int idx = idx0 + u * nthr;
-        if (idx < n * D) {
-          const int tt = idx / D, j = idx - tt * D;
-          s_k[tt * DS + j] = dequant(kp[u], static_cast<float>(kw[u] & ((1u << a.kbits) - 1u)));
-          s_v[tt * DS + j] = dequant(vp[u], static_cast<float>(vw[u] & ((1u << a.vbits) - 1u)));
+      for (int k = 0; k < kLaneChannels; ++k) {
+        const int j = lane + 32 * k;
+        if (j < D) {
+          const int kbit = j * a.kbits, vbit = j * a.vbits, vgi = j / a.vgroup;
+          const unsigned kw = (kr[kbit >> 3] | (static_cast<unsigned>(kr[(kbit >> 3) + 1]) << 8)) >> (kbit & 7);
+          const unsigned vw = (vr[vbit >> 3] | (static_cast<unsigned>(vr[(vbit >> 3) + 1]) << 8)) >> (vbit & 7);
+          const unsigned kp = kq[2 * j] | (static_cast<unsigned>(kq[2 * j + 1]) << 16);
+          const unsigned vp = vq[2 * vgi] | (static_cast<unsigned>(vq[2 * vgi + 1]) << 16);
+          s_k[tt * DS + j] = dequant(kp, static_cast<float>(kw & ((1u << a.kbits) - 1u)));
+          s_v[tt * DS + j] = dequant(vp, static_cast<float>(vw & ((1u << a.vbits) - 1u)));
         }
       }
     }
