@@ -7,6 +7,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "decode.cuh"
 #include "turbokv/cuda_kivi.h"
 #include "turbokv/error.h"
@@ -152,7 +154,6 @@ __device__ __forceinline__ float dequant(unsigned par, float code) {
 }
 
 constexpr int kKiviTile = 32;     // tokens per block step
-constexpr int kLaneChannels = 8;  // value channels j = lane + 32 k of a lane, k < 8 (head_dim <= 256)
 
 /// Shared memory of kivi_decode_kernel: the block's scaled queries [4 nsub_block][D], the step's
 /// dequantized keys and values [kKiviTile][D + 4] each (rows of an odd number of 16-byte units:
@@ -168,8 +169,11 @@ inline std::size_t kivi_smem(int d, int nsub_block) {
 /// the block share them); then warp w of a subset serves head w (w < HPW): lane = token for the
 /// scores (float4 dot products), one running max / sum per warp updated once per step, lanes over
 /// channels for the values. Each warp writes its head's split partials itself.
-template <int HPW>
+/// KC = ceil(head_dim / 32): the channels j = lane + 32 k (k < KC) of a lane (a template constant:
+/// with a runtime bound of 8 the loops issued 8 predicated iterations at every head_dim).
+template <int HPW, int KC>
 __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) kivi_decode_kernel(const DecodeKernelArgs a) {
+  constexpr int kLaneChannels = KC;
   extern __shared__ __align__(16) float sm[];
   const int D = a.head_dim, DS = D + 4;
   const int split = blockIdx.x;
@@ -315,11 +319,24 @@ namespace detail {
 void launch_kivi_decode(int hpw, const LaunchShape& shape, std::size_t /*smem of the staged kernels*/,
                         cudaStream_t s, const DecodeKernelArgs& a) {
   const std::size_t smem = kivi_smem(a.head_dim, static_cast<int>(shape.block.x) / kSubThreads);
+  auto go = [&](auto hpw_c) {
+    constexpr int H = decltype(hpw_c)::value;
+    switch ((a.head_dim + 31) / 32) {
+      case 2: return launch_cached(kivi_decode_kernel<H, 2>, shape, smem, s, a);
+      case 3: return launch_cached(kivi_decode_kernel<H, 3>, shape, smem, s, a);
+      case 4: return launch_cached(kivi_decode_kernel<H, 4>, shape, smem, s, a);
+      case 5: return launch_cached(kivi_decode_kernel<H, 5>, shape, smem, s, a);
+      case 6: return launch_cached(kivi_decode_kernel<H, 6>, shape, smem, s, a);
+      case 7: return launch_cached(kivi_decode_kernel<H, 7>, shape, smem, s, a);
+      case 8: return launch_cached(kivi_decode_kernel<H, 8>, shape, smem, s, a);
+    }
+    throw std::logic_error("launch_kivi_decode: head_dim out of range");
+  };
   switch (hpw) {
-    case 1: return launch_cached(kivi_decode_kernel<1>, shape, smem, s, a);
-    case 2: return launch_cached(kivi_decode_kernel<2>, shape, smem, s, a);
-    case 3: return launch_cached(kivi_decode_kernel<3>, shape, smem, s, a);
-    case 4: return launch_cached(kivi_decode_kernel<4>, shape, smem, s, a);
+    case 1: return go(std::integral_constant<int, 1>{});
+    case 2: return go(std::integral_constant<int, 2>{});
+    case 3: return go(std::integral_constant<int, 3>{});
+    case 4: return go(std::integral_constant<int, 4>{});
   }
   throw std::logic_error("launch_kivi_decode: hpw out of range");
 }
