@@ -525,6 +525,8 @@ void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpo
   ka.kgroup = kcfg.group_size, ka.vgroup = vcfg.group_size;
   ka.kbits = static_cast<int>(kcfg.bits), ka.vbits = static_cast<int>(vcfg.bits);
   ka.kcb = args.head_dim * ka.kbits / 8, ka.vcb = args.head_dim * ka.vbits / 8;
+  ka.head_dim = args.head_dim;  // the launcher sizes shared memory and picks the instance from it (also
+                                // for run's occupancy query, made before fill_kernel_args)
   const cudaStream_t s = detail::stream_of(stream);
   auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {
     detail::launch_kivi_decode(hpw, shape, smem, s, a);
