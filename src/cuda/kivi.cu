@@ -211,10 +211,14 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) kivi_decode_kern
     // token), lanes over channels: a field's two bytes and its group's (mn16, scale16) halves. (Run
     // s10-3/s10-4: one element per thread with its token, page and group recomputed by integer
     // divisions took 16-18 ms at b16 x 64k d128.)
+    // The step's page ids: lane l loads token t0 + l's (one coalesced load), a token's is a shuffle.
     const int nw = nthr / 32;
-    for (int tt = wg; tt < n; tt += nw) {
-      const int t = t0 + tt;
-      const int page = __ldg(pt + (t >> a.page_shift)), slot = t & pmask;
+    const int my_page = lane < n ? __ldg(pt + ((t0 + lane) >> a.page_shift)) : 0;
+#pragma unroll 4
+    for (int tt = wg; tt < kKiviTile; tt += nw) {
+      const int page = __shfl_sync(0xffffffffu, my_page, tt);
+      if (tt >= n) break;  // warp-uniform
+      const int t = t0 + tt, slot = t & pmask;
       const std::size_t blk = static_cast<std::size_t>(page) * a.num_kv_heads + g;
       const std::uint8_t* kb = a.kpool + blk * a.kstride;
       const std::uint8_t* vb = a.vpool + blk * a.vstride;
