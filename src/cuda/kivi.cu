@@ -148,9 +148,14 @@ __global__ void __launch_bounds__(32 * kValueWarps) kivi_value_append_kernel(con
 /// (1, 2, 3, 4 or 8) lies in the two bytes from bit j b (the second inside the block: a row is
 /// followed by more rows or the block's scalars); the scalars are read as 2-byte halves (they start
 /// right after the codes: at page size 1 and rows of 4k + 2 bytes not 4-byte aligned).
+/// The fp16 -> fp32 conversions are the hardware's (exact; half.h's portable half_to_float cost ~20
+/// instructions each and made the decode issue-bound: 692 instructions per token and KV head, ncu run
+/// s10-9).
 __device__ __forceinline__ float dequant(unsigned par, float code) {
-  return __fadd_rn(half_to_float(static_cast<std::uint16_t>(par & 0xffffu)),
-                   __fmul_rn(half_to_float(static_cast<std::uint16_t>(par >> 16)), code));
+  __half2 h;
+  memcpy(&h, &par, 4);
+  const float2 f = __half22float2(h);
+  return __fadd_rn(f.x, __fmul_rn(f.y, code));
 }
 
 constexpr int kKiviTile = 32;     // tokens per block step
@@ -204,6 +209,9 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) kivi_decode_kern
   for (int k = 0; k < kLaneChannels; ++k) acc[k] = 0.0f;
   const std::int32_t* pt = a.pages + static_cast<std::size_t>(b) * a.max_pages;
   const int ps = 1 << a.page_shift, pmask = ps - 1, vng = D / a.vgroup;
+  int vgi[kLaneChannels];  // value channel group of each of the lane's channels (no division per element)
+#pragma unroll
+  for (int k = 0; k < kLaneChannels; ++k) vgi[k] = (lane + 32 * k) / a.vgroup;
   for (int t0 = t_begin; t0 < t_end; t0 += kKiviTile) {
     const int n = min(kKiviTile, t_end - t0);
     __syncthreads();  // the previous step's keys and values are consumed
@@ -232,11 +240,11 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) kivi_decode_kern
       for (int k = 0; k < kLaneChannels; ++k) {
         const int j = lane + 32 * k;
         if (j < D) {
-          const int kbit = j * a.kbits, vbit = j * a.vbits, vgi = j / a.vgroup;
+          const int kbit = j * a.kbits, vbit = j * a.vbits;
           const unsigned kw = (kr[kbit >> 3] | (static_cast<unsigned>(kr[(kbit >> 3) + 1]) << 8)) >> (kbit & 7);
           const unsigned vw = (vr[vbit >> 3] | (static_cast<unsigned>(vr[(vbit >> 3) + 1]) << 8)) >> (vbit & 7);
           const unsigned kp = kq[2 * j] | (static_cast<unsigned>(kq[2 * j + 1]) << 16);
-          const unsigned vp = vq[2 * vgi] | (static_cast<unsigned>(vq[2 * vgi + 1]) << 16);
+          const unsigned vp = vq[2 * vgi[k]] | (static_cast<unsigned>(vq[2 * vgi[k] + 1]) << 16);
           s_k[tt * DS + j] = dequant(kp, static_cast<float>(kw & ((1u << a.kbits) - 1u)));
           s_v[tt * DS + j] = dequant(vp, static_cast<float>(vw & ((1u << a.vbits) - 1u)));
         }
