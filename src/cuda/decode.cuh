@@ -20,6 +20,7 @@
 
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 
 #include "common.cuh"
@@ -183,46 +184,29 @@ __device__ __forceinline__ void issue_rows_strided(std::uint8_t* s_codes, int rs
     for (int c = tid; c < chunks; c += nthr) cp_async_n<16>(s_codes + 16 * c, base + 16 * c);
   } else {
     const int pmask = (1 << a.page_shift) - 1;
-    if (cb % 16 == 0) {
-      const int cpt = cb / 16, chunks = n * cpt;
+    // Rows in CH-byte chunks (the largest of 16, 8, 4 dividing cb), each from its token's page. Rows
+    // of 2 mod 4 bytes are only 2-byte aligned in a page and cp.async copies 4, 8 or 16 bytes: those
+    // are plain 2-byte loads and stores (the stage was consumed before this issue's barrier, and the
+    // consumer's barrier after cp_async_wait orders them).
+    auto rows = [&](auto ch_c) {
+      constexpr int CH = decltype(ch_c)::value;
+      const int cpt = cb / CH, chunks = n * cpt;
       for (int c = tid; c < chunks; c += nthr) {
         const int tok = c / cpt, piece = c - tok * cpt, pos = t0 + tok;
         const int page = pg[(pos >> a.page_shift) - first];
         const std::uint8_t* src = pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * stride +
-                                  static_cast<std::size_t>(pos & pmask) * cb + 16 * piece;
-        cp_async_n<16>(s_codes + tok * rs + 16 * piece, src);
+                                  static_cast<std::size_t>(pos & pmask) * cb + CH * piece;
+        if constexpr (CH >= 4)
+          cp_async_n<CH>(s_codes + tok * rs + CH * piece, src);
+        else
+          *reinterpret_cast<std::uint16_t*>(s_codes + tok * rs + CH * piece) =
+              *reinterpret_cast<const std::uint16_t*>(src);
       }
-    } else if (cb % 8 == 0) {
-      const int cpt = cb / 8, chunks = n * cpt;
-      for (int c = tid; c < chunks; c += nthr) {
-        const int tok = c / cpt, piece = c - tok * cpt, pos = t0 + tok;
-        const int page = pg[(pos >> a.page_shift) - first];
-        const std::uint8_t* src = pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * stride +
-                                  static_cast<std::size_t>(pos & pmask) * cb + 8 * piece;
-        cp_async_n<8>(s_codes + tok * rs + 8 * piece, src);
-      }
-    } else if (cb % 4 == 0) {
-      const int cpt = cb / 4, chunks = n * cpt;
-      for (int c = tid; c < chunks; c += nthr) {
-        const int tok = c / cpt, piece = c - tok * cpt, pos = t0 + tok;
-        const int page = pg[(pos >> a.page_shift) - first];
-        const std::uint8_t* src = pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * stride +
-                                  static_cast<std::size_t>(pos & pmask) * cb + 4 * piece;
-        cp_async_n<4>(s_codes + tok * rs + 4 * piece, src);
-      }
-    } else {
-      // Rows of 2 mod 4 bytes are only 2-byte aligned in a page; cp.async copies 4, 8 or 16 bytes, so
-      // these are plain loads and stores (the stage was consumed before this issue's barrier, and the
-      // consumer's barrier after cp_async_wait orders them).
-      const int cpt = cb / 2, chunks = n * cpt;
-      for (int c = tid; c < chunks; c += nthr) {
-        const int tok = c / cpt, piece = c - tok * cpt, pos = t0 + tok;
-        const int page = pg[(pos >> a.page_shift) - first];
-        const std::uint8_t* src = pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * stride +
-                                  static_cast<std::size_t>(pos & pmask) * cb + 2 * piece;
-        *reinterpret_cast<std::uint16_t*>(s_codes + tok * rs + 2 * piece) = *reinterpret_cast<const std::uint16_t*>(src);
-      }
-    }
+    };
+    if (cb % 16 == 0) rows(std::integral_constant<int, 16>{});
+    else if (cb % 8 == 0) rows(std::integral_constant<int, 8>{});
+    else if (cb % 4 == 0) rows(std::integral_constant<int, 4>{});
+    else rows(std::integral_constant<int, 2>{});
     if constexpr (F::kHasNorm) {
       // The aligned 4-byte word holding each token's fp16 norm (its half: see norm_at).
       for (int i = tid; i < n; i += nthr) {
@@ -234,6 +218,18 @@ __device__ __forceinline__ void issue_rows_strided(std::uint8_t* s_codes, int rs
       }
     }
   }
+}
+
+/// Tokens [t_begin, t_end) of split `split` of sequence b in the CUDA-core kernels: the window's
+/// range (the last `window` tokens, or all) cut into num_splits chunks of whole kTile tiles.
+__device__ __forceinline__ void split_range(const DecodeKernelArgs& a, int b, int split, int& t_begin, int& t_end) {
+  const int L = a.seq_lens[b];
+  const int start = (a.window > 0 && L > a.window) ? L - a.window : 0;
+  const int len = L - start;
+  int chunk = (len + a.num_splits - 1) / a.num_splits;
+  chunk = (chunk + kTile - 1) / kTile * kTile;
+  t_begin = start + split * chunk;
+  t_end = min(L, t_begin + chunk);
 }
 
 /// The fp16 norm of token pos from its staged 4-byte word: blocks start 16-byte
@@ -313,13 +309,8 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
   float* scratch = reinterpret_cast<float*>(stages + kStages * stage_bytes);
 
   // This split's token range.
-  const int L = a.seq_lens[b];
-  const int start = (a.window > 0 && L > a.window) ? L - a.window : 0;
-  const int len = L - start;
-  int chunk = (len + a.num_splits - 1) / a.num_splits;
-  chunk = (chunk + kTile - 1) / kTile * kTile;
-  const int t_begin = start + split * chunk;
-  const int t_end = min(L, t_begin + chunk);
+  int t_begin, t_end;
+  split_range(a, b, split, t_begin, t_end);
   const int ntiles = t_begin < t_end ? (t_end - t_begin + kTile - 1) / kTile : 0;
 
   const PageRing ring{s_pg, KF::kContiguous ? nullptr : a.pages + static_cast<std::size_t>(b) * a.max_pages,

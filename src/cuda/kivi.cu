@@ -21,7 +21,6 @@ namespace {
 using detail::DecodeKernelArgs;
 using detail::kMaxSubPerBlock;
 using detail::kSubThreads;
-using detail::kTile;
 using detail::soft_cap;
 
 struct KiviAppendArgs {
@@ -193,13 +192,8 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) kivi_decode_kern
   float* s_v = s_k + kKiviTile * DS;         // [32][DS]
   float* s_p = s_v + kKiviTile * DS + wg * kKiviTile;  // this warp's [32]
 
-  const int L = a.seq_lens[b];
-  const int start = (a.window > 0 && L > a.window) ? L - a.window : 0;
-  const int len = L - start;
-  int chunk = (len + a.num_splits - 1) / a.num_splits;
-  chunk = (chunk + kTile - 1) / kTile * kTile;
-  const int t_begin = start + split * chunk;
-  const int t_end = min(L, t_begin + chunk);
+  int t_begin, t_end;
+  detail::split_range(a, b, split, t_begin, t_end);
   const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg;
 
   for (int j = lane; j < D; j += 32)

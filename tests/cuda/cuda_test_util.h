@@ -15,6 +15,7 @@
 #include "turbokv/attention.h"
 #include "turbokv/codec.h"
 #include "turbokv/cuda.h"
+#include "turbokv/half.h"
 #include "turbokv/rng.h"
 
 namespace turbokv::test {
@@ -63,6 +64,27 @@ struct DevBuf {
   }
   void fill_byte(int b) { TKV_TEST_CUDA(cudaMemset(p, b, bytes() ? bytes() : 1)); }
 };
+
+/// Rounds x in place to the 16-bit type io (fp16 or bf16; nearest even), so a reference fed x sees
+/// exactly what a kernel widens from the returned bits; fp32: x unchanged, all-zero bits.
+inline std::vector<std::uint16_t> round_to_io(std::vector<float>& x, cuda::IoType io) {
+  std::vector<std::uint16_t> h(x.size());
+  if (io == cuda::IoType::kF32) return h;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    h[i] = io == cuda::IoType::kF16 ? float_to_half(x[i]) : float_to_bf16(x[i]);
+    x[i] = io == cuda::IoType::kF16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
+  }
+  return h;
+}
+
+/// A decode's output as fp32: out32 (io fp32) or the 16-bit out16 widened.
+inline std::vector<float> download_out(const DevBuf<float>& out32, const DevBuf<std::uint16_t>& out16,
+                                       cuda::IoType io) {
+  if (io == cuda::IoType::kF32) return out32.download();
+  std::vector<float> o;
+  for (auto h : out16.download()) o.push_back(io == cuda::IoType::kF16 ? half_to_float(h) : bf16_to_float(h));
+  return o;
+}
 
 /// A random permutation of 0..n-1 (physical page ids), seeded.
 inline std::vector<std::int32_t> permutation(std::size_t n, std::uint64_t seed) {

@@ -19,17 +19,6 @@ struct AppendCase {
   cuda::IoType io = cuda::IoType::kF32;  ///< type of the appended vectors
 };
 
-/// Rounds x to the 16-bit type in place (the reference then encodes exactly what the GPU widens)
-/// and returns the 16-bit bits.
-std::vector<std::uint16_t> to16(std::vector<float>& x, cuda::IoType io) {
-  std::vector<std::uint16_t> h(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    h[i] = io == cuda::IoType::kF16 ? float_to_half(x[i]) : float_to_bf16(x[i]);
-    x[i] = io == cuda::IoType::kF16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
-  }
-  return h;
-}
-
 void run_case(const AppendCase& c, std::uint64_t seed) {
   const int batch = 3, kvh = 3, d = c.head_dim;  // kvh 3: the kernel's index divisions by a non-power of two
   const std::vector<int> start = {0, 5, 33};
@@ -65,7 +54,7 @@ void run_case(const AppendCase& c, std::uint64_t seed) {
   auto x2 = awkward_rows(static_cast<std::size_t>(batch) * 1 * kvh, d, r);
   const bool io16 = c.io != cuda::IoType::kF32;
   std::vector<std::uint16_t> h1, h2;
-  if (io16) h1 = to16(x1, c.io), h2 = to16(x2, c.io);
+  if (io16) h1 = round_to_io(x1, c.io), h2 = round_to_io(x2, c.io);
   DevBuf<float> dx1(x1), dx2(x2);
   DevBuf<std::uint16_t> dh1(h1), dh2(h2);
   DevBuf<std::int32_t> dstart1(std::vector<std::int32_t>(start.begin(), start.end()));

@@ -90,12 +90,7 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   std::vector<float> q(static_cast<std::size_t>(batch) * nh * d);
   for (auto& v : q) v = static_cast<float>(r.normal()) * 2.0f;
   // 16-bit io: the kernel sees the rounded query; the reference gets the same values.
-  std::vector<std::uint16_t> q16(q.size());
-  if (c.io != cuda::IoType::kF32)
-    for (std::size_t i = 0; i < q.size(); ++i) {
-      q16[i] = c.io == cuda::IoType::kF16 ? float_to_half(q[i]) : float_to_bf16(q[i]);
-      q[i] = c.io == cuda::IoType::kF16 ? half_to_float(q16[i]) : bf16_to_float(q16[i]);
-    }
+  const std::vector<std::uint16_t> q16 = round_to_io(q, c.io);
   // Encode each (sequence, head) with the reference codec, scatter into pages.
   std::vector<std::vector<std::uint8_t>> kblk(batch * kvh), vblk(batch * kvh);
   for (int b = 0; b < batch; ++b)
@@ -146,15 +141,7 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     dout16.fill_byte(0xFF);  // NaN in fp16 and bf16
     a.kernel = kernel;
     cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, c.page_size}, a, nullptr);
-    if (io16) {
-      const auto o16 = dout16.download();
-      std::vector<float> o(o16.size());
-      for (std::size_t i = 0; i < o.size(); ++i)
-        o[i] = c.io == cuda::IoType::kF16 ? half_to_float(o16[i]) : bf16_to_float(o16[i]);
-      outs.push_back(o);
-    } else {
-      outs.push_back(dout.download());
-    }
+    outs.push_back(download_out(dout, dout16, c.io));
   }
 
   AttentionParams p;
@@ -431,12 +418,7 @@ double run_split_case(int d, double bits, int nh, int kvh, int page_size, std::v
   std::vector<std::uint8_t> kpool(table.size() * kvh * kstride, 0xA5), vpool(table.size() * kvh * vstride, 0xA5);
   std::vector<float> q(static_cast<std::size_t>(batch) * nh * d);
   for (auto& v : q) v = static_cast<float>(r.normal()) * 0.5f;
-  std::vector<std::uint16_t> q16(q.size());
-  if (io != cuda::IoType::kF32)
-    for (std::size_t i = 0; i < q.size(); ++i) {
-      q16[i] = io == cuda::IoType::kF16 ? float_to_half(q[i]) : float_to_bf16(q[i]);
-      q[i] = io == cuda::IoType::kF16 ? half_to_float(q16[i]) : bf16_to_float(q16[i]);
-    }
+  const std::vector<std::uint16_t> q16 = round_to_io(q, io);
   std::vector<std::vector<std::uint8_t>> kblk(batch * kvh), vblk(batch * kvh);
   for (int b = 0; b < batch; ++b)
     for (int g = 0; g < kvh; ++g) {
@@ -478,13 +460,7 @@ double run_split_case(int d, double bits, int nh, int kvh, int page_size, std::v
   a.workspace = ws.p;
   const cuda::PageTable pt{dtable.p, max_pages, page_size};
   cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, pt, a, nullptr);
-  std::vector<float> out;
-  if (io16) {
-    const auto o16 = dout16.download();
-    for (auto h : o16) out.push_back(io == cuda::IoType::kF16 ? half_to_float(h) : bf16_to_float(h));
-  } else {
-    out = dout.download();
-  }
+  const std::vector<float> out = download_out(dout, dout16, io);
   // Only the fp16 tensor-core kernel takes fractional widths; the others say so.
   for (int kernel : {1, 2}) {
     a.kernel = kernel;

@@ -103,13 +103,8 @@ double run_decode_case(const Fp8Case& c, std::uint64_t seed) {
   Rng r(seed);
   std::vector<float> q(static_cast<std::size_t>(batch) * c.nh * d);
   for (auto& v : q) v = static_cast<float>(r.normal()) * 0.3f;
-  std::vector<std::uint16_t> q16(q.size());
+  const std::vector<std::uint16_t> q16 = round_to_io(q, c.io);
   const bool io16 = c.io != cuda::IoType::kF32;
-  if (io16)
-    for (std::size_t i = 0; i < q.size(); ++i) {
-      q16[i] = c.io == cuda::IoType::kF16 ? float_to_half(q[i]) : float_to_bf16(q[i]);
-      q[i] = c.io == cuda::IoType::kF16 ? half_to_float(q16[i]) : bf16_to_float(q16[i]);
-    }
   std::vector<std::vector<std::uint8_t>> kblk(batch * c.kvh), vblk(batch * c.kvh);
   for (int b = 0; b < batch; ++b)
     for (int g = 0; g < c.kvh; ++g) {
@@ -151,12 +146,7 @@ double run_decode_case(const Fp8Case& c, std::uint64_t seed) {
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   cuda::fp8_decode({dk.p, stride}, {dv.p, stride}, {dtable.p, max_pages, c.page_size}, a, nullptr);
-  std::vector<float> out;
-  if (io16) {
-    for (auto h : dout16.download()) out.push_back(c.io == cuda::IoType::kF16 ? half_to_float(h) : bf16_to_float(h));
-  } else {
-    out = dout.download();
-  }
+  const std::vector<float> out = download_out(dout, dout16, c.io);
   AttentionParams p;
   p.softmax_scale = a.softmax_scale;
   p.window = c.window;

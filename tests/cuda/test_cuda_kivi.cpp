@@ -82,12 +82,7 @@ void run_append_case(const AppendCase& c, std::uint64_t seed) {
   const int nn[2] = {n1, n2};
   for (int part = 0; part < 2; ++part) {
     auto& x = xs[part];
-    std::vector<std::uint16_t> h(x.size());
-    if (c.io != cuda::IoType::kF32)
-      for (std::size_t i = 0; i < x.size(); ++i) {
-        h[i] = c.io == cuda::IoType::kF16 ? float_to_half(x[i]) : float_to_bf16(x[i]);
-        x[i] = c.io == cuda::IoType::kF16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
-      }
+    const std::vector<std::uint16_t> h = round_to_io(x, c.io);
     DevBuf<float> dx(x);
     DevBuf<std::uint16_t> dh(h);
     std::vector<std::int32_t> s(start.begin(), start.end());
@@ -168,13 +163,8 @@ double run_decode_case(const DecodeCase& c, std::uint64_t seed) {
   Rng r(seed);
   std::vector<float> q(static_cast<std::size_t>(batch) * c.nh * d);
   for (auto& v : q) v = static_cast<float>(r.normal()) * 0.5f;
-  std::vector<std::uint16_t> q16(q.size());
+  const std::vector<std::uint16_t> q16 = round_to_io(q, c.io);
   const bool io16 = c.io != cuda::IoType::kF32;
-  if (io16)
-    for (std::size_t i = 0; i < q.size(); ++i) {
-      q16[i] = c.io == cuda::IoType::kF16 ? float_to_half(q[i]) : float_to_bf16(q[i]);
-      q[i] = c.io == cuda::IoType::kF16 ? half_to_float(q16[i]) : bf16_to_float(q16[i]);
-    }
   // Each (sequence, head) encoded by the reference as one block (the last key group may be partial),
   // its rows and groups' scalars scattered into the pages.
   std::vector<std::vector<std::uint8_t>> kblk(batch * c.kvh), vblk(batch * c.kvh);
@@ -219,12 +209,7 @@ double run_decode_case(const DecodeCase& c, std::uint64_t seed) {
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   cuda::kivi_decode(kcfg, vcfg, {dk.p, ks}, {dv.p, vs}, {dtable.p, max_pages, c.page_size}, a, nullptr);
-  std::vector<float> out;
-  if (io16) {
-    for (auto h : dout16.download()) out.push_back(c.io == cuda::IoType::kF16 ? half_to_float(h) : bf16_to_float(h));
-  } else {
-    out = dout.download();
-  }
+  const std::vector<float> out = download_out(dout, dout16, c.io);
   AttentionParams p;
   p.softmax_scale = a.softmax_scale;
   p.window = c.window;
