@@ -150,7 +150,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
   TKV_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const std::string base_name = "fp16-flash-decode (ours)";
   // opt.methods filters the parts (empty = all): "tq-mse" (fp16 tensor-core decode), "3xtf32",
-  // "encode", "tq-prod"; the fp16 baseline always runs (every row's ratio is against it).
+  // "encode", "tq-prod", "fp8", "kivi"; the fp16 baseline always runs (every row's ratio is against it).
   for (const std::string& m : opt.methods)
     check_arg(m == "tq-mse" || m == "3xtf32" || m == "encode" || m == "tq-prod" || m == "fp8" || m == "kivi",
               "run_cuda_bench", "methods", m, "must be tq-mse, 3xtf32, encode, tq-prod, fp8 or kivi");
