@@ -1,4 +1,5 @@
-// turbokv — KIVI-style asymmetric integer groups on the GPU (src/cuda/kivi.cu):
+// turbokv — KIVI-style asymmetric integer groups on the GPU (src/cuda/kivi.cu; kivi_decode's host
+// side in src/cuda/decode.cu):
 // append straight into pages, byte-identical to the reference codec
 // (src/ref/kivi.cpp, formats.h "kivi"), and split-K decode attention on the
 // paged codes (the baseline KIVI paper's quantizer, Liu et al., arXiv
@@ -34,7 +35,9 @@ std::size_t kivi_page_stride(const CodecConfig& cfg, int page_size);
  * encode of each page's tokens (cfg.role picks key or value groups). x: device
  * [batch][num_new][num_kv_heads][head_dim] of type x_type (fp16 / bf16 widened exactly); start:
  * device int32 [batch], each sequence's first new position. Keys: start and num_new must be
- * multiples of G (whole groups; checked for num_new on the host, start is the caller's contract).
+ * multiples of G (whole groups; num_new is checked on the host; a group whose start is not a
+ * multiple of G is skipped on the device, its page left unchanged) and G * head_dim must be at most
+ * 49152 (a group's codes are staged in shared memory; kivi_page_stride and kivi_decode take larger G).
  * Inputs must be finite with group scales (max - min) / (2^b - 1) below 32768 (the reference throws;
  * here nothing checks). Throws std::invalid_argument naming the argument.
  */

@@ -636,7 +636,9 @@ void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_n
   check_arg(pool.page_stride == codec.page_stride(table.page_size), where, "pool.page_stride", pool.page_stride,
             "must equal codec.page_stride(page_size) (= tq_page_stride(page_size, code_bytes) for integer widths)");
   const long long total = 1LL * batch * num_new * num_kv_heads;
-  check_arg(total < (1LL << 31), where, "batch*num_new*num_kv_heads", total, "must be < 2^31");
+  // The kernels' grid-stride loops step int vector indices past total: keep them below 2^31.
+  check_arg(total <= (1LL << 31) - (1LL << 20), where, "batch*num_new*num_kv_heads", total,
+            "must be at most 2^31 - 2^20");
   if (total == 0) return;
   check_arg(x && start && table.pages && pool.data, where, "pointers", 0, "must be non-null device pointers");
   check_arg(x_type == IoType::kF32 || x_type == IoType::kF16 || x_type == IoType::kBf16, where, "x_type",

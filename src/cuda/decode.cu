@@ -511,13 +511,16 @@ void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const 
 void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpool, PagedPool vpool,
                  const PageTable& table, const DecodeArgs& args, Stream stream) {
   const char* where = "cuda::kivi_decode";
-  check_arg(kcfg.role == Role::kKey && vcfg.role == Role::kValue, where, "kcodec/vcodec role", 0,
+  check_arg(kcfg.role == Role::kKey && vcfg.role == Role::kValue, where, "kcodec/vcodec role",
+            turbokv::detail::concat(kcfg.role == Role::kKey ? "key" : "value", "/",
+                                    vcfg.role == Role::kKey ? "key" : "value"),
             "must be a key codec and a value codec");
   check_arg(kcfg.head_dim == args.head_dim && vcfg.head_dim == args.head_dim, where, "codec head_dim", kcfg.head_dim,
             "must equal args.head_dim for keys and values");
   check_arg(args.kernel == 0, where, "kernel", args.kernel, "must be 0 (KIVI has one CUDA-core kernel)");
   detail::check_page_size(where, table.page_size);
-  const std::size_t kstride = kivi_page_stride(kcfg, table.page_size), vstride = kivi_page_stride(vcfg, table.page_size);
+  const std::size_t kstride = detail::kivi_stride(where, kcfg, table.page_size),
+                    vstride = detail::kivi_stride(where, vcfg, table.page_size);
   detail::DecodeKernelArgs ka = paged_args(where, kpool, vpool, table, args, kstride,
                                            "must equal kivi_page_stride(kcodec, page_size)", vstride,
                                            "must equal kivi_page_stride(vcodec, page_size)");

@@ -10,7 +10,7 @@
 // Pi q and of the rotated-domain value accumulator; the others idle: head_dim 80,
 // 96, 112, ...); 128/TPT token slots. Tiles of 64 tokens are copied global ->
 // shared with cp.async (16-, 8- or 4-byte chunks as the row size allows; rows of
-// 2 mod 4 bytes (head_dim 80 or 112 at 1 or 3 bits) by plain 2-byte loads),
+// 2 mod 4 bytes (1 or 3 bits at head_dim 16 mod 32: 80, 112, 144, ...) by plain 2-byte loads),
 // double-buffered.
 #pragma once
 
@@ -240,8 +240,8 @@ __device__ __forceinline__ float norm_at(std::uint32_t word, int pos, int page_s
   return __half2float(__ushort_as_half(static_cast<unsigned short>(word >> (16 * hi))));
 }
 /// norm_at for any even code_bytes cb (head_dim a multiple of 16): the norms start at byte
-/// page_size * cb of the block, 2 mod 4 when page_size = 1 and cb = 2 mod 4 (head_dim 80 or 112 at
-/// 1 or 3 bits), so the norm's half is bit 1 of its byte offset page_size * cb + 2 (pos mod page_size).
+/// page_size * cb of the block, 2 mod 4 when page_size = 1 and cb = 2 mod 4 (1 or 3 bits at head_dim
+/// 16 mod 32: 80, 112, 144, ...), so the norm's half is bit 1 of its byte offset page_size * cb + 2 (pos mod page_size).
 __device__ __forceinline__ float norm_at_cb(std::uint32_t word, int pos, int page_shift, int cb) {
   const unsigned hi = ((((1u << page_shift) * static_cast<unsigned>(cb)) >> 1) + (pos & ((1 << page_shift) - 1))) & 1u;
   return __half2float(__ushort_as_half(static_cast<unsigned short>(word >> (16 * hi))));
@@ -553,6 +553,8 @@ void launch_f16_decode(int hpw, const LaunchShape&, std::size_t, cudaStream_t, c
 void launch_fp8_decode(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
 /// KIVI keys and values (src/cuda/kivi.cu), HPW 1..4.
 void launch_kivi_decode(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
+/// kivi_page_stride (cuda_kivi.h) with its argument errors attributed to `where`.
+std::size_t kivi_stride(const char* where, const CodecConfig& cfg, int page_size);
 
 template <int KB>
 void launch_tq_decode_kb(int vb, int hpw, const LaunchShape& shape, std::size_t smem, cudaStream_t s,

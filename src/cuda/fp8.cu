@@ -132,7 +132,9 @@ void fp8_append(int head_dim, const void* x, int batch, int num_new, int num_kv_
   check_arg(x_type == IoType::kF32 || x_type == IoType::kF16 || x_type == IoType::kBf16, where, "x_type",
             static_cast<int>(x_type), "must be kF32, kF16 or kBf16");
   const long long total = 1LL * batch * num_new * num_kv_heads;
-  check_arg(total < (1LL << 31), where, "batch*num_new*num_kv_heads", total, "must be < 2^31");
+  // The kernels' grid-stride loops step int vector indices past total: keep them below 2^31.
+  check_arg(total <= (1LL << 31) - (1LL << 20), where, "batch*num_new*num_kv_heads", total,
+            "must be at most 2^31 - 2^20");
   if (total == 0) return;
   check_arg(x && start && table.pages && pool.data, where, "pointers", 0, "must be non-null device pointers");
   const Fp8AppendArgs a{x,         static_cast<int>(total), FastDiv(num_kv_heads), FastDiv(num_new), start, table.pages,

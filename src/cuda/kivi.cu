@@ -74,6 +74,8 @@ __global__ void kivi_key_append_kernel(const KiviAppendArgs a) {
   const int g = blk_id % a.num_kv_heads, rest = blk_id / a.num_kv_heads;
   const int q = rest % ngroups, b = rest / ngroups;
   const int pos0 = __ldg(a.start + b) + q * G;
+  if (pos0 % G != 0) return;  // start not a multiple of G (the caller's contract): write nothing rather
+                              // than rows past the group's page block
   const int page = __ldg(a.pages + static_cast<std::size_t>(b) * a.max_pages + (pos0 >> a.page_shift));
   const int ps = 1 << a.page_shift, slot0 = pos0 & (ps - 1);
   std::uint8_t* blk = a.pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * a.stride;
@@ -348,8 +350,8 @@ void launch_kivi_decode(int hpw, const LaunchShape& shape, std::size_t /*smem of
 }
 }  // namespace detail
 
-std::size_t kivi_page_stride(const CodecConfig& cfg, int page_size) {
-  const char* where = "cuda::kivi_page_stride";
+namespace detail {
+std::size_t kivi_stride(const char* where, const CodecConfig& cfg, int page_size) {
   check_kivi(where, cfg);
   detail::check_page_size(where, page_size);
   const std::size_t ps = static_cast<std::size_t>(page_size), d = static_cast<std::size_t>(cfg.head_dim);
@@ -364,6 +366,11 @@ std::size_t kivi_page_stride(const CodecConfig& cfg, int page_size) {
   }
   return (ps * cb + 4 * scalars + 31) / 32 * 32;
 }
+}  // namespace detail
+
+std::size_t kivi_page_stride(const CodecConfig& cfg, int page_size) {
+  return detail::kivi_stride("cuda::kivi_page_stride", cfg, page_size);
+}
 
 void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, int num_kv_heads,
                  const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
@@ -372,7 +379,7 @@ void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, 
   check_arg(batch >= 0 && num_new >= 0, where, "batch/num_new", batch, "must be >= 0");
   check_arg(num_kv_heads > 0, where, "num_kv_heads", num_kv_heads, "must be positive");
   detail::check_page_size(where, table.page_size);
-  check_arg(pool.page_stride == kivi_page_stride(cfg, table.page_size), where, "pool.page_stride", pool.page_stride,
+  check_arg(pool.page_stride == detail::kivi_stride(where, cfg, table.page_size), where, "pool.page_stride", pool.page_stride,
             "must equal kivi_page_stride(cfg, page_size)");
   if (cfg.role == Role::kKey) {
     check_arg(num_new % cfg.group_size == 0, where, "num_new", num_new,
@@ -383,7 +390,9 @@ void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, 
   check_arg(x_type == IoType::kF32 || x_type == IoType::kF16 || x_type == IoType::kBf16, where, "x_type",
             static_cast<int>(x_type), "must be kF32, kF16 or kBf16");
   const long long total = 1LL * batch * num_new * num_kv_heads;
-  check_arg(total < (1LL << 31), where, "batch*num_new*num_kv_heads", total, "must be < 2^31");
+  // The kernels' grid-stride loops step int vector indices past total: keep them below 2^31.
+  check_arg(total <= (1LL << 31) - (1LL << 20), where, "batch*num_new*num_kv_heads", total,
+            "must be at most 2^31 - 2^20");
   if (total == 0) return;
   check_arg(x && start && table.pages && pool.data, where, "pointers", 0, "must be non-null device pointers");
   const int bits = static_cast<int>(cfg.bits);

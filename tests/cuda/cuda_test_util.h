@@ -95,10 +95,6 @@ inline std::vector<std::int32_t> permutation(std::size_t n, std::uint64_t seed) 
   return v;
 }
 
-/// Checks decode outputs out [batch][nh][d] against attention_compressed (fp64) on each sequence's
-/// encoded heads (blocks b * kvh + g of kblk / vblk, lens[b] tokens): every output finite (the
-/// tests poison the output buffers with NaN first), relative L2 error per sequence <= tol.
-/// Returns the worst error.
 /// Runs call() and expects std::invalid_argument whose message contains `arg` (the errors name the
 /// argument: "where: arg = value: why").
 template <class F>
@@ -110,6 +106,22 @@ void expect_invalid(F&& call, const std::string& arg) {
     EXPECT_NE(std::string(e.what()).find(arg), std::string::npos) << e.what();
   }
 }
+
+/// Expects every byte of pool outside the ranges marked in `written` to still hold `fill` (an
+/// append must not touch other slots, other heads' blocks or the blocks' padding). Returns the
+/// number of stray bytes (reports the first few).
+inline int count_stray_bytes(const std::vector<std::uint8_t>& pool, const std::vector<bool>& written,
+                             std::uint8_t fill) {
+  int stray = 0;
+  for (std::size_t i = 0; i < pool.size(); ++i)
+    if (!written[i] && pool[i] != fill && ++stray <= 3) ADD_FAILURE() << "stray write at pool byte " << i;
+  return stray;
+}
+
+/// Checks decode outputs out [batch][nh][d] against attention_compressed (fp64) on each sequence's
+/// encoded heads (blocks b * kvh + g of kblk / vblk, lens[b] tokens): every output finite (the
+/// tests poison the output buffers with NaN first), relative L2 error per sequence <= tol.
+/// Returns the worst error.
 
 inline double check_decode_outputs(const Codec& kref, const Codec& vref,
                                    const std::vector<std::vector<std::uint8_t>>& kblk,

@@ -1,6 +1,7 @@
 // GPU append (fused Hadamard + quantize + pack into pages) vs the reference
 // TurboQuant-MSE codec: every token's code bytes and fp16 norm(s) identical, at
 // integer widths and at the fractional widths (outlier split, calibrated).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -72,6 +73,7 @@ void run_case(const AppendCase& c, std::uint64_t seed) {
 
   std::vector<float> row(d);
   std::vector<std::uint8_t> enc(ref->encoded_bytes(1));
+  std::vector<bool> written(got.size(), false);
   int mismatches = 0;
   for (int b = 0; b < batch; ++b)
     for (int j = 0; j <= prefill; ++j)
@@ -82,7 +84,10 @@ void run_case(const AppendCase& c, std::uint64_t seed) {
         const int pos = start[b] + j;
         const int page = table[static_cast<std::size_t>(b) * max_pages + pos / c.page_size];
         const int off = pos % c.page_size;
-        const std::uint8_t* blk = got.data() + (static_cast<std::size_t>(page) * kvh + g) * stride;
+        const std::size_t bo = (static_cast<std::size_t>(page) * kvh + g) * stride;
+        const std::uint8_t* blk = got.data() + bo;
+        std::fill_n(written.begin() + bo + off * cb, cb, true);
+        std::fill_n(written.begin() + bo + c.page_size * cb + nb * off, nb, true);
         const bool codes_ok = std::memcmp(blk + off * cb, enc.data(), cb) == 0;
         const bool norm_ok = std::memcmp(blk + c.page_size * cb + nb * off, enc.data() + cb, nb) == 0;
         if ((!codes_ok || !norm_ok) && ++mismatches <= 3)
@@ -90,6 +95,7 @@ void run_case(const AppendCase& c, std::uint64_t seed) {
                         << " norm_ok=" << norm_ok;
       }
   EXPECT_EQ(mismatches, 0);
+  EXPECT_EQ(count_stray_bytes(got, written, 0xA5), 0);
 }
 
 TEST(CudaAppend, BytesMatchReference) {

@@ -98,6 +98,7 @@ void run_append_case(const AppendCase& c, std::uint64_t seed) {
   const int unit = key ? G : 1;
   std::vector<float> rows(static_cast<std::size_t>(unit) * d);
   std::vector<std::uint8_t> enc(ref->encoded_bytes(unit));
+  std::vector<bool> written(got.size(), false);
   int mismatches = 0;
   for (int b = 0; b < batch; ++b)
     for (int part = 0; part < 2; ++part)
@@ -110,16 +111,20 @@ void run_append_case(const AppendCase& c, std::uint64_t seed) {
           const int pos0 = start[b] + (part ? n1 : 0) + j0;
           const int page = table[static_cast<std::size_t>(b) * max_pages + pos0 / c.page_size];
           const int off = pos0 % c.page_size;
-          const std::uint8_t* blk = got.data() + (static_cast<std::size_t>(page) * kvh + g) * stride;
+          const std::size_t bo = (static_cast<std::size_t>(page) * kvh + g) * stride;
+          const std::uint8_t* blk = got.data() + bo;
           const bool codes_ok = std::memcmp(blk + off * cb, enc.data(), unit * cb) == 0;
           const std::size_t nsc = key ? 4 * static_cast<std::size_t>(d) : 4 * static_cast<std::size_t>(d / G);
           const std::size_t soff = c.page_size * cb + (key ? (off / G) * nsc : off * nsc);
+          std::fill_n(written.begin() + bo + off * cb, unit * cb, true);
+          std::fill_n(written.begin() + bo + soff, nsc, true);
           const bool scal_ok = std::memcmp(blk + soff, enc.data() + unit * cb, nsc) == 0;
           if ((!codes_ok || !scal_ok) && ++mismatches <= 3)
             ADD_FAILURE() << "b=" << b << " pos=" << pos0 << " head=" << g << " codes_ok=" << codes_ok
                           << " scalars_ok=" << scal_ok;
         }
   EXPECT_EQ(mismatches, 0);
+  EXPECT_EQ(count_stray_bytes(got, written, 0xA5), 0);
 }
 
 TEST(CudaKivi, AppendBytesMatchReference) {
