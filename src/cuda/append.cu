@@ -630,19 +630,11 @@ void launch_append_dense(int d, int bits, const AppendArgs& a, cudaStream_t s) {
 void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_new, int num_kv_heads,
                    const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
   const char* where = "cuda::tq_mse_append";
-  check_arg(batch >= 0 && num_new >= 0, where, "batch/num_new", batch, "must be >= 0");
-  check_arg(num_kv_heads > 0, where, "num_kv_heads", num_kv_heads, "must be positive");
-  detail::check_page_size(where, table.page_size);
-  check_arg(pool.page_stride == codec.page_stride(table.page_size), where, "pool.page_stride", pool.page_stride,
-            "must equal codec.page_stride(page_size) (= tq_page_stride(page_size, code_bytes) for integer widths)");
-  const long long total = 1LL * batch * num_new * num_kv_heads;
-  // The kernels' grid-stride loops step int vector indices past total: keep them below 2^31.
-  check_arg(total <= (1LL << 31) - (1LL << 20), where, "batch*num_new*num_kv_heads", total,
-            "must be at most 2^31 - 2^20");
+  detail::check_page_size(where, table.page_size);  // before the stride: the error names this call
+  const long long total = detail::check_append(
+      where, x, batch, num_new, num_kv_heads, start, table, pool, x_type, codec.page_stride(table.page_size),
+      "must equal codec.page_stride(page_size) (= tq_page_stride(page_size, code_bytes) for integer widths)");
   if (total == 0) return;
-  check_arg(x && start && table.pages && pool.data, where, "pointers", 0, "must be non-null device pointers");
-  check_arg(x_type == IoType::kF32 || x_type == IoType::kF16 || x_type == IoType::kBf16, where, "x_type",
-            static_cast<int>(x_type), "must be kF32, kF16 or kBf16");
   AppendArgs a{x, static_cast<int>(total), FastDiv(num_kv_heads), FastDiv(num_new), start,
                table.pages, table.max_pages,
                __builtin_ctz(static_cast<unsigned>(table.page_size)), pool.data, pool.page_stride,

@@ -48,6 +48,29 @@ inline void check_page_size(const char* where, int page_size) {
             "must be a power of two in 1..4096");
 }
 
+/// The argument checks shared by the append entry points (tq_mse_append, fp8_append, kivi_append):
+/// shapes, page size, the pool's page stride (must equal `stride`, the layout's; `stride_rule` says
+/// which), x_type, the vector count and, when there is work, the pointers. Returns the vector count
+/// batch * num_new * num_kv_heads (0: nothing to do). Throws std::invalid_argument naming `where`
+/// and the argument. The kernels' grid-stride loops step int vector indices past the count, so it
+/// must stay at most 2^31 - 2^20.
+inline long long check_append(const char* where, const void* x, int batch, int num_new, int num_kv_heads,
+                              const std::int32_t* start, const PageTable& table, const PagedPool& pool,
+                              IoType x_type, std::size_t stride, const char* stride_rule) {
+  check_arg(batch >= 0 && num_new >= 0, where, "batch/num_new", batch, "must be >= 0");
+  check_arg(num_kv_heads > 0, where, "num_kv_heads", num_kv_heads, "must be positive");
+  check_page_size(where, table.page_size);
+  check_arg(pool.page_stride == stride, where, "pool.page_stride", pool.page_stride, stride_rule);
+  check_arg(x_type == IoType::kF32 || x_type == IoType::kF16 || x_type == IoType::kBf16, where, "x_type",
+            static_cast<int>(x_type), "must be kF32, kF16 or kBf16");
+  const long long total = 1LL * batch * num_new * num_kv_heads;
+  check_arg(total <= (1LL << 31) - (1LL << 20), where, "batch*num_new*num_kv_heads", total,
+            "must be at most 2^31 - 2^20");
+  if (total > 0)
+    check_arg(x && start && table.pages && pool.data, where, "pointers", 0, "must be non-null device pointers");
+  return total;
+}
+
 /// A new device array holding a copy of v (max(v.size(), 1) elements, so an empty v still
 /// gets a non-null pointer); throws std::runtime_error (TKV_CUDA_CHECK) if either call fails,
 /// freeing what it allocated.

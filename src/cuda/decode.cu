@@ -518,7 +518,6 @@ void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpo
   check_arg(kcfg.head_dim == args.head_dim && vcfg.head_dim == args.head_dim, where, "codec head_dim", kcfg.head_dim,
             "must equal args.head_dim for keys and values");
   check_arg(args.kernel == 0, where, "kernel", args.kernel, "must be 0 (KIVI has one CUDA-core kernel)");
-  detail::check_page_size(where, table.page_size);
   const std::size_t kstride = detail::kivi_stride(where, kcfg, table.page_size),
                     vstride = detail::kivi_stride(where, vcfg, table.page_size);
   detail::DecodeKernelArgs ka = paged_args(where, kpool, vpool, table, args, kstride,

@@ -376,25 +376,16 @@ void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, 
                  const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
   const char* where = "cuda::kivi_append";
   check_kivi(where, cfg);
-  check_arg(batch >= 0 && num_new >= 0, where, "batch/num_new", batch, "must be >= 0");
-  check_arg(num_kv_heads > 0, where, "num_kv_heads", num_kv_heads, "must be positive");
-  detail::check_page_size(where, table.page_size);
-  check_arg(pool.page_stride == detail::kivi_stride(where, cfg, table.page_size), where, "pool.page_stride", pool.page_stride,
-            "must equal kivi_page_stride(cfg, page_size)");
+  const long long total =
+      detail::check_append(where, x, batch, num_new, num_kv_heads, start, table, pool, x_type,
+                           detail::kivi_stride(where, cfg, table.page_size), "must equal kivi_page_stride(cfg, page_size)");
   if (cfg.role == Role::kKey) {
     check_arg(num_new % cfg.group_size == 0, where, "num_new", num_new,
               "must be a multiple of the key group_size (keys are appended in whole groups)");
     check_arg(static_cast<long long>(cfg.group_size) * cfg.head_dim <= 48 * 1024, where, "group_size",
               cfg.group_size, "times head_dim must be at most 49152 (a key group's codes in shared memory)");
   }
-  check_arg(x_type == IoType::kF32 || x_type == IoType::kF16 || x_type == IoType::kBf16, where, "x_type",
-            static_cast<int>(x_type), "must be kF32, kF16 or kBf16");
-  const long long total = 1LL * batch * num_new * num_kv_heads;
-  // The kernels' grid-stride loops step int vector indices past total: keep them below 2^31.
-  check_arg(total <= (1LL << 31) - (1LL << 20), where, "batch*num_new*num_kv_heads", total,
-            "must be at most 2^31 - 2^20");
   if (total == 0) return;
-  check_arg(x && start && table.pages && pool.data, where, "pointers", 0, "must be non-null device pointers");
   const int bits = static_cast<int>(cfg.bits);
   const KiviAppendArgs a{x, batch, num_new, num_kv_heads, cfg.head_dim, cfg.group_size, bits,
                          cfg.head_dim * bits / 8, FastDiv(num_kv_heads), FastDiv(num_new), start, table.pages,
