@@ -131,7 +131,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
   if (cuda::device_count(&why) == 0) throw std::runtime_error("run_cuda_bench: no CUDA device: " + why);
   check_arg(opt.head_dim >= 64 && opt.head_dim <= 256 && opt.head_dim % 16 == 0, "run_cuda_bench", "head_dim",
             opt.head_dim, "must be a multiple of 16 in 64..256");
-  const bool pow2 = (opt.head_dim & (opt.head_dim - 1)) == 0;  // others: dense rotation, CUDA-core decode
+  const bool pow2 = (opt.head_dim & (opt.head_dim - 1)) == 0;  // others: dense rotation
   check_arg(opt.num_kv_heads > 0 && opt.num_heads % opt.num_kv_heads == 0, "run_cuda_bench", "num_heads",
             opt.num_heads, "must be a multiple of num_kv_heads");
   for (double b : opt.bits) {
@@ -284,7 +284,10 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           });
           BenchRow r = proto;
           r.op = "decode_attention", r.bits = bits_d;
-          r.method = !pow2 ? "tq-mse (cuda cores)" : kernel == 0 ? "tq-mse" : "tq-mse (3xtf32)";
+          // kernel 0: the fp16 tensor-core kernel at 64..256 powers of two and 80, 96, 112; the
+          // CUDA-core one at the other multiples of 16.
+          const bool h16 = pow2 || opt.head_dim == 80 || opt.head_dim == 96 || opt.head_dim == 112;
+          r.method = kernel != 0 ? "tq-mse (3xtf32)" : h16 ? "tq-mse" : "tq-mse (cuda cores)";
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = read / (us * 1e3);
           rows.push_back(r);

@@ -40,6 +40,9 @@ inline cudaStream_t stream_of(Stream s) { return reinterpret_cast<cudaStream_t>(
 inline bool gpu_head_dim(int d) { return d >= 64 && d <= 256 && d % 16 == 0; }
 /// head_dim values of the tuned kernels (Hadamard encode, tensor-core decodes): 64, 128, 256.
 inline bool pow2_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
+/// head_dim values that are not powers of two with fp16 tensor-core decode instances (dense
+/// rotations, decode_h16.cuh): 80, 96, 112. Other multiples of 16 run the CUDA-core kernel.
+inline bool h16_dense_head_dim(int d) { return d == 80 || d == 96 || d == 112; }
 
 /// The paged layout's page size rule (cuda.h): throws std::invalid_argument naming `where` and the
 /// value unless page_size is a power of two in 1..4096.

@@ -332,8 +332,10 @@ using LaunchAny = void (*)(int, int, int, const LaunchShape&, cudaStream_t, cons
 void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKernelArgs& ka, const float* vsigns,
              float vscale, cudaStream_t s, LaunchAny launch_any, bool fuse) {
   validate(where, args);
-  check_arg(pow2_head_dim(args.head_dim), where, "head_dim", args.head_dim,
-            "must be 64, 128 or 256 for the tensor-core kernels (other multiples of 16 run the CUDA-core kernel)");
+  check_arg(pow2_head_dim(args.head_dim) || (launch_any == launch_h16_any && h16_dense_head_dim(args.head_dim)), where,
+            "head_dim", args.head_dim,
+            "must be 64, 128 or 256 for the tensor-core kernels, or 80, 96, 112 for the fp16 one with TurboQuant-MSE "
+            "keys at integer widths (other multiples of 16 run the CUDA-core kernel)");
   Plan p = make_plan(args);  // zdim = ceil(group / 8) here as well
   if (args.num_splits == 0) {
     int occ = 0, tile = kTile;
@@ -418,12 +420,13 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
   check_arg(args.kernel >= 0 && args.kernel <= 2, where, "kernel", args.kernel,
             "must be 0 (fp16 tensor cores), 1 (CUDA cores) or 2 (3xTF32 tensor cores)");
   int kernel = args.kernel;
-  if (kc.dense() || vc.dense()) {
-    // head_dim not a power of two (dense rotations): the CUDA-core kernel, also for the default 0.
+  const bool dense = kc.dense() || vc.dense();
+  if (dense) {
+    // head_dim not a power of two (dense rotations): kernel 0 is the fp16 tensor-core kernel at 80,
+    // 96, 112 and the CUDA-core kernel at the other sizes; no 3xTF32 kernel.
     check_arg(args.kernel != 2, where, "kernel", args.kernel,
-              "must be 0 or 1 at a head_dim that is not a power of two (the CUDA-core kernel; the 3xTF32 "
-              "kernel takes 64, 128, 256)");
-    kernel = 1;
+              "must be 0 or 1 at a head_dim that is not a power of two (the 3xTF32 kernel takes 64, 128, 256)");
+    if (!detail::h16_dense_head_dim(args.head_dim)) kernel = 1;
     ka.ksigns = nullptr;
     ka.krot_t = kc.rotation_t();
     ka.vrot = vc.rotation();
@@ -446,8 +449,10 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
     return;
   }
   if (kernel != 1) {
+    // fuse: the one-split epilogue rotates back by Hadamard butterflies; dense Pi^T is the combine
+    // kernel's.
     detail::run_mma(where, args, kb, vb, ka, vc.signs(), vc.hadamard_scale(), s,
-                    args.kernel == 0 ? detail::launch_h16_any : detail::launch_mma_any, args.kernel == 0);
+                    kernel == 0 ? detail::launch_h16_any : detail::launch_mma_any, kernel == 0 && !dense);
     return;
   }
   auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {

@@ -34,6 +34,8 @@
 // accumulate in fp32. Tests bound the result against fp64 with a named tolerance.
 #pragma once
 
+#include <type_traits>
+
 #include "decode_mma.cuh"
 #include "splitk.cuh"
 
@@ -114,6 +116,32 @@ struct CodeSpan {
     return (field<PB>(p) << 8) | lanebyte;
   }
 };
+
+/// BITS bits of a row from bit `bit` on (LSB-first stream), for lane spans that are not whole bytes
+/// (head_dim 80 and 112 at odd widths, 2-bit values there): the bytes holding them are loaded one
+/// at a time and shifted down, so field p of the span starts at bit p * PB of w as in CodeSpan (bits
+/// past the span, from the next lane's span, are never a field of this one).
+template <int BITS>
+struct BitSpan : CodeSpan<(BITS + 7) / 8> {
+  using Base = CodeSpan<(BITS + 7) / 8>;
+  __device__ __forceinline__ void load_bits(const std::uint8_t* row, int bit) {
+    constexpr int NB = (BITS + 7) / 8 + 1;  // bytes touched at most (a span not starting on a byte)
+    std::uint32_t x[Base::kWords + 1];
+#pragma unroll
+    for (int i = 0; i <= Base::kWords; ++i) x[i] = 0;
+    const std::uint8_t* p = row + bit / 8;
+    const int sh = bit % 8;
+#pragma unroll
+    for (int i = 0; i < NB; ++i)
+      if (8 * i < sh + BITS) x[i / 4] |= std::uint32_t(p[i]) << (8 * (i % 4));  // never past the span's last byte
+#pragma unroll
+    for (int i = 0; i < Base::kWords; ++i) this->w[i] = __funnelshift_r(x[i], x[i + 1], sh);
+  }
+};
+
+/// A lane's span of BITS bits of a code row: CodeSpan where it is whole bytes, else BitSpan.
+template <int BITS>
+using LaneSpan = std::conditional_t<BITS % 8 == 0, CodeSpan<BITS / 8>, BitSpan<BITS>>;
 
 /// Byte offset ((byte k of x) << 8) | lanebyte (one PRMT).
 __device__ __forceinline__ std::uint32_t byte_addr(std::uint32_t x, int k, std::uint32_t lanebyte) {
@@ -295,7 +323,16 @@ template <int CB, int RS, int NBY>
 __device__ __forceinline__ void warp_copy(std::uint8_t* s_codes, std::uint8_t* s_norm, const std::uint8_t* pool_g,
                                           unsigned pstride, int shift, bool fast, unsigned page, int p0, int lo,
                                           int n, int lane) {
-  constexpr int CH = CB % 16 == 0 ? 16 : 8, CPR = CB / CH, NC = 16 * CPR;
+  // Chunks of the largest of 16, 8, 4, 2 bytes dividing a row (4 and 2 only at head_dim 80, 96, 112:
+  // cp.async copies 4, 8 or 16 bytes, so rows of 2 mod 4 bytes are plain 2-byte loads and stores,
+  // ordered for the consumer by the same __syncwarp after its wait).
+  constexpr int CH = CB % 16 == 0 ? 16 : CB % 8 == 0 ? 8 : CB % 4 == 0 ? 4 : 2, CPR = CB / CH, NC = 16 * CPR;
+  auto chunk = [](std::uint8_t* dst, const std::uint8_t* src) {
+    if constexpr (CH == 2)
+      *reinterpret_cast<std::uint16_t*>(dst) = __ldg(reinterpret_cast<const unsigned short*>(src));
+    else
+      cp_async_n<CH>(dst, src);
+  };
   const unsigned pmask = (1u << shift) - 1u;
   if (fast) {
     const unsigned slot = static_cast<unsigned>(p0) & pmask;
@@ -306,7 +343,7 @@ __device__ __forceinline__ void warp_copy(std::uint8_t* s_codes, std::uint8_t* s
       const int c = c0 + lane;
       if (NC % 32 == 0 || c < NC) {
         const int row = c / CPR, piece = c - row * CPR;
-        cp_async_n<CH>(s_codes + row * RS + piece * CH, src + c * CH);
+        chunk(s_codes + row * RS + piece * CH, src + c * CH);
       }
     }
     if (lane < NBY) cp_async_n<16>(s_norm + 16 * lane, blk + ((pmask + 1u) * CB + slot * NBY) + 16 * lane);
@@ -318,8 +355,8 @@ __device__ __forceinline__ void warp_copy(std::uint8_t* s_codes, std::uint8_t* s
     const unsigned pg = __shfl_sync(0xffffffffu, page, row);
     if (c < NC && row >= lo && row < n) {
       const unsigned pos = static_cast<unsigned>(p0 + row);
-      cp_async_n<CH>(s_codes + row * RS + piece * CH,
-                     pool_g + static_cast<std::uint64_t>(pg) * pstride + ((pos & pmask) * CB + piece * CH));
+      chunk(s_codes + row * RS + piece * CH,
+            pool_g + static_cast<std::uint64_t>(pg) * pstride + ((pos & pmask) * CB + piece * CH));
     }
   }
   const int row = lane;
@@ -430,6 +467,13 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   constexpr int KSPAN = Lay::cbM / 4;   // bytes of a key row's MSE codes per lane (D/4 dims)
   constexpr int SSPAN = D / 32;         // PROD: bytes of a key row's sign bits per lane (D/4 rows of S)
   constexpr int VSPAN = Lay::cbV / 8;   // bytes of a value row per lane (D/8 dims)
+  // The same in bits (lane spans of D * KB / 4 and D * VB / 8 bits): not whole bytes at head_dim 80
+  // and 112 (keys at 1 and 3 bits, values at 1, 2 and 3 bits) and 96 (values at 1 and 3 bits).
+  constexpr int KBITS = 2 * Lay::cbM, VBITS = Lay::cbV;
+  // head_dim 80, 96, 112 (not a power of two): dense (Haar) rotations; Pi q is a dense product in
+  // the set-up (a.krot_t) and Pi^T is applied by the combine kernel (no FUSE instance).
+  constexpr bool kDenseRot = (D & (D - 1)) != 0;
+  static_assert(!kDenseRot || (!PROD && !SPLIT && !FUSE), "dense rotations: TurboQuant-MSE integer widths, combine");
   extern __shared__ __align__(16) std::uint8_t smem[];
   // The combine kernel is a programmatic dependent launch (decode.cu): let it be scheduled now; it
   // waits for this grid's completion in griddepcontrol.wait.
@@ -577,9 +621,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   const float kc = (KB > 0 && lane < (1 << KB)) ? __ldg(a.kcent + lane) : 0.0f;
   const float vc = lane < (1 << VB) ? __ldg(a.vcent + lane) : 0.0f;
   // Warp n < 8 rotates query head n of the block: lane L holds dims [E L, E L + E).
-  constexpr int E = D / 32;
+  constexpr int E = kDenseRot ? 1 : D / 32;
   float qv[E];
-  {
+  if constexpr (!kDenseRot) {
     const int hg = blockIdx.z * kMmaHeads + warp;
     const bool has = warp < kMmaHeads && hg < a.group;
     const float* qh = a.q + (static_cast<std::size_t>(b) * a.num_heads + g * a.group + (has ? hg : 0)) * D;
@@ -650,7 +694,20 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   // Rotated queries of the block's (up to) 8 heads: the Hadamard butterflies (u, w) -> (u + w, u - w)
   // for h = 1, 2, 4, ... as in the reference (same operands, same rounding), h < E in registers,
   // the rest across lanes; then Pi q to shared memory for the fragments below.
-  if (warp < kMmaHeads) {
+  // kDenseRot: y_i = sum_j Pi[i][j] q_j (a.krot_t = Pi^T, row j contiguous in i), one (head, i) per
+  // thread.
+  if constexpr (kDenseRot) {
+    (void)qv;
+    for (int idx = tid; idx < kMmaHeads * D; idx += NT) {
+      const int h = idx / D, i = idx - h * D, hg = blockIdx.z * kMmaHeads + h;
+      float y = 0.0f;
+      if (hg < a.group) {
+        const float* qh = a.q + (static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg) * D;
+        for (int j = 0; j < D; ++j) y = fmaf(__ldg(a.krot_t + j * D + i), __ldg(qh + j), y);
+      }
+      s_qrot[idx] = y;
+    }
+  } else if (warp < kMmaHeads) {
 #pragma unroll
     for (int h = 1; h < E; h <<= 1)
 #pragma unroll
@@ -796,9 +853,14 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         // Two accumulator chains (even / odd kk) halve the dependent-mma latency.
         float s2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
         if constexpr (KB > 0) {
-          CodeSpan<KSPAN> k0, k1;
-          k0.load(s_kc + (tb + gid) * Lay::rsK + KSPAN * tig);
-          k1.load(s_kc + (tb + gid + 8) * Lay::rsK + KSPAN * tig);
+          LaneSpan<KBITS> k0, k1;
+          if constexpr (KBITS % 8 == 0) {
+            k0.load(s_kc + (tb + gid) * Lay::rsK + KSPAN * tig);
+            k1.load(s_kc + (tb + gid + 8) * Lay::rsK + KSPAN * tig);
+          } else {
+            k0.load_bits(s_kc + (tb + gid) * Lay::rsK, KBITS * tig);
+            k1.load_bits(s_kc + (tb + gid + 8) * Lay::rsK, KBITS * tig);
+          }
           if constexpr (Lay::kQuad) {
             // Index bytes of two rows' 4-bit pair fields: x = (k0 field 2b) | (k1 field 2b) << 4 gives
             // (a0, a1) of kk = 4i + b (tokens gid, gid + 8 at dims 4kk + {0, 1}), y the same for
@@ -817,7 +879,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
               }
             }
           } else if constexpr (KB == 2) {  // 4-bit pair fields: spread to bytes, then one PRMT per address
-            NibbleBytes<KSPAN / 4> n0, n1;
+            NibbleBytes<(KBITS + 31) / 32> n0, n1;
             n0.spread(k0.w);
             n1.spread(k1.w);
 #pragma unroll
@@ -909,9 +971,15 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       } else {
       const std::uint32_t pb0 = pack_h2(s_p[p_at(r0, gid)], s_p[p_at(r0 + R1, gid)]);
       const std::uint32_t pb1 = pack_h2(s_p[p_at(r0 + R2, gid)], s_p[p_at(r0 + R3, gid)]);
-      CodeSpan<VSPAN> v0, v1, v2, v3;
+      LaneSpan<VBITS> v0, v1, v2, v3;
       const std::uint8_t* vr = s_vc + (tb + r0) * Lay::rsV + VSPAN * gid;
-      if constexpr (Lay::kBulk && VSPAN == 8 && Lay::rsV == 64) {
+      if constexpr (VBITS % 8 != 0) {
+        const std::uint8_t* vrow = s_vc + (tb + r0) * Lay::rsV;
+        v0.load_bits(vrow, VBITS * gid);
+        v1.load_bits(vrow + R1 * Lay::rsV, VBITS * gid);
+        v2.load_bits(vrow + R2 * Lay::rsV, VBITS * gid);
+        v3.load_bits(vrow + R3 * Lay::rsV, VBITS * gid);
+      } else if constexpr (Lay::kBulk && VSPAN == 8 && Lay::rsV == 64) {
         // Dense 64-byte rows: a 64-bit load's half-warp (gid 0..3, rows tig + 4k) would hit the
         // same 8 banks in rows tig and tig + 2 (2-way conflict). Two 32-bit loads per row instead,
         // lanes tig 2, 3 taking their second word first, cover 32 distinct banks per load; the
@@ -920,7 +988,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         const bool sw = (tig & 2) != 0;
         const std::uint8_t* vfirst = vr + (sw ? 4 : 0);
         const std::uint8_t* vsecond = vr + (sw ? 0 : 4);
-        auto ld = [&](CodeSpan<VSPAN>& v, int off) {
+        auto ld = [&](LaneSpan<VBITS>& v, int off) {
           const std::uint32_t x = *reinterpret_cast<const std::uint32_t*>(vfirst + off);
           const std::uint32_t y = *reinterpret_cast<const std::uint32_t*>(vsecond + off);
           v.w[0] = sw ? y : x;
@@ -943,13 +1011,13 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         // half2 is the A register (tokens 2tig, 2tig + 1) at that dim: four bytes per LOP3.
         constexpr std::uint32_t m = 0x0F0F0F0Fu;
 #pragma unroll
-        for (int wq = 0; wq < VSPAN / 4; ++wq) {
+        for (int wq = 0; wq < (VSPAN + 3) / 4; ++wq) {  // (head_dim 80, 96, 112: the last word partly)
           const std::uint32_t lo01 = (v0.w[wq] & m) | ((v1.w[wq] << 4) & ~m);
           const std::uint32_t hi01 = ((v0.w[wq] >> 4) & m) | (v1.w[wq] & ~m);
           const std::uint32_t lo23 = (v2.w[wq] & m) | ((v3.w[wq] << 4) & ~m);
           const std::uint32_t hi23 = ((v2.w[wq] >> 4) & m) | (v3.w[wq] & ~m);
 #pragma unroll
-          for (int k = 0; k < 4; ++k) {
+          for (int k = 0; k < 4 && 4 * wq + k < VSPAN; ++k) {
             std::uint32_t af[4];
             af[0] = lds_at(tabs, byte_addr(lo01, k, vlane));  // (tok 2tig, 2tig+1) at dim d0
             af[1] = lds_at(tabs, byte_addr(hi01, k, vlane));  // same tokens at dim d1
@@ -962,7 +1030,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         // The same with 2-bit codes: a pair field (dims d0, d1) is 4 bits, the cross-token index of
         // dim d0 is (token 2tig's code) | (token 2tig+1's code) << 2; indices spread to bytes.
         constexpr std::uint32_t m = 0x33333333u;
-        constexpr int NWV = VSPAN >= 4 ? VSPAN / 4 : 1;
+        constexpr int NWV = (VBITS + 31) / 32;
         std::uint32_t lo01[NWV], hi01[NWV], lo23[NWV], hi23[NWV];
 #pragma unroll
         for (int wq = 0; wq < NWV; ++wq) {
@@ -1091,8 +1159,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
 /// instance when a.fuse_out (one split).
 template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false>
 void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
+  constexpr bool kDenseRot = (D & (D - 1)) != 0;  // no FUSE instance (the combine kernel rotates back)
   auto kernel = decode_h16_kernel<D, KB, VB, NW, PROD, false, SPLIT>;
-  auto fused = decode_h16_kernel<D, KB, VB, NW, PROD, true, SPLIT>;
+  auto fused = decode_h16_kernel<D, KB, VB, NW, PROD, !kDenseRot, SPLIT>;
   using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT>;
   const int smem = Lay::bytes();
   // Driver calls once per instance (and device: the process uses one), not per launch: at batch 1
@@ -1133,6 +1202,13 @@ void launch_h16_kb(int d, int vb, const LaunchShape& shape, cudaStream_t s, cons
       case 64: return launch_h16<64, KB, VB, PROD>(shape, s, a);
       case 128: return launch_h16<128, KB, VB, PROD>(shape, s, a);
       case 256: return launch_h16<256, KB, VB, PROD>(shape, s, a);
+    }
+    if constexpr (!PROD) {  // dense rotations (h16_dense_head_dim), TurboQuant-MSE keys only
+      switch (d) {
+        case 80: return launch_h16<80, KB, VB>(shape, s, a);
+        case 96: return launch_h16<96, KB, VB>(shape, s, a);
+        case 112: return launch_h16<112, KB, VB>(shape, s, a);
+      }
     }
     throw std::logic_error("launch_h16: head_dim out of range");
   };

@@ -133,8 +133,10 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   std::vector<std::vector<float>> outs;
-  // head_dim not a power of two (dense rotations): kernel 0 runs the CUDA-core kernel, 2 throws.
+  // head_dim not a power of two (dense rotations): kernel 0 is the fp16 tensor-core kernel at 80, 96,
+  // 112 and runs the CUDA-core kernel at the other sizes; kernel 2 throws.
   const bool dense = (d & (d - 1)) != 0;
+  const bool h16 = !dense || d == 80 || d == 96 || d == 112;  // kernel 0 is the fp16 tensor-core kernel
   const std::vector<int> kernels = dense ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2};
   for (int kernel : kernels) {  // fp16 tensor-core, CUDA-core, 3xTF32 tensor-core kernels
     dout.fill_byte(0xFF);
@@ -153,13 +155,15 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     expect_invalid([&] { cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride},
                                              {dtable.p, max_pages, c.page_size}, a, nullptr); },
                    "kernel");
-    // Kernel 0 runs kernel 1 at these head_dims: the same launches, so the same bits.
-    EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)), 0)
-        << "kernel 0 and kernel 1 differ at head_dim " << d;
+    // Kernel 0 runs kernel 1 at the other dense head_dims: the same launches, so the same bits. At
+    // 80, 96, 112 it must differ (the fp16 kernel's rounding), which proves the routing there.
+    const bool same = std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)) == 0;
+    EXPECT_EQ(same, !h16) << "kernel 0 and kernel 1 outputs at head_dim " << d
+                          << (h16 ? " are identical (kernel 0 must be the fp16 tensor-core kernel)" : " differ");
   }
   for (int kernel : kernels)
   for (int b = 0; b < batch; ++b) {
-    SCOPED_TRACE(kernel == 0 ? (dense ? "kernel 0 (CUDA-core at this head_dim)" : "fp16 tensor-core kernel")
+    SCOPED_TRACE(kernel == 0 ? (h16 ? "fp16 tensor-core kernel" : "kernel 0 (CUDA-core at this head_dim)")
                  : kernel == 1 ? "CUDA-core kernel" : "3xTF32 tensor-core kernel");
     const auto& out = outs[kernel];
     std::vector<EncodedHead> keys, values;
@@ -175,9 +179,11 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     if (kernel != 0 && c.long_split)
       std::printf("%s kernel, one split over %d tokens: relative error %.3g\n", kernel == 1 ? "CUDA-core" : "3xTF32",
                   c.lens[b], err);
-    EXPECT_LE(err, (kernel == 0 && !dense ? kTqDecodeH16RelTol : kTqDecodeRelTol) + io_rounding(c.io))
+    const bool fp16_kernel = kernel == 0 && h16;
+    EXPECT_LE(err, (fp16_kernel ? kTqDecodeH16RelTol : kTqDecodeRelTol) + io_rounding(c.io))
         << "sequence " << b << " (len " << c.lens[b] << ")";
-    worst_err[dense ? 1 : kernel] = std::max(worst_err[dense ? 1 : kernel], err);
+    const int slot = fp16_kernel ? 0 : dense ? 1 : kernel;
+    worst_err[slot] = std::max(worst_err[slot], err);
   }
 }
 
@@ -250,7 +256,8 @@ TEST(CudaDecode, TqMseMatchesReference) {
               worst_err[1], worst_err[2]);
 }
 
-// head_dim 80, 96, 112 (and 160, 240): the reference's dense Haar rotation; the CUDA-core kernel with
+// head_dim 80, 96, 112 (and 160, 240): the reference's dense Haar rotation; kernel 0 (the fp16
+// tensor-core kernel at 80, 96, 112, see H16DenseHeadDimsEveryWidth) and the CUDA-core kernel with
 // 5 to 15 of its 8 or 16 lanes per token active, Pi q and Pi^T dense. Rows of 2 mod 4 bytes (80 and
 // 112 at 1 and 3 bits: plain 2-byte copies; at page size 1 the norm is the high half of its word),
 // pages of 1, 2, 16 and 64 tokens, GQA 1 to 16 (5, 6, 7 included), windows, soft-cap, 16-bit io.
@@ -276,6 +283,35 @@ TEST(CudaDecode, DenseHeadDimsMatchReference) {
       for (int& l : c.lens) l = std::min(l, 130);
     run_tq_case(c, seed + 211 * i);
   }
+}
+
+// The fp16 tensor-core kernel at head_dim 80, 96, 112 (dense Pi q in its set-up, Pi^T in the
+// combine kernel): every key and value width, so every one of its 48 instances runs. Lane spans
+// that are not whole bytes (80 and 112: keys at 1 and 3 bits, values at 1 to 3 bits; 96: values at 1
+// and 3 bits) are loaded bit-shifted (BitSpan); rows of 4, 2 mod 8 bytes are copied in 4- and 2-byte
+// chunks; 48- and 24-byte rows (96 at 4 and 2 bits) are bulk copies. Pages of 1 to 64 tokens (the
+// per-row copies and the whole-range ones), GQA 1 to 16, windows, forced splits, soft-cap, 16-bit io.
+TEST(CudaDecode, H16DenseHeadDimsEveryWidth) {
+  const std::uint64_t seed = fresh_seed();
+  std::fill(std::begin(worst_err), std::end(worst_err), 0.0);  // this test's own worst errors
+  const int pages[] = {16, 1, 8, 64, 2, 32, 4};
+  const int gqa[][2] = {{8, 2}, {7, 1}, {16, 1}, {4, 4}, {12, 2}, {5, 1}, {6, 3}, {32, 8}};
+  const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
+  int i = 0;
+  for (int d : {80, 96, 112})
+    for (int kb = 1; kb <= 4; ++kb)
+      for (int vb = 1; vb <= 4; ++vb, ++i) {
+        DecodeCase c{d, kb, vb, gqa[i % 8][0], gqa[i % 8][1], pages[i % 7], i % 5 == 2 ? 77 : 0, i % 4 == 3 ? 3 : 0,
+                     {i % 3 == 0 ? 1031 : 300, i % 2 == 0 ? 1 : 47}};
+        if (i % 6 == 5) c.softcap = 4.0f;
+        if (i % 9 == 4) c.io = i % 2 ? cuda::IoType::kF16 : cuda::IoType::kBf16;
+        if (i % 11 == 7) c.value_gaussian = true;
+        if (small)
+          for (int& l : c.lens) l = std::min(l, 130);
+        run_tq_case(c, seed + 307 * i);
+      }
+  std::printf("worst relative error vs fp64 at head_dim 80/96/112: fp16 tensor cores %.3g, CUDA cores %.3g\n",
+              worst_err[0], worst_err[1]);
 }
 
 /// TurboQuant-Prod keys (bits kb: (kb-1)-bit MSE + 1-bit QJL, m = d) with TurboQuant-MSE values,
