@@ -117,31 +117,42 @@ struct CodeSpan {
   }
 };
 
-/// BITS bits of a row from bit `bit` on (LSB-first stream), for lane spans that are not whole bytes
-/// (head_dim 80 and 112 at odd widths, 2-bit values there): the bytes holding them are loaded one
-/// at a time and shifted down, so field p of the span starts at bit p * PB of w as in CodeSpan (bits
-/// past the span, from the next lane's span, are never a field of this one).
-template <int BITS>
+/// BITS bits of a row from bit `bit` on (LSB-first stream), for lane spans at head_dim 80, 96, 112
+/// that are not an even number of bytes: the UNIT-byte units (4: rows 4-byte aligned; 2: rows of 2
+/// mod 4 bytes) holding them are loaded and shifted down, so field p of the span starts at bit
+/// p * PB of w as in CodeSpan (bits past the span, from the next lane's span, are never a field of
+/// this one). Units past the span's last bit are not read (never past the row).
+template <int BITS, int UNIT>
 struct BitSpan : CodeSpan<(BITS + 7) / 8> {
   using Base = CodeSpan<(BITS + 7) / 8>;
+  static_assert(UNIT == 2 || UNIT == 4, "unit loads of 2 or 4 bytes");
   __device__ __forceinline__ void load_bits(const std::uint8_t* row, int bit) {
-    constexpr int NB = (BITS + 7) / 8 + 1;  // bytes touched at most (a span not starting on a byte)
+    constexpr int UB = 8 * UNIT, NU = (BITS + 2 * UB - 2) / UB;  // units touched at most
+    constexpr int NX = (NU * UNIT + 3) / 4 + 1;
+    static_assert(NX <= Base::kWords + 1, "span words");
     std::uint32_t x[Base::kWords + 1];
 #pragma unroll
     for (int i = 0; i <= Base::kWords; ++i) x[i] = 0;
-    const std::uint8_t* p = row + bit / 8;
-    const int sh = bit % 8;
+    const int sh = bit % UB;
+    const std::uint8_t* p = row + (bit / UB) * UNIT;
 #pragma unroll
-    for (int i = 0; i < NB; ++i)
-      if (8 * i < sh + BITS) x[i / 4] |= std::uint32_t(p[i]) << (8 * (i % 4));  // never past the span's last byte
+    for (int i = 0; i < NU; ++i)
+      if (UB * i < sh + BITS) {
+        if constexpr (UNIT == 4)
+          x[i] = reinterpret_cast<const std::uint32_t*>(p)[i];
+        else
+          x[i / 2] |= std::uint32_t(reinterpret_cast<const std::uint16_t*>(p)[i]) << (16 * (i % 2));
+      }
 #pragma unroll
     for (int i = 0; i < Base::kWords; ++i) this->w[i] = __funnelshift_r(x[i], x[i + 1], sh);
   }
 };
 
-/// A lane's span of BITS bits of a code row: CodeSpan where it is whole bytes, else BitSpan.
-template <int BITS>
-using LaneSpan = std::conditional_t<BITS % 8 == 0, CodeSpan<BITS / 8>, BitSpan<BITS>>;
+/// A lane's span of BITS bits of a code row whose rows are UNIT-byte aligned. Powers of two
+/// (kDenseRot false): CodeSpan (whole bytes there). head_dim 80, 96, 112: CodeSpan where the span
+/// is an even number of bytes (16-, 32-, 64-bit loads), else BitSpan.
+template <int BITS, int UNIT, bool kDenseRot>
+using LaneSpan = std::conditional_t<!kDenseRot || BITS % 16 == 0, CodeSpan<BITS / 8>, BitSpan<BITS, UNIT>>;
 
 /// Byte offset ((byte k of x) << 8) | lanebyte (one PRMT).
 __device__ __forceinline__ std::uint32_t byte_addr(std::uint32_t x, int k, std::uint32_t lanebyte) {
@@ -186,8 +197,10 @@ struct H16Layout {
   /// every key load instruction hits 32 distinct banks, at 24 bytes each of the three 16-bit loads
   /// is 2-way); otherwise, and for values (lanes of a phase read four rows two apart), padded to an
   /// odd number of 16-byte units (mma_row_stride).
+  /// head_dim 80, 96, 112: every row (10 to 56 bytes; spans of at most 14 bytes), so every width
+  /// takes the bulk copies (rows of 2 mod 4 bytes too: a step of 16 rows is a multiple of 16 bytes).
   static constexpr bool dense_ok(int cb) {
-    return cb == 8 || cb == 16 || cb == 24 || cb == 32 || cb == 48 || cb == 64 || cb == 96;
+    return (D & (D - 1)) != 0 || cb == 8 || cb == 16 || cb == 24 || cb == 32 || cb == 48 || cb == 64 || cb == 96;
   }
   static constexpr bool kDenseK = !PROD && !SPLIT && dense_ok(cbK);
   /// kBulk: key and value rows dense, so a step of a page (page_size >= 16) is four contiguous
@@ -853,8 +866,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         // Two accumulator chains (even / odd kk) halve the dependent-mma latency.
         float s2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
         if constexpr (KB > 0) {
-          LaneSpan<KBITS> k0, k1;
-          if constexpr (KBITS % 8 == 0) {
+          LaneSpan<KBITS, Lay::rsK % 4 == 0 ? 4 : 2, kDenseRot> k0, k1;
+          if constexpr (std::is_same_v<decltype(k0), CodeSpan<KBITS / 8>>) {
             k0.load(s_kc + (tb + gid) * Lay::rsK + KSPAN * tig);
             k1.load(s_kc + (tb + gid + 8) * Lay::rsK + KSPAN * tig);
           } else {
@@ -971,9 +984,10 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       } else {
       const std::uint32_t pb0 = pack_h2(s_p[p_at(r0, gid)], s_p[p_at(r0 + R1, gid)]);
       const std::uint32_t pb1 = pack_h2(s_p[p_at(r0 + R2, gid)], s_p[p_at(r0 + R3, gid)]);
-      LaneSpan<VBITS> v0, v1, v2, v3;
+      using VSpan = LaneSpan<VBITS, Lay::rsV % 4 == 0 ? 4 : 2, kDenseRot>;
+      VSpan v0, v1, v2, v3;
       const std::uint8_t* vr = s_vc + (tb + r0) * Lay::rsV + VSPAN * gid;
-      if constexpr (VBITS % 8 != 0) {
+      if constexpr (!std::is_same_v<VSpan, CodeSpan<VBITS / 8>>) {
         const std::uint8_t* vrow = s_vc + (tb + r0) * Lay::rsV;
         v0.load_bits(vrow, VBITS * gid);
         v1.load_bits(vrow + R1 * Lay::rsV, VBITS * gid);
@@ -988,7 +1002,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         const bool sw = (tig & 2) != 0;
         const std::uint8_t* vfirst = vr + (sw ? 4 : 0);
         const std::uint8_t* vsecond = vr + (sw ? 0 : 4);
-        auto ld = [&](LaneSpan<VBITS>& v, int off) {
+        auto ld = [&](VSpan& v, int off) {
           const std::uint32_t x = *reinterpret_cast<const std::uint32_t*>(vfirst + off);
           const std::uint32_t y = *reinterpret_cast<const std::uint32_t*>(vsecond + off);
           v.w[0] = sw ? y : x;
