@@ -193,8 +193,8 @@ void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_n
 /// Shapes and options of one decode-attention call (one query token per sequence).
 struct DecodeArgs {
   /// head_dim: a multiple of 16 in 64..256; 64, 128, 256 for the tensor-core kernels (kernel 0 and 2,
-  /// tq_prod_paged_decode); the others (80, 96, 112, ...) run the CUDA-core kernel (tq_mse_decode with
-  /// dense-rotation tables, fp8_decode, fp16_decode).
+  /// tq_prod_paged_decode), and 80, 96, 112 too for tq_mse_decode's kernel 0; the others (160, 192,
+  /// ...) run the CUDA-core kernel (tq_mse_decode with dense-rotation tables, fp8_decode, fp16_decode).
   int batch = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   const void* q = nullptr;              ///< device [batch][num_heads][head_dim] of type `io`
   void* out = nullptr;                  ///< device [batch][num_heads][head_dim] of type `io`
@@ -215,7 +215,7 @@ struct DecodeArgs {
   /// tq_mse_decode's kernel: 0 = fp16 tensor cores (default, fastest: Pi q, centroids and softmax
   /// weights rounded to fp16, fp32 accumulation; decode_h16.cuh), 1 = CUDA cores (fp32),
   /// 2 = 3xTF32 tensor cores (fp32-accurate, decode_mma.cuh). Other values throw. At head_dim not a
-  /// power of two (dense rotations) 0 means 1 and 2 throws.
+  /// power of two (dense rotations) 2 throws, and 0 means 1 except at 80, 96 and 112.
   int kernel = 0;
 };
 
@@ -233,8 +233,10 @@ std::size_t decode_workspace_bytes(const DecodeArgs& args);
  * kcodec/vcodec: the key and value codecs (same head_dim); kpool/vpool: their pools, page strides
  * kcodec.page_stride(page_size) and vcodec.page_stride(page_size).
  * head_dim not a power of two (80, 96, 112, ...; TqMseTables::dense()): Pi q is the dense matrix
- * product (fp32), the CUDA-core kernel (fp32, kernel 0 or 1) scores and accumulates, and the merge
- * applies Pi^T densely; tolerance as kernel 1 (tests/cuda/test_cuda_attention.cpp, DenseHeadDims).
+ * product (fp32) in the kernel's set-up, and the merge (always the combine kernel) applies Pi^T
+ * densely. Kernel 0 at 80, 96, 112 is the fp16 tensor-core kernel (every integer key and value width,
+ * its tolerance; tests/cuda/test_cuda_attention.cpp, H16DenseHeadDimsEveryWidth), elsewhere the
+ * CUDA-core kernel (fp32, kernel 0 or 1; tolerance as kernel 1, DenseHeadDims).
  * Fractional widths (TqMseTables::split(), head_dim 128/256): keys and values at the same width
  * b + 0.5 with the same codebook kind, args.kernel = 0 only; per part its own query rotation,
  * pair tables and norm: logit_t = scale (||k_0,t|| <Pi_0 q_0, c_hi[code]> + ||k_1,t|| <Pi_1 q_1, c_lo[code]>),
