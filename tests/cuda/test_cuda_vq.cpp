@@ -1,5 +1,5 @@
-// GPU RVQ and product-VQ kernels (src/cuda/rvq.cu, pvq.cu) vs the scalar
-// reference codecs: encoded blocks byte-identical to make_codec(cfg)->encode;
+// GPU RVQ, product-VQ and PolarQuant kernels (src/cuda/rvq.cu, pvq.cu, polar.cu)
+// vs the scalar reference codecs: encoded blocks byte-identical to make_codec(cfg)->encode;
 // pvq_dequantize floats identical to the reference decode; fused decode
 // attention (fp32) within a named tolerance of attention_compressed (fp64);
 // controls that break one code and must leave the tolerance; bad arguments
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "test_util.h"
 #include "turbokv/attention.h"
 #include "turbokv/codec.h"
+#include "turbokv/cuda_polar.h"
 #include "turbokv/cuda_vq.h"
 #include "turbokv/formats.h"
 
@@ -34,6 +36,8 @@ constexpr double kVqDecodeRelTol = 1e-4;
 constexpr int kKmeansIters = 3;
 
 const std::vector<std::size_t> kNs = {1, 2, 31, 64, 65, 1000, 4097};
+/// TURBOKV_CUDA_TEST_SMALL=1 (compute-sanitizer runs): the PolarQuant tests cap lengths at 130 tokens.
+const bool kSmall = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
 
 std::string seed_note(std::uint64_t seed) {
   std::ostringstream os;
@@ -44,6 +48,15 @@ std::string seed_note(std::uint64_t seed) {
 CodecConfig rvq_config(int d, int bits, std::uint64_t seed) {
   CodecConfig cfg;
   cfg.method = Method::kRvq;
+  cfg.head_dim = d;
+  cfg.bits = bits;
+  cfg.seed = seed;
+  return cfg;
+}
+
+CodecConfig polar_config(int d, int bits, std::uint64_t seed) {
+  CodecConfig cfg;
+  cfg.method = Method::kPolar;
   cfg.head_dim = d;
   cfg.bits = bits;
   cfg.seed = seed;
@@ -112,6 +125,59 @@ TEST(CudaRvq, EncodeBytesMatchReference) {
   const std::uint64_t seed = fresh_seed();
   for (int d : {64, 128, 256})
     for (int bits = 1; bits <= 4; ++bits) check_rvq_bytes(d, bits, seed + d * 13 + bits);
+}
+
+// ---------------------------------------------------------------- PolarQuant encode
+
+void check_polar_bytes(int d, int bits, std::uint64_t seed) {
+  const std::string note = "polar head_dim=" + std::to_string(d) + " bits=" + std::to_string(bits) + " " + seed_note(seed);
+  SCOPED_TRACE(note);
+  const CodecConfig cfg = polar_config(d, bits, seed ^ 0x6161);
+  const auto ref = make_codec(cfg);
+  cuda::PolarTables tab(cfg);
+  const std::size_t nmax = kNs.back();
+  ASSERT_EQ(tab.block_bytes(nmax), ref->encoded_bytes(nmax));
+  Rng r(seed);
+  auto x = awkward_rows(nmax, d, r);
+  // Angles exactly on cell boundaries: one-hot rows (awkward_rows) rotate to pairs of equal
+  // magnitude (diagonals: every level-1 angle on a boundary at 3 and 4 bits, pi/4 at the higher
+  // levels), zero rows to signed zeros; two-hot rows (every 5th from token 3) to pairs of 0 and +-2
+  // scale (axes and diagonals mixed).
+  for (std::size_t t = 3; t < nmax; t += 5) {
+    std::fill_n(&x[t * d], d, 0.0f);
+    x[t * d + (t % d)] = 1.0f;
+    x[t * d + ((t * 7 + 1) % d == t % d ? (t + 1) % d : (t * 7 + 1) % d)] = (t % 2) ? -3.0f : 3.0f;
+    if (t % 3 == 0) x[t * d + ((t * 7 + 1) % d == t % d ? (t + 1) % d : (t * 7 + 1) % d)] = (t % 2) ? -1.0f : 1.0f;
+  }
+  DevBuf<float> dx(x);
+  for (std::size_t n : kNs) {
+    if (kSmall && n > 130) continue;
+    std::vector<std::uint8_t> want(ref->encoded_bytes(n));
+    ref->encode(x.data(), n, want.data());
+    DevBuf<std::uint8_t> dout(want.size());
+    dout.fill_byte(0xA5);  // every byte must be written
+    cuda::polar_encode(tab, dx.p, n, dout.p, nullptr);
+    const std::size_t cb = tab.code_bytes(), l1 = tab.level1_bytes();
+    auto where = [&](std::size_t i) {
+      std::ostringstream os;
+      if (i < n * cb) {
+        const std::size_t k = i % cb;
+        os << "token " << i / cb << (k < l1 ? " level-1 angle byte " : " level 2..4 angle byte ")
+           << (k < l1 ? k : k - l1);
+      } else {
+        const std::size_t j = (i - n * cb) / 2;
+        os << "token " << j / tab.num_radii() << " fp16 radius " << j % tab.num_radii() << " byte " << (i - n * cb) % 2;
+      }
+      return os.str();
+    };
+    expect_same_bytes(want, dout.download(), where, "n=" + std::to_string(n));
+  }
+}
+
+TEST(CudaPolar, EncodeBytesMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  for (int d : {64, 128, 256})
+    for (int bits = 2; bits <= 4; ++bits) check_polar_bytes(d, bits, seed + d * 19 + bits);
 }
 
 // ---------------------------------------------------------------- PVQ encode / dequantize
@@ -211,8 +277,9 @@ DecodeSetup make_setup(const DecodeCase& c, std::uint64_t seed) {
   for (auto& x : k) x = static_cast<float>(r.normal()) * 1.5f;
   for (auto& x : v) x = static_cast<float>(r.normal());
   for (std::size_t t = 0; t < rows; ++t) k[t * d + 3] += 6.0f;  // an outlier key channel (smoothing matters)
-  if (c.method == Method::kRvq) {
-    CodecConfig kcfg = rvq_config(d, c.key_bits, seed ^ 0x1234), vcfg = rvq_config(d, c.value_bits, seed ^ 0x9876);
+  if (c.method == Method::kRvq || c.method == Method::kPolar) {
+    auto config = c.method == Method::kRvq ? rvq_config : polar_config;
+    CodecConfig kcfg = config(d, c.key_bits, seed ^ 0x1234), vcfg = config(d, c.value_bits, seed ^ 0x9876);
     vcfg.role = Role::kValue;
     s.kref = make_codec(kcfg);
     s.vref = make_codec(vcfg);
@@ -258,6 +325,13 @@ std::vector<float> gpu_decode(const DecodeCase& c, const DecodeSetup& s, const s
     cuda::rvq_decode(kt, vt, a, nullptr);
     return dout.download();
   }
+  if (c.method == Method::kPolar) {
+    cuda::PolarTables kt(s.kref->config()), vt(s.vref->config());
+    DevBuf<std::uint8_t> ws(cuda::polar_decode_workspace_bytes(a, c.head_dim));
+    a.workspace = ws.p;
+    cuda::polar_decode(kt, vt, a, nullptr);
+    return dout.download();
+  }
   cuda::PvqTables kt(*s.kref), vt(*s.vref);
   DevBuf<std::uint8_t> ws(cuda::pvq_decode_workspace_bytes(a, kt));
   a.workspace = ws.p;
@@ -292,7 +366,9 @@ std::string describe(const DecodeCase& c, std::uint64_t seed) {
 }
 
 /// Runs case c; returns the worst relative error over its sequences.
-double run_decode_case(const DecodeCase& c, std::uint64_t seed) {
+double run_decode_case(DecodeCase c, std::uint64_t seed) {
+  if (kSmall && c.method == Method::kPolar)
+    for (int& l : c.lens) l = std::min(l, 130);
   SCOPED_TRACE(describe(c, seed));
   const DecodeSetup s = make_setup(c, seed);
   const auto out = gpu_decode(c, s, s.kall, s.vall);
@@ -333,6 +409,10 @@ void run_control(Method method, int d, int kb, int vb, std::uint64_t seed) {
   auto vbroken = s.vall;  // KV head 0 of sequence 0 is the first block
   if (method == Method::kRvq) {
     vbroken[static_cast<std::size_t>(tstar) * (s.vbytes / s.cap - 2)] ^= 1;  // stage-1 code of coordinate 0: one step
+  } else if (method == Method::kPolar) {
+    // Level-1 angle of coordinates 0, 1 of the token: the top bit of its b-bit code (half a turn).
+    const std::size_t cbt = s.vbytes / s.cap - 2 * static_cast<std::size_t>(d / 16);
+    vbroken[static_cast<std::size_t>(tstar) * cbt] ^= static_cast<std::uint8_t>(1u << (vb - 1));
   } else {
     const int cbits = vb == 3 ? 6 : 8, kk = 1 << cbits;
     std::uint8_t* tc = &vbroken[static_cast<std::size_t>(tstar) * (s.vbytes / s.cap)];
@@ -375,6 +455,24 @@ TEST(CudaRvq, DecodeMatchesReference) {
   std::printf("[ measured ] rvq decode worst relative L2 error %.3g (tolerance %.0e)\n", worst, kVqDecodeRelTol);
   run_control(Method::kRvq, 128, 2, 2, seed + 1000);
   run_control(Method::kRvq, 64, 4, 1, seed + 1001);
+}
+
+TEST(CudaPolar, DecodeMatchesReference) {
+  const std::uint64_t seed = fresh_seed();
+  int i = 0;
+  double worst = 0;
+  for (int d : {64, 128, 256})
+    for (int kb = 2; kb <= 4; ++kb) {
+      const int vb = 2 + (kb + d / 64) % 3;
+      worst = std::max(worst, run_decode_case({Method::kPolar, d, kb, vb, 8, 2, 0, {1, 130, 1000}}, seed + ++i));
+      worst = std::max(worst, run_decode_case({Method::kPolar, d, kb, vb, 6, 1, 7, {257, 5, 64}}, seed + ++i));
+    }
+  worst = std::max(worst, run_decode_case({Method::kPolar, 128, 3, 4, 4, 4, 1, {2000, 1, 129}}, seed + ++i));
+  worst = std::max(worst, run_decode_case({Method::kPolar, 128, 2, 3, 12, 3, 256, {300, 77}}, seed + ++i));
+  worst = std::max(worst, run_decode_case({Method::kPolar, 256, 4, 2, 16, 1, 0, {4097}}, seed + ++i));
+  std::printf("[ measured ] polar decode worst relative L2 error %.3g (tolerance %.0e)\n", worst, kVqDecodeRelTol);
+  run_control(Method::kPolar, 128, 3, 3, seed + 3000);
+  run_control(Method::kPolar, 64, 4, 2, seed + 3001);
 }
 
 TEST(CudaPvq, DecodeMatchesReference) {
@@ -429,6 +527,21 @@ TEST(CudaVq, RejectsBadArguments) {
   const auto pcodec = calibrated_pvq(128, 2, 1, false);
   cuda::PvqTables pvq(*pcodec);
 
+  // PolarQuant: bits 1 and fractional, head_dim 96, another method; the error names the field.
+  CodecConfig pcfg = polar_config(128, 3, 1);
+  for (double bad_bits : {1.0, 2.5}) {
+    pcfg.bits = bad_bits;
+    expect_invalid([&] { cuda::PolarTables t(pcfg); }, "bits");
+  }
+  pcfg.bits = 3;
+  pcfg.head_dim = 96;
+  expect_invalid([&] { cuda::PolarTables t(pcfg); }, "head_dim");
+  pcfg.head_dim = 128;
+  pcfg.method = Method::kRvq;
+  expect_invalid([&] { cuda::PolarTables t(pcfg); }, "method");
+  pcfg.method = Method::kPolar;
+  cuda::PolarTables polar(pcfg), polar64(polar_config(64, 3, 1));
+
   DevBuf<float> buf(1 << 16);
   auto* bytes = reinterpret_cast<std::uint8_t*>(buf.p);
   EXPECT_THROW(cuda::rvq_encode(rvq, nullptr, 4, bytes, nullptr), std::invalid_argument);
@@ -437,6 +550,10 @@ TEST(CudaVq, RejectsBadArguments) {
   EXPECT_THROW(cuda::pvq_dequantize(pvq, bytes, 4, nullptr, nullptr), std::invalid_argument);
   EXPECT_THROW(cuda::rvq_encode(rvq, buf.p, (std::size_t{1} << 36) + 1, bytes, nullptr), std::invalid_argument);
   EXPECT_NO_THROW(cuda::rvq_encode(rvq, nullptr, 0, nullptr, nullptr));  // empty work is a no-op
+  expect_invalid([&] { cuda::polar_encode(polar, nullptr, 4, bytes, nullptr); }, "x");
+  expect_invalid([&] { cuda::polar_encode(polar, buf.p, 4, nullptr, nullptr); }, "out");
+  expect_invalid([&] { cuda::polar_encode(polar, buf.p, (std::size_t{1} << 36) + 1, bytes, nullptr); }, "n");
+  EXPECT_NO_THROW(cuda::polar_encode(polar, nullptr, 0, nullptr, nullptr));
   EXPECT_NO_THROW(cuda::pvq_dequantize(pvq, nullptr, 0, nullptr, nullptr));
 
   cuda::VqDecodeArgs a;
@@ -448,6 +565,10 @@ TEST(CudaVq, RejectsBadArguments) {
   EXPECT_THROW(cuda::pvq_decode(pvq, pvq, a, nullptr), std::invalid_argument);
   a.num_heads = 8;
   EXPECT_THROW(cuda::rvq_decode(rvq, rvq64, a, nullptr), std::invalid_argument);  // head_dim mismatch
+  expect_invalid([&] { cuda::polar_decode(polar, polar64, a, nullptr); }, "head_dim");
+  a.num_heads = 6;
+  expect_invalid([&] { cuda::polar_decode(polar, polar, a, nullptr); }, "num_heads");
+  a.num_heads = 8;
   a.capacity = 3;
   EXPECT_THROW(cuda::rvq_decode(rvq, rvq, a, nullptr), std::invalid_argument);
   EXPECT_THROW(cuda::pvq_decode(pvq, pvq, a, nullptr), std::invalid_argument);

@@ -1,0 +1,112 @@
+// turbokv — CUDA kernels (src/cuda/polar.cu) for PolarQuant (Han, Kacham,
+// Karbasi, Mirrokni, Zandieh, arXiv 2502.02617; reference: src/ref/polar.cpp):
+// y = Pi x (randomized Hadamard), then a recursive polar transform over 4
+// levels: level-1 angles psi1_i = atan2(y_2i+1, y_2i) in [0, 2 pi) on a uniform
+// grid of 2^b cells, levels 2..4 angles of the radius pairs in [0, pi/2] with
+// Lloyd-Max codebooks of max(1, b - 2) bits, and the d/16 level-4 radii in fp16
+// (formats.h "polar").
+//
+// polar_encode writes the reference encode's bytes: the rotation with the
+// reference's fp32 operations (each an explicitly rounded intrinsic), the polar
+// transform in fp64 as the reference does (hypot, atan2, the cell division).
+// CUDA's fp64 atan2 and hypot are within 2 ulp (CUDA C Programming Guide,
+// double-precision functions), the host libm's within 1: a code can differ only
+// where an angle lies within a few fp64 ulps of a cell boundary. Angles exactly
+// on a boundary (a pair on an axis or a diagonal: |y_2i| = |y_2i+1| or a zero
+// coordinate, which rotated one-hot or constant vectors produce) take the host
+// libm's own atan2 values, copied into the tables; any other angle is that close
+// to a boundary with probability ~1e-15. Tests compare every byte.
+// polar_decode is a split-K decode attention on PolarQuant keys and values in
+// contiguous blocks (VqDecodeArgs, like rvq_decode): fp32 (the reference
+// accumulates in fp64), checked against attention_compressed.
+//
+// Every function takes device pointers and a stream, validates its arguments on
+// the host (std::invalid_argument naming the argument and value), launches
+// asynchronously and checks the launch (std::runtime_error on a CUDA error).
+// Inputs must be finite, with level-4 radii (norms of 16-coordinate groups of
+// Pi x) <= 65504: the reference throws there; not checked here (the stored
+// radius becomes Inf).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "turbokv/codec.h"
+#include "turbokv/cuda.h"
+#include "turbokv/cuda_vq.h"
+
+namespace turbokv::cuda {
+
+/**
+ * Device copy of one PolarQuant codec's constants, built from the same
+ * reference object as make_codec(cfg) (ref::Polar): the Hadamard signs, the
+ * fp32 cos / sin tables of the level-1 cell centres and of the level 2..4
+ * centroids, the level 2..4 codebook boundaries (fp32), and the host libm's
+ * atan2 of the 8 axis and diagonal directions.
+ * Supported: method polar, integer bits 2..4, head_dim 64, 128 or 256, center
+ * off. Throws std::invalid_argument naming the field otherwise.
+ */
+class PolarTables {
+ public:
+  explicit PolarTables(const CodecConfig& cfg);
+  PolarTables(const PolarTables&) = delete;
+  PolarTables& operator=(const PolarTables&) = delete;
+
+  int head_dim() const { return head_dim_; }
+  int bits() const { return bits_; }            ///< b: level-1 angle bits (the codec's nominal bits)
+  int high_bits() const { return high_bits_; }  ///< level 2..4 angle bits: max(1, b - 2)
+  int num_radii() const { return head_dim_ / 16; }  ///< fp16 level-4 radii per token
+  /// Bytes of the level-1 angle stream: packed(head_dim / 2, b).
+  std::size_t level1_bytes() const { return (static_cast<std::size_t>(head_dim_) / 2 * bits_ + 7) / 8; }
+  /// Code bytes per token: level-1 stream, then the 7 head_dim / 16 level 2..4 angles, packed(., high_bits()).
+  std::size_t code_bytes() const {
+    return level1_bytes() + (static_cast<std::size_t>(7 * head_dim_ / 16) * high_bits_ + 7) / 8;
+  }
+  /// Bytes of a block of n tokens (= the reference's encoded_bytes(n)): codes, then n * num_radii() fp16 radii.
+  std::size_t block_bytes(std::size_t n) const { return n * (code_bytes() + 2 * static_cast<std::size_t>(num_radii())); }
+  float hadamard_scale() const { return scale_; }
+  const float* signs() const { return signs_.get(); }  ///< device, size head_dim
+  /// device fp32, kTableFloats: [cos1 16][sin1 16], then per level l = 2..4 [cos 16][sin 16][boundaries 16]
+  /// (entries past 2^bits unused).
+  const float* tables() const { return tab_.get(); }
+  /// device fp64 [8]: the host's std::atan2 of the directions (y, x) = (0, 1), (1, 1), (1, 0), (1, -1),
+  /// (0, -1), (-1, -1), (-1, 0), (-1, 1) (before the reference adds 2 pi to negative angles).
+  const double* directions() const { return dirs_.get(); }
+  static constexpr int kTableFloats = 32 + 3 * 48;
+
+ private:
+  int head_dim_ = 0, bits_ = 0, high_bits_ = 0;
+  float scale_ = 0;
+  DeviceArray<float> signs_, tab_;
+  DeviceArray<double> dirs_;
+};
+
+/**
+ * PolarQuant encode of n vectors into one block, byte-identical to the reference
+ * (see the header comment for the fp64 atan2 / hypot argument).
+ * x: device fp32 [n, head_dim]; out: device, tab.block_bytes(n) bytes (every
+ * byte is written). Throws std::invalid_argument if a pointer is null while
+ * n > 0, or n > 2^36.
+ */
+void polar_encode(const PolarTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream);
+
+/// Workspace bytes of polar_decode: splits * batch * num_heads * (head_dim + 2) floats.
+std::size_t polar_decode_workspace_bytes(const VqDecodeArgs& args, int head_dim);
+
+/**
+ * Split-K decode attention on PolarQuant keys (ktab) and values (vtab, same
+ * head_dim; bit widths may differ), contiguous blocks as rvq_decode. Per
+ * (split, sequence, query head) block: Pi_k q once (fp32), logit_t =
+ * softmax_scale * <Pi_k q, y_hat_t> with y_hat_t rebuilt from the angle codes
+ * and the level-4 radius of each 16-coordinate group (the reference's fp32
+ * products, level 4 down to level 1) and never stored, online softmax, values
+ * accumulated as y_hat in the value rotation's domain; log-sum-exp merge, then
+ * Pi_v^T once. fp32; tested against attention_compressed (fp64): relative L2
+ * error <= 1e-4 per sequence (tests/cuda/test_cuda_polar.cpp). A simple
+ * CUDA-core kernel (one query head per block, one token per thread for scores,
+ * one coordinate per thread for values): correct first, not tuned.
+ * Throws std::invalid_argument naming the argument (as rvq_decode).
+ */
+void polar_decode(const PolarTables& ktab, const PolarTables& vtab, const VqDecodeArgs& args, Stream stream);
+
+}  // namespace turbokv::cuda
