@@ -27,6 +27,7 @@
 #include "turbokv/attention.h"
 #include "turbokv/codec.h"
 #include "turbokv/cuda_qjl.h"
+#include "turbokv/cuda_polar.h"
 #include "turbokv/half.h"
 #include "turbokv/safetensors.h"
 
@@ -416,6 +417,87 @@ TEST(CudaReal, TqProdEncodeAndDecode) {
     run_tq_prod(l, 3, 2, 8, seed + 11, worst);
   }
   std::printf("real KV, tq-prod keys (fp16 tensor cores): worst relative error vs fp64 reference %.3g\n", worst);
+}
+
+/// PolarQuant on real KV: polar_encode of each KV head's keys and values (contiguous blocks of the
+/// layer's n tokens) byte-identical to the reference encode, then polar_decode of every 8th query
+/// (batch 1, context qstart + r + 1) against attention_compressed on the reference's blocks.
+/// polar_decode has no sliding window, so neither has the reference here. fp32 against fp64:
+/// relative L2 <= kPolarRelTol, as test_cuda_vq's kVqDecodeRelTol (random data there: ~1e-6; a
+/// changed angle code moves the output by ~0.1).
+constexpr double kPolarRelTol = 1e-4;
+
+void run_polar(const RealLayer& l, int kbits, int vbits, std::uint64_t seed, double& worst) {
+  SCOPED_TRACE(l.name + " polar keys " + std::to_string(kbits) + " values " + std::to_string(vbits) + " seed " +
+               std::to_string(seed));
+  CodecConfig kcfg, vcfg;
+  kcfg.method = vcfg.method = Method::kPolar;
+  kcfg.head_dim = vcfg.head_dim = l.d;
+  kcfg.bits = kbits, vcfg.bits = vbits;
+  kcfg.role = Role::kKey, vcfg.role = Role::kValue;
+  kcfg.seed = seed ^ 0x3333, vcfg.seed = seed ^ 0x4444;
+  const auto kref = make_codec(kcfg), vref = make_codec(vcfg);
+  const cuda::PolarTables ktab(kcfg), vtab(vcfg);
+  const std::size_t kbb = ktab.block_bytes(static_cast<std::size_t>(l.n)), vbb = vtab.block_bytes(static_cast<std::size_t>(l.n));
+  ASSERT_EQ(kbb, kref->encoded_bytes(static_cast<std::size_t>(l.n)));
+  // GPU encode of every head into [kvh] contiguous blocks, compared with the reference's blocks.
+  const auto kblk = encode_heads(*kref, l, l.k), vblk = encode_heads(*vref, l, l.v);
+  DevBuf<std::uint8_t> dk(kbb * l.kvh), dv(vbb * l.kvh);
+  dk.fill_byte(0xA5), dv.fill_byte(0xA5);
+  for (int g = 0; g < l.kvh; ++g) {
+    DevBuf<float> xk(head_rows(l, l.k, g)), xv(head_rows(l, l.v, g));
+    cuda::polar_encode(ktab, xk.p, static_cast<std::size_t>(l.n), dk.p + g * kbb, nullptr);
+    cuda::polar_encode(vtab, xv.p, static_cast<std::size_t>(l.n), dv.p + g * vbb, nullptr);
+  }
+  const auto kgot = dk.download(), vgot = dv.download();
+  std::size_t bad = 0;
+  for (int g = 0; g < l.kvh; ++g)
+    for (std::size_t i = 0; i < kbb; ++i) bad += kgot[g * kbb + i] != kblk[g][i];
+  for (int g = 0; g < l.kvh; ++g)
+    for (std::size_t i = 0; i < vbb; ++i) bad += vgot[g * vbb + i] != vblk[g][i];
+  EXPECT_EQ(bad, 0u) << "bytes of the GPU encode that differ from the reference encode";
+  // Decode every 8th query on the GPU's blocks.
+  std::vector<EncodedHead> keys, values;
+  for (int g = 0; g < l.kvh; ++g) keys.push_back({kref.get(), kblk[g].data()}), values.push_back({vref.get(), vblk[g].data()});
+  AttentionParams p;
+  p.softmax_scale = l.scale;
+  double e = 0;
+  for (int r = 0; r < l.nq; r += 8) {
+    const int ctx = l.qstart + r + 1;
+    std::vector<float> qr(l.q.begin() + static_cast<std::ptrdiff_t>(r) * l.nh * l.d,
+                          l.q.begin() + static_cast<std::ptrdiff_t>(r + 1) * l.nh * l.d);
+    DevBuf<float> dq(qr), dout(qr.size());
+    DevBuf<std::int32_t> dlen(std::vector<std::int32_t>{ctx});
+    dout.fill_byte(0xFF);  // NaN poison
+    cuda::VqDecodeArgs a;
+    a.batch = 1, a.num_heads = l.nh, a.num_kv_heads = l.kvh;
+    a.q = dq.p, a.out = dout.p, a.keys = dk.p, a.values = dv.p, a.capacity = l.n, a.seq_lens = dlen.p;
+    a.max_seq_len = l.n, a.softmax_scale = l.scale;
+    DevBuf<std::uint8_t> ws(cuda::polar_decode_workspace_bytes(a, l.d));
+    a.workspace = ws.p;
+    cuda::polar_decode(ktab, vtab, a, nullptr);
+    const auto out = dout.download();
+    std::vector<double> ref(qr.size());
+    attention_compressed(keys, values, static_cast<std::size_t>(l.n), qr.data(), l.nh, p, ref.data(), nullptr,
+                         static_cast<std::size_t>(ctx));
+    for (float v : out) ASSERT_TRUE(std::isfinite(v)) << "query " << r;
+    const double err = rel_err(out.data(), ref.data(), ref.size());
+    EXPECT_LE(err, kPolarRelTol) << "query " << r << " (context " << ctx << ")";
+    e = std::max(e, err);
+  }
+  worst = std::max(worst, e);
+  std::printf("  %-28s polar K%d V%d: vs reference %.3g (worst of %d queries)\n", l.name.c_str(), kbits, vbits, e,
+              (l.nq + 7) / 8);
+}
+
+TEST(CudaReal, PolarEncodeAndDecode) {
+  const std::uint64_t seed = fresh_seed();
+  double worst = 0;
+  for (const auto& l : layers()) {
+    run_polar(l, 4, 4, seed + 20, worst);
+    run_polar(l, 3, 2, seed + 21, worst);
+  }
+  std::printf("real KV, polar (CUDA cores): worst relative error vs fp64 reference %.3g\n", worst);
 }
 
 }  // namespace
