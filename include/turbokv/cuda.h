@@ -78,7 +78,8 @@ std::size_t tq_page_stride(int page_size, std::size_t code_bytes);
  * head_dim 64/128/256 rotate by the FWHT (signs(), hadamard_scale()); the other multiples of 16 in
  * 64..256 (80, 96, 112, ...) by the reference's dense Haar matrix (rotation.h: the kind a Hadamard
  * rotation takes at a non-power-of-two size): dense() is true, rotation() / rotation_t() hold it,
- * signs() is null and hadamard_scale() is 1. Those dims run the CUDA-core decode (tq_mse_decode).
+ * signs() is null and hadamard_scale() is 1. tq_mse_decode runs the fp16 tensor-core kernel at 80,
+ * 96 and 112 (kernel 0) and the CUDA-core kernel at the other ones (and for kernel 1).
  *
  * Fractional widths b + 0.5 (b = 1, 2, 3; head_dim 128/256; the outlier split of
  * formats.h and src/ref/tq_mse.cpp, after Zandieh et al. Sec. 4.3): from a

@@ -14,8 +14,10 @@
 // where an angle lies within a few fp64 ulps of a cell boundary. Angles exactly
 // on a boundary (a pair on an axis or a diagonal: |y_2i| = |y_2i+1| or a zero
 // coordinate, which rotated one-hot or constant vectors produce) take the host
-// libm's own atan2 values, copied into the tables; any other angle is that close
-// to a boundary with probability ~1e-15. Tests compare every byte.
+// libm's own atan2 values, copied into the tables (this assumes the host's atan2
+// gives every point of a direction the same value, as a correctly rounded atan2
+// such as glibc's does); any other angle is that close to a boundary with
+// probability ~1e-15. Tests compare every byte.
 // polar_decode is a split-K decode attention on PolarQuant keys and values in
 // contiguous blocks (VqDecodeArgs, like rvq_decode): fp32 (the reference
 // accumulates in fp64), checked against attention_compressed.
@@ -24,8 +26,8 @@
 // the host (std::invalid_argument naming the argument and value), launches
 // asynchronously and checks the launch (std::runtime_error on a CUDA error).
 // Inputs must be finite, with level-4 radii (norms of 16-coordinate groups of
-// Pi x) <= 65504: the reference throws there; not checked here (the stored
-// radius becomes Inf).
+// Pi x) <= 65504: the reference throws there; not checked here (radii from 65520
+// up are stored as Inf).
 #pragma once
 
 #include <cstddef>
@@ -102,7 +104,8 @@ std::size_t polar_decode_workspace_bytes(const VqDecodeArgs& args, int head_dim)
  * products, level 4 down to level 1) and never stored, online softmax, values
  * accumulated as y_hat in the value rotation's domain; log-sum-exp merge, then
  * Pi_v^T once. fp32; tested against attention_compressed (fp64): relative L2
- * error <= 1e-4 per sequence (tests/cuda/test_cuda_polar.cpp). A simple
+ * error <= 1e-4 per sequence (tests/cuda/test_cuda_vq.cpp CudaPolar.*, test_cuda_real.cpp
+ * CudaReal.PolarEncodeAndDecode). A simple
  * CUDA-core kernel (one query head per block, one token per thread for scores,
  * one coordinate per thread for values): correct first, not tuned.
  * Throws std::invalid_argument naming the argument (as rvq_decode).

@@ -150,7 +150,7 @@ struct BitSpan : CodeSpan<(BITS + 7) / 8> {
 
 /// A lane's span of BITS bits of a code row whose rows are UNIT-byte aligned. Powers of two
 /// (kDenseRot false): CodeSpan (whole bytes there). head_dim 80, 96, 112: CodeSpan where the span
-/// is an even number of bytes (16-, 32-, 64-bit loads), else BitSpan.
+/// is an even number of bytes (16- or 32-bit loads at these sizes), else BitSpan.
 template <int BITS, int UNIT, bool kDenseRot>
 using LaneSpan = std::conditional_t<!kDenseRot || BITS % 16 == 0, CodeSpan<BITS / 8>, BitSpan<BITS, UNIT>>;
 

@@ -287,10 +287,12 @@ TEST(CudaDecode, DenseHeadDimsMatchReference) {
 
 // The fp16 tensor-core kernel at head_dim 80, 96, 112 (dense Pi q in its set-up, Pi^T in the
 // combine kernel): every key and value width, so every one of its 48 instances runs. Lane spans
-// that are not whole bytes (80 and 112: keys at 1 and 3 bits, values at 1 to 3 bits; 96: values at 1
-// and 3 bits) are loaded bit-shifted (BitSpan); rows of 4, 2 mod 8 bytes are copied in 4- and 2-byte
-// chunks; 48- and 24-byte rows (96 at 4 and 2 bits) are bulk copies. Pages of 1 to 64 tokens (the
-// per-row copies and the whole-range ones), GQA 1 to 16, windows, forced splits, soft-cap, 16-bit io.
+// that are not an even number of bytes (80 and 112: keys at 1 to 3 bits, values at every width; 96:
+// keys at 1 and 3 bits, values at 1 to 3 bits) are loaded as 32- or 16-bit units and shifted
+// (BitSpan). Every row is dense in the stage: with pages of >= 16 tokens a step is two
+// bulk copies; with smaller pages rows are copied one by one in chunks of 8 or 4 bytes (cp.async)
+// or 2 bytes (plain loads and stores: rows of 2 mod 4 bytes, 80 and 112 at 1 and 3 bits). Pages of 1
+// to 64 tokens, GQA 1 to 16, windows, forced splits, soft-cap, 16-bit io.
 TEST(CudaDecode, H16DenseHeadDimsEveryWidth) {
   const std::uint64_t seed = fresh_seed();
   std::fill(std::begin(worst_err), std::end(worst_err), 0.0);  // this test's own worst errors

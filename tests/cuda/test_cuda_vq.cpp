@@ -141,8 +141,9 @@ void check_polar_bytes(int d, int bits, std::uint64_t seed) {
   auto x = awkward_rows(nmax, d, r);
   // Angles exactly on cell boundaries: one-hot rows (awkward_rows) rotate to pairs of equal
   // magnitude (diagonals: every level-1 angle on a boundary at 3 and 4 bits, pi/4 at the higher
-  // levels), zero rows to signed zeros; two-hot rows (every 5th from token 3) to pairs of 0 and +-2
-  // scale (axes and diagonals mixed).
+  // levels), zero rows to signed zeros; two-hot rows (every 5th from token 3) of 1 and +-1 (every
+  // third of them) to pairs of 0 and +-2 scale (axes and diagonals mixed), of 1 and +-3 to
+  // pairs of +-2 and +-4 scale (exact, off the boundaries).
   for (std::size_t t = 3; t < nmax; t += 5) {
     std::fill_n(&x[t * d], d, 0.0f);
     x[t * d + (t % d)] = 1.0f;
