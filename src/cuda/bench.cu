@@ -18,7 +18,9 @@
 #include "turbokv/bench.h"
 #include "turbokv/cuda.h"
 #include "turbokv/cuda_kivi.h"
+#include "turbokv/cuda_polar.h"
 #include "turbokv/cuda_qjl.h"
+#include "turbokv/cuda_vq.h"
 #include "turbokv/error.h"
 #include "turbokv/rng.h"
 
@@ -150,10 +152,12 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
   TKV_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const std::string base_name = "fp16-flash-decode (ours)";
   // opt.methods filters the parts (empty = all): "tq-mse" (fp16 tensor-core decode), "3xtf32",
-  // "encode", "tq-prod", "fp8", "kivi"; the fp16 baseline always runs (every row's ratio is against it).
+  // "encode", "tq-prod", "fp8", "kivi", "rvq", "polar"; the fp16 baseline always runs (every row's
+  // ratio is against it).
   for (const std::string& m : opt.methods)
-    check_arg(m == "tq-mse" || m == "3xtf32" || m == "encode" || m == "tq-prod" || m == "fp8" || m == "kivi",
-              "run_cuda_bench", "methods", m, "must be tq-mse, 3xtf32, encode, tq-prod, fp8 or kivi");
+    check_arg(m == "tq-mse" || m == "3xtf32" || m == "encode" || m == "tq-prod" || m == "fp8" || m == "kivi" ||
+                  m == "rvq" || m == "polar",
+              "run_cuda_bench", "methods", m, "must be tq-mse, 3xtf32, encode, tq-prod, fp8, kivi, rvq or polar");
   auto want = [&](const char* m) {
     return opt.methods.empty() || std::find(opt.methods.begin(), opt.methods.end(), m) != opt.methods.end();
   };
@@ -249,6 +253,48 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
         r.gbps = (std::size_t(batch) * kvh * max_pages * (ks + vs) + q_bytes + table.size() * 4) / (us * 1e3);
         rows.push_back(r);
+      }
+
+      // RVQ and PolarQuant (rvq_decode, polar_decode: the untuned CUDA-core kernels of cuda_vq.h /
+      // cuda_polar.h, one query head per block) on contiguous [batch][kvh] blocks of ctx tokens,
+      // keys and values at the same integer width; random code bytes, fp16 scalars in [0.5, 1.5).
+      for (double bits_d : opt.bits) {
+        const int b = static_cast<int>(bits_d);
+        if (bits_d != b || !pow2) continue;
+        for (const char* m : {"rvq", "polar"}) {
+          const bool polar = m[0] == 'p';
+          if (!want(m) || (polar && b < 2)) continue;
+          CodecConfig vc;
+          vc.method = polar ? Method::kPolar : Method::kRvq, vc.bits = b, vc.head_dim = d;
+          std::unique_ptr<cuda::RvqTables> rt;
+          std::unique_ptr<cuda::PolarTables> pt2;
+          if (polar) pt2 = std::make_unique<cuda::PolarTables>(vc);
+          else rt = std::make_unique<cuda::RvqTables>(vc);
+          const std::size_t blk = polar ? pt2->block_bytes(ctx) : rt->block_bytes(ctx);
+          const std::size_t code_end = std::size_t(ctx) * (polar ? pt2->code_bytes() : rt->code_bytes());
+          const std::size_t all = std::size_t(batch) * kvh * blk;
+          if (2 * all > free_b / 3) continue;
+          DevMem kbk(all), vbk(all);
+          fill_pages<<<fill_grid(), 256, 0, s>>>(kbk.as<std::uint8_t>(), all, blk, code_end, blk, 61 + b);
+          fill_pages<<<fill_grid(), 256, 0, s>>>(vbk.as<std::uint8_t>(), all, blk, code_end, blk, 67 + b);
+          TKV_CHECK_LAUNCH();
+          cuda::VqDecodeArgs va;
+          va.batch = batch, va.num_heads = nh, va.num_kv_heads = kvh;
+          va.q = q.as<float>(), va.out = out.as<float>(), va.keys = kbk.as<std::uint8_t>(), va.values = vbk.as<std::uint8_t>();
+          va.capacity = ctx, va.seq_lens = dlens.as<std::int32_t>(), va.max_seq_len = ctx;
+          va.softmax_scale = a.softmax_scale;
+          DevMem vws(polar ? cuda::polar_decode_workspace_bytes(va, d) : cuda::rvq_decode_workspace_bytes(va, d));
+          va.workspace = vws.p;
+          const double us = median_us(s, std::max(10, reps / 5), [&](int) {
+            if (polar) cuda::polar_decode(*pt2, *pt2, va, st);
+            else cuda::rvq_decode(*rt, *rt, va, st);
+          });
+          BenchRow r = proto;
+          r.op = "decode_attention", r.method = polar ? "polar (cuda cores)" : "rvq (cuda cores)", r.bits = b;
+          r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
+          r.gbps = (2 * all + q_bytes) / (us * 1e3);
+          rows.push_back(r);
+        }
       }
 
       for (double bits_d : opt.bits) {
