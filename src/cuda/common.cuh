@@ -40,6 +40,25 @@ inline cudaStream_t stream_of(Stream s) { return reinterpret_cast<cudaStream_t>(
 inline bool gpu_head_dim(int d) { return d >= 64 && d <= 256 && d % 16 == 0; }
 /// head_dim values of the tuned kernels (Hadamard encode, tensor-core decodes): 64, 128, 256.
 inline bool pow2_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
+/// The argument checks of the contiguous-block encoders and decoders (rvq, pvq, qjl, tq-prod and
+/// polar encode, pvq_dequantize): n <= 2^36 vectors; when n > 0, the input (named in_name) and out
+/// non-null. Throws std::invalid_argument naming `where` and the argument. Returns n > 0 (n == 0:
+/// nothing to do, null pointers allowed).
+inline bool check_block_io(const char* where, std::size_t n, const void* in, const char* in_name, const void* out) {
+  check_arg(n <= (static_cast<std::size_t>(1) << 36), where, "n", n, "must be <= 2^36");
+  if (n == 0) return false;
+  check_arg(in != nullptr, where, in_name, in, "must be a non-null device pointer");
+  check_arg(out != nullptr, where, "out", out, "must be a non-null device pointer");
+  return true;
+}
+
+/// Grid of a grid-stride kernel over n items, per_block items per block: ceil(n / per_block)
+/// blocks, at most 2^20.
+inline unsigned capped_grid(std::size_t n, int per_block) {
+  const std::size_t blocks = (n + per_block - 1) / per_block;
+  return static_cast<unsigned>(blocks < (1u << 20) ? blocks : (1u << 20));
+}
+
 /// head_dim values that are not powers of two with fp16 tensor-core decode instances (dense
 /// rotations, decode_h16.cuh): 80, 96, 112. Other multiples of 16 run the CUDA-core kernel.
 inline bool h16_dense_head_dim(int d) { return d == 80 || d == 96 || d == 112; }

@@ -151,9 +151,7 @@ __global__ void __launch_bounds__(kEncThreads) polar_encode_kernel(const EncArgs
 
 template <int D>
 void launch_encode(const EncArgs& a, cudaStream_t s) {
-  const std::size_t blocks = (a.n + kEncWarps - 1) / kEncWarps;
-  const unsigned grid = static_cast<unsigned>(blocks < (1u << 20) ? blocks : (1u << 20));
-  polar_encode_kernel<D><<<grid, kEncThreads, 0, s>>>(a);
+  polar_encode_kernel<D><<<detail::capped_grid(a.n, kEncWarps), kEncThreads, 0, s>>>(a);
   TKV_CHECK_LAUNCH();
 }
 
@@ -302,11 +300,7 @@ PolarTables::PolarTables(const CodecConfig& cfg) {
 }
 
 void polar_encode(const PolarTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream) {
-  const char* where = "cuda::polar_encode";
-  check_arg(n <= (static_cast<std::size_t>(1) << 36), where, "n", n, "must be <= 2^36");
-  if (n == 0) return;
-  check_arg(x != nullptr, where, "x", static_cast<const void*>(x), "must be a non-null device pointer");
-  check_arg(out != nullptr, where, "out", static_cast<const void*>(out), "must be a non-null device pointer");
+  if (!detail::check_block_io("cuda::polar_encode", n, x, "x", out)) return;
   const EncArgs a{x,          n,           tab.signs(),       tab.tables(),     tab.directions(), tab.hadamard_scale(),
                   tab.bits(), tab.high_bits(), tab.level1_bytes(), tab.code_bytes(), out};
   const cudaStream_t s = detail::stream_of(stream);
@@ -318,10 +312,7 @@ void polar_encode(const PolarTables& tab, const float* x, std::size_t n, std::ui
 }
 
 std::size_t polar_decode_workspace_bytes(const VqDecodeArgs& args, int head_dim) {
-  const char* where = "cuda::polar_decode_workspace_bytes";
-  check_workspace_args(where, args);
-  check_arg(head_dim > 0, where, "head_dim", head_dim, "must be positive");
-  return sizeof(float) * static_cast<std::size_t>(decode_splits(args)) * args.batch * args.num_heads * (head_dim + 2);
+  return partial_bytes("cuda::polar_decode_workspace_bytes", args, head_dim);
 }
 
 void polar_decode(const PolarTables& ktab, const PolarTables& vtab, const VqDecodeArgs& a, Stream stream) {

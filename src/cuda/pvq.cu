@@ -176,9 +176,7 @@ void launch_d(bool encode, const EncArgs& ea, const DeqArgs& da, cudaStream_t s)
     const std::size_t grid = (ea.n + kVecs - 1) / kVecs;
     pvq_encode_kernel<D, G, C><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(ea);
   } else {
-    const std::size_t blocks = (da.n + kWarps - 1) / kWarps;
-    const unsigned grid = static_cast<unsigned>(blocks < (1u << 20) ? blocks : (1u << 20));
-    pvq_dequantize_kernel<D, G, C><<<grid, kThreads, 0, s>>>(da);
+    pvq_dequantize_kernel<D, G, C><<<detail::capped_grid(da.n, kWarps), kThreads, 0, s>>>(da);
   }
   TKV_CHECK_LAUNCH();
 }
@@ -333,21 +331,13 @@ PvqTables::PvqTables(const Codec& codec) {
 }
 
 void pvq_encode(const PvqTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream) {
-  const char* where = "cuda::pvq_encode";
-  check_arg(n <= (static_cast<std::size_t>(1) << 36), where, "n", n, "must be <= 2^36");
-  if (n == 0) return;
-  check_arg(x != nullptr, where, "x", static_cast<const void*>(x), "must be a non-null device pointer");
-  check_arg(out != nullptr, where, "out", static_cast<const void*>(out), "must be a non-null device pointer");
+  if (!detail::check_block_io("cuda::pvq_encode", n, x, "x", out)) return;
   const EncArgs ea{x, n, tab.lambda(), tab.signs(), tab.centroids_soa(), tab.hadamard_scale(), out};
   launch(tab, true, ea, DeqArgs{}, detail::stream_of(stream));
 }
 
 void pvq_dequantize(const PvqTables& tab, const std::uint8_t* block, std::size_t n, float* out, Stream stream) {
-  const char* where = "cuda::pvq_dequantize";
-  check_arg(n <= (static_cast<std::size_t>(1) << 36), where, "n", n, "must be <= 2^36");
-  if (n == 0) return;
-  check_arg(block != nullptr, where, "block", static_cast<const void*>(block), "must be a non-null device pointer");
-  check_arg(out != nullptr, where, "out", static_cast<const void*>(out), "must be a non-null device pointer");
+  if (!detail::check_block_io("cuda::pvq_dequantize", n, block, "block", out)) return;
   const DeqArgs da{block, n, tab.lambda(), tab.signs(), tab.centroids(), tab.hadamard_scale(), out};
   launch(tab, false, EncArgs{}, da, detail::stream_of(stream));
 }

@@ -119,10 +119,7 @@ QjlTables::QjlTables(const CodecConfig& cfg) {
 void qjl_encode(const QjlTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream) {
   const char* where = "cuda::qjl_encode";
   check_arg(tab.method() == Method::kQjl, where, "tab.method", method_name(tab.method()), "must be qjl");
-  check_arg(n <= (static_cast<std::size_t>(1) << 36), where, "n", n, "must be <= 2^36");
-  if (n == 0) return;
-  check_arg(x != nullptr, where, "x", static_cast<const void*>(x), "must be a non-null device pointer");
-  check_arg(out != nullptr, where, "out", static_cast<const void*>(out), "must be a non-null device pointer");
+  if (!detail::check_block_io(where, n, x, "x", out)) return;
   const int d = tab.head_dim();
   const std::size_t smem = smem_bytes(d, 0);
   allow_smem(qjl_encode_kernel, smem);

@@ -134,9 +134,7 @@ __global__ void __launch_bounds__(kEncThreads) rvq_encode_kernel(const EncArgs a
 
 template <int D, int B>
 void launch_encode(const EncArgs& a, cudaStream_t s) {
-  const std::size_t blocks = (a.n + kEncWarps - 1) / kEncWarps;
-  const unsigned grid = static_cast<unsigned>(blocks < (1u << 20) ? blocks : (1u << 20));
-  rvq_encode_kernel<D, B><<<grid, kEncThreads, 0, s>>>(a);
+  rvq_encode_kernel<D, B><<<detail::capped_grid(a.n, kEncWarps), kEncThreads, 0, s>>>(a);
   TKV_CHECK_LAUNCH();
 }
 
@@ -255,11 +253,7 @@ RvqTables::RvqTables(const CodecConfig& cfg) {
 }
 
 void rvq_encode(const RvqTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream) {
-  const char* where = "cuda::rvq_encode";
-  check_arg(n <= (static_cast<std::size_t>(1) << 36), where, "n", n, "must be <= 2^36");
-  if (n == 0) return;
-  check_arg(x != nullptr, where, "x", static_cast<const void*>(x), "must be a non-null device pointer");
-  check_arg(out != nullptr, where, "out", static_cast<const void*>(out), "must be a non-null device pointer");
+  if (!detail::check_block_io("cuda::rvq_encode", n, x, "x", out)) return;
   const EncArgs a{x, n, tab.signs(), tab.centroids1(), tab.boundaries1(), tab.centroids2(), tab.boundaries2(),
                   tab.hadamard_scale(), out};
   const cudaStream_t s = detail::stream_of(stream);
@@ -271,10 +265,7 @@ void rvq_encode(const RvqTables& tab, const float* x, std::size_t n, std::uint8_
 }
 
 std::size_t rvq_decode_workspace_bytes(const VqDecodeArgs& args, int head_dim) {
-  const char* where = "cuda::rvq_decode_workspace_bytes";
-  check_workspace_args(where, args);
-  check_arg(head_dim > 0, where, "head_dim", head_dim, "must be positive");
-  return sizeof(float) * static_cast<std::size_t>(decode_splits(args)) * args.batch * args.num_heads * (head_dim + 2);
+  return partial_bytes("cuda::rvq_decode_workspace_bytes", args, head_dim);
 }
 
 void rvq_decode(const RvqTables& ktab, const RvqTables& vtab, const VqDecodeArgs& a, Stream stream) {

@@ -195,4 +195,13 @@ void check_workspace_args(const char* where, const Args& a) {
   check_arg(a.max_seq_len >= 0, where, "max_seq_len", a.max_seq_len, "must be >= 0");
 }
 
+/// Workspace bytes of the split partials of a CUDA-core split decode (rvq, polar, tq-prod):
+/// splits * batch * num_heads * (head_dim + 2) floats; the checks above and head_dim > 0.
+template <class Args>
+std::size_t partial_bytes(const char* where, const Args& a, int head_dim) {
+  check_workspace_args(where, a);
+  check_arg(head_dim > 0, where, "head_dim", head_dim, "must be positive");
+  return sizeof(float) * static_cast<std::size_t>(decode_splits(a)) * a.batch * a.num_heads * (head_dim + 2);
+}
+
 }  // namespace turbokv::cuda::detail::splitk

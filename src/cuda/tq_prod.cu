@@ -304,10 +304,7 @@ __global__ void __launch_bounds__(kDecThreads) prod_decode_split_kernel(const De
 void tq_prod_encode(const QjlTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream) {
   const char* where = "cuda::tq_prod_encode";
   check_arg(tab.method() == Method::kTurboProd, where, "tab.method", method_name(tab.method()), "must be tq-prod");
-  check_arg(n <= (static_cast<std::size_t>(1) << 36), where, "n", n, "must be <= 2^36");
-  if (n == 0) return;
-  check_arg(x != nullptr, where, "x", static_cast<const void*>(x), "must be a non-null device pointer");
-  check_arg(out != nullptr, where, "out", static_cast<const void*>(out), "must be a non-null device pointer");
+  if (!detail::check_block_io(where, n, x, "x", out)) return;
   const ProdArgs a{x, n, tab.rows(), tab.sketch_t(), tab.signs(), tab.centroids(), tab.boundaries(),
                    tab.hadamard_scale(), out, tab.code_bytes(), tab.mse_bytes()};
   const cudaStream_t s = detail::stream_of(stream);
@@ -365,10 +362,7 @@ void tq_prod_scores(const QjlTables& tab, const float* state, int num_queries, c
 }
 
 std::size_t tq_prod_decode_workspace_bytes(const ProdDecodeArgs& args, int head_dim) {
-  const char* where = "cuda::tq_prod_decode_workspace_bytes";
-  check_workspace_args(where, args);
-  check_arg(head_dim > 0, where, "head_dim", head_dim, "must be positive");
-  return sizeof(float) * static_cast<std::size_t>(decode_splits(args)) * args.batch * args.num_heads * (head_dim + 2);
+  return partial_bytes("cuda::tq_prod_decode_workspace_bytes", args, head_dim);
 }
 
 void tq_prod_decode(const QjlTables& ktab, const TqMseTables& vtab, const ProdDecodeArgs& a, Stream stream) {
