@@ -35,6 +35,7 @@ using namespace detail::splitk;
 
 using detail::qjl::load_half_le;
 using detail::qjl::store_half_le;
+using detail::qjl::warp_pack_n;
 
 constexpr int kEncThreads = 128;
 constexpr int kEncWarps = kEncThreads / 32;
@@ -61,20 +62,6 @@ __device__ __forceinline__ double atan2_dir(double y, double x, const double* __
     return __ldg(dirs + k);
   }
   return atan2(y, x);
-}
-
-/// Packs count codes of B bits (cw[0..count)) into the LSB-first stream at dst (ceil(count * B / 8)
-/// bytes, bits past count * B zero), one warp.
-__device__ __forceinline__ void warp_pack_n(const std::uint8_t* cw, int count, int B, std::uint8_t* dst) {
-  const int lane = threadIdx.x & 31, nbits = count * B;
-  for (int k = lane; k < (nbits + 7) / 8; k += 32) {
-    unsigned byte = 0;
-    for (int bit = 0; bit < 8; ++bit) {
-      const int g = 8 * k + bit;
-      if (g < nbits) byte |= ((static_cast<unsigned>(cw[g / B]) >> (g % B)) & 1u) << bit;
-    }
-    dst[k] = static_cast<std::uint8_t>(byte);
-  }
 }
 
 struct EncArgs {

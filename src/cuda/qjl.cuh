@@ -12,6 +12,8 @@
 // __ballot_sync word, which is the formats.h LSB-first stream (row i -> bit i % 8
 // of byte i / 8) read as a little-endian 32-bit word; lane l stores byte l % 4
 // of vector l / 4's word.
+// Also the small encode helpers that the RVQ and PolarQuant encoders share
+// (fp16 little-endian loads and stores, warp_pack_n).
 #pragma once
 
 #include <cstddef>
@@ -46,6 +48,21 @@ __device__ __forceinline__ void store_half_le(std::uint8_t* p, float v) {
 /// fp16 little-endian at p (any alignment) as fp32.
 __device__ __forceinline__ float load_half_le(const std::uint8_t* p) {
   return half_to_float(static_cast<std::uint16_t>(__ldg(p) | (__ldg(p + 1) << 8)));
+}
+
+/// Packs count codes of B bits (cw[0..count)) into the LSB-first stream at dst (ceil(count * B / 8)
+/// bytes, bits past count * B zero), one warp.
+__device__ __forceinline__ void warp_pack_n(const std::uint8_t* cw, int count, int B, std::uint8_t* dst) {
+  const int lane = threadIdx.x & 31, nbits = count * B;
+  for (int k = lane; k < (nbits + 7) / 8; k += 32) {
+    unsigned byte = 0;
+#pragma unroll
+    for (int bit = 0; bit < 8; ++bit) {
+      const int g = 8 * k + bit;
+      if (g < nbits) byte |= ((static_cast<unsigned>(cw[g / B]) >> (g % B)) & 1u) << bit;
+    }
+    dst[k] = static_cast<std::uint8_t>(byte);
+  }
 }
 
 /// Loads vectors [v0, v0 + nv) of x (fp32 [*, d]) into the tile; rows nv.. are zero.

@@ -33,6 +33,7 @@ using namespace detail::splitk;
 
 using detail::qjl::load_half_le;
 using detail::qjl::store_half_le;
+using detail::qjl::warp_pack_n;
 using detail::qjl::sumsq_row;
 
 constexpr int kEncThreads = 128;
@@ -55,21 +56,6 @@ __device__ __forceinline__ float select_centroid(unsigned code, const float (&ce
 #pragma unroll
   for (int k = 1; k < K; ++k) c = code == static_cast<unsigned>(k) ? cen[k] : c;
   return c;
-}
-
-/// Packs D codes of B bits (cw[0..D)) into the LSB-first stream at dst (D * B / 8 bytes), one warp.
-template <int D, int B>
-__device__ __forceinline__ void warp_pack(const std::uint8_t* cw, std::uint8_t* dst) {
-  const int lane = threadIdx.x & 31;
-  for (int k = lane; k < D * B / 8; k += 32) {  // stream byte k: bits 8k .. 8k + 7
-    unsigned byte = 0;
-#pragma unroll
-    for (int bit = 0; bit < 8; ++bit) {
-      const int g = 8 * k + bit;
-      byte |= ((static_cast<unsigned>(cw[g / B]) >> (g % B)) & 1u) << bit;
-    }
-    dst[k] = static_cast<std::uint8_t>(byte);
-  }
 }
 
 struct EncArgs {
@@ -125,8 +111,8 @@ __global__ void __launch_bounds__(kEncThreads) rvq_encode_kernel(const EncArgs a
     }
     __syncwarp();
     std::uint8_t* tok = a.out + t * CB;
-    warp_pack<D, B>(codes[w][0], tok);
-    warp_pack<D, B>(codes[w][1], tok + SB);
+    warp_pack_n(codes[w][0], D, B, tok);
+    warp_pack_n(codes[w][1], D, B, tok + SB);
     if (lane == 0) store_half_le(a.out + a.n * CB + 2 * t, norm);
     __syncwarp();  // row and codes are rewritten for the next token
   }
