@@ -4,7 +4,7 @@
 //
 //   turbokv_cuda_bench [--csv FILE] [--configs 128:32:8,64:9:3,256:4:1]
 //                      [--batches 1,8,16,64] [--contexts 4096,32768,65536,131072]
-//                      [--bits 2,3,4] [--repeats 50] [--methods tq-mse,3xtf32,encode,tq-prod,fp8,kivi,rvq,polar]
+//                      [--bits 2,3,4] [--repeats 50] [--methods tq-mse,3xtf32,encode,tq-prod,fp8,kivi,rvq,pvq,polar]
 //   --methods: the parts to run (default all): tq-mse = the fp16 tensor-core decode ("tq-mse" rows),
 //   3xtf32 ("tq-mse (3xtf32)" rows), encode (the tq-mse encode rows), tq-prod (every "tq-prod" row,
 //   decode and encode), fp8 (the "fp8 (cuda cores)" rows: fp8_decode on e4m3 pages), kivi (the
@@ -13,7 +13,7 @@
 //   the fp16 baseline always runs.
 //   --configs head_dim:heads:kv_heads; head_dim any multiple of 16 in 64..256 (80, 96, 112: the
 //   fp16 tensor-core "tq-mse" rows; other non-powers of two: "tq-mse (cuda cores)"; no 3xtf32,
-//   tq-prod, rvq or polar at those sizes).
+//   tq-prod, rvq, pvq or polar at those sizes).
 #include <cstdio>
 #include <cstdlib>
 #include <exception>

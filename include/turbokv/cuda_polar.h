@@ -18,9 +18,11 @@
 // gives every point of a direction the same value, as a correctly rounded atan2
 // such as glibc's does); any other angle is that close to a boundary with
 // probability ~1e-15. Tests compare every byte.
-// polar_decode is a split-K decode attention on PolarQuant keys and values in
-// contiguous blocks (VqDecodeArgs, like rvq_decode): fp32 (the reference
-// accumulates in fp64), checked against attention_compressed.
+// polar_append writes the same bytes straight into pages (cuda.h's paged layout).
+// polar_decode / polar_paged_decode are split-K decode attention on PolarQuant keys
+// and values in contiguous blocks (VqDecodeArgs, like rvq_decode) or pages
+// (DecodeArgs, like rvq_paged_decode): the staged kernel of src/cuda/staged.cuh,
+// fp32 (the reference accumulates in fp64), checked against attention_compressed.
 //
 // Every function takes device pointers and a stream, validates its arguments on
 // the host (std::invalid_argument naming the argument and value), launches
@@ -66,6 +68,10 @@ class PolarTables {
   }
   /// Bytes of a block of n tokens (= the reference's encoded_bytes(n)): codes, then n * num_radii() fp16 radii.
   std::size_t block_bytes(std::size_t n) const { return n * (code_bytes() + 2 * static_cast<std::size_t>(num_radii())); }
+  /// Bytes of one (page, KV head) block of the paged layout: block_bytes(page_size) rounded up to 32
+  /// (codes of page_size tokens, then their radii, token-major). Throws std::invalid_argument unless
+  /// page_size is a power of two in 1..4096.
+  std::size_t page_stride(int page_size) const;
   float hadamard_scale() const { return scale_; }
   const float* signs() const { return signs_.get(); }  ///< device, size head_dim
   /// device fp32, kTableFloats: [cos1 16][sin1 16], then per level l = 2..4 [cos 16][sin 16][boundaries 16]
@@ -92,24 +98,32 @@ class PolarTables {
  */
 void polar_encode(const PolarTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream);
 
-/// Workspace bytes of polar_decode: splits * batch * num_heads * (head_dim + 2) floats.
+/// PolarQuant append into pages, byte-identical to the reference's encode of each token (codes at
+/// the token's slot, its head_dim / 16 fp16 radii at slot `off` of the block's radii). Arguments and
+/// errors as rvq_append (cuda_vq.h); pool.page_stride must equal tab.page_stride(page_size).
+void polar_append(const PolarTables& tab, const void* x, int batch, int num_new, int num_kv_heads,
+                  const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream,
+                  IoType x_type = IoType::kF32);
+
+/// Workspace bytes of polar_decode: as rvq_decode_workspace_bytes (cuda_vq.h).
 std::size_t polar_decode_workspace_bytes(const VqDecodeArgs& args, int head_dim);
 
 /**
  * Split-K decode attention on PolarQuant keys (ktab) and values (vtab, same
- * head_dim; bit widths may differ), contiguous blocks as rvq_decode. Per
- * (split, sequence, query head) block: Pi_k q once (fp32), logit_t =
- * softmax_scale * <Pi_k q, y_hat_t> with y_hat_t rebuilt from the angle codes
- * and the level-4 radius of each 16-coordinate group (the reference's fp32
- * products, level 4 down to level 1) and never stored, online softmax, values
- * accumulated as y_hat in the value rotation's domain; log-sum-exp merge, then
- * Pi_v^T once. fp32; tested against attention_compressed (fp64): relative L2
- * error <= 1e-4 per sequence (tests/cuda/test_cuda_vq.cpp CudaPolar.*, test_cuda_real.cpp
- * CudaReal.PolarEncodeAndDecode). A simple
- * CUDA-core kernel (one query head per block, one token per thread for scores,
- * one coordinate per thread for values): correct first, not tuned.
- * Throws std::invalid_argument naming the argument (as rvq_decode).
+ * head_dim; bit widths may differ), contiguous blocks as rvq_decode. Pi_k q once per query head
+ * (fp32); per 32-token step the staged kernel rebuilds the keys and values of a KV head once into
+ * shared memory (y_hat from the angle codes and the level-4 radius of each 16-coordinate group, the
+ * reference's fp32 products, level 4 down to level 1), logit_t = softmax_scale * <Pi_k q, y_hat_t>,
+ * online softmax, values accumulated as y_hat in the value rotation's domain; log-sum-exp merge, then
+ * Pi_v^T once. fp32; tested against attention_compressed (fp64): relative L2 error <= 1e-4 per
+ * sequence (tests/cuda/test_cuda_vq.cpp CudaPolar.*, test_cuda_real.cpp CudaReal.PolarEncodeAndDecode).
+ * Not tuned. Throws std::invalid_argument naming the argument (as rvq_decode).
  */
 void polar_decode(const PolarTables& ktab, const PolarTables& vtab, const VqDecodeArgs& args, Stream stream);
+
+/// polar_decode on paged pools (polar_append's layout; page strides ktab / vtab.page_stride(page_size)),
+/// DecodeArgs as rvq_paged_decode (cuda_vq.h). Throws std::invalid_argument naming the argument.
+void polar_paged_decode(const PolarTables& ktab, const PolarTables& vtab, PagedPool kpool, PagedPool vpool,
+                        const PageTable& table, const DecodeArgs& args, Stream stream);
 
 }  // namespace turbokv::cuda

@@ -10,8 +10,12 @@
 //
 // Encoders write exactly the bytes of the reference codec's encode (formats.h
 // layouts, the reference's float operation order, each operation an explicitly
-// rounded intrinsic). pvq_dequantize writes exactly the reference decode's floats.
-// The fused decode-attention kernels are fp32 (the reference accumulates in
+// rounded intrinsic), into one contiguous block (*_encode) or straight into pages
+// (*_append: cuda.h's paged layout, a (page, KV head) block being the reference's
+// encoding of page_size tokens). pvq_dequantize writes exactly the reference decode's floats.
+// The fused decode-attention kernels (the staged split-K kernel of src/cuda/staged.cuh:
+// keys and values decoded once per KV head and 32-token step into shared memory, every
+// query head of the GQA group served from them) are fp32 (the reference accumulates in
 // fp64); tests/cuda/test_cuda_vq.cpp checks them against attention_compressed.
 //
 // Every function takes device pointers and a stream, validates its arguments on
@@ -50,6 +54,9 @@ class RvqTables {
   std::size_t code_bytes() const { return 2 * stage_bytes(); }
   /// Bytes of a block of n tokens (= the reference's encoded_bytes(n)): codes, then n fp16 norms.
   std::size_t block_bytes(std::size_t n) const { return n * (code_bytes() + 2); }
+  /// Bytes of one (page, KV head) block of the paged layout: block_bytes(page_size) rounded up to 32.
+  /// Throws std::invalid_argument unless page_size is a power of two in 1..4096.
+  std::size_t page_stride(int page_size) const;
   float hadamard_scale() const { return scale_; }
   const float* signs() const { return signs_.get(); }          ///< device, size head_dim
   const float* centroids1() const { return c1_.get(); }        ///< device, size 2^bits
@@ -89,6 +96,9 @@ class PvqTables {
   std::size_t code_bytes() const { return (static_cast<std::size_t>(num_sub()) * c_ + 7) / 8; }
   /// Bytes of a block of n tokens (= the reference's encoded_bytes(n)).
   std::size_t block_bytes(std::size_t n) const { return n * code_bytes(); }
+  /// Bytes of one (page, KV head) block of the paged layout: block_bytes(page_size) rounded up to 32.
+  /// Throws std::invalid_argument unless page_size is a power of two in 1..4096.
+  std::size_t page_stride(int page_size) const;
   /// Floats of one query's look-up table: num_sub * K.
   std::size_t lut_size() const { return static_cast<std::size_t>(num_sub()) * num_centroids(); }
   float hadamard_scale() const { return scale_; }
@@ -113,12 +123,30 @@ class PvqTables {
 void rvq_encode(const RvqTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream);
 
 /**
+ * RVQ append: encodes num_new new tokens of every sequence straight into pages, byte-identical to
+ * the reference codec's encode of each token (codes at the token's slot, its fp16 norm at slot
+ * `off` of the block's norms: the reference's block of page_size tokens).
+ * x: device [batch][num_new][num_kv_heads][head_dim] of type x_type (fp16 / bf16 widened exactly);
+ * start: device int32 [batch], each sequence's first new position (the pages covering
+ * [start, start + num_new) must be in the table); pool.page_stride must equal tab.page_stride(page_size).
+ * Throws std::invalid_argument naming the argument (shapes, page size, stride, null pointers, x_type).
+ */
+void rvq_append(const RvqTables& tab, const void* x, int batch, int num_new, int num_kv_heads,
+                const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream,
+                IoType x_type = IoType::kF32);
+
+/**
  * Product-VQ encode of n vectors into one block, byte-identical to the
  * reference (nearest centroid per sub-vector, distances summed in ascending
  * coordinate order, ties to the lowest index).
  * x: device fp32 [n, head_dim]; out: device, tab.block_bytes(n) bytes.
  */
 void pvq_encode(const PvqTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream);
+
+/// Product-VQ append into pages (as rvq_append; a token's bytes are its codes only: no scalars).
+void pvq_append(const PvqTables& tab, const void* x, int batch, int num_new, int num_kv_heads,
+                const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream,
+                IoType x_type = IoType::kF32);
 
 /**
  * Product-VQ dequantize: out = lambda * Pi^T concat_s C_s[code_s], floats
@@ -146,39 +174,53 @@ struct VqDecodeArgs {
   void* workspace = nullptr;           ///< device, 16-byte aligned, *_decode_workspace_bytes bytes
 };
 
-/// Workspace bytes of rvq_decode: splits * batch * num_heads * (head_dim + 2) floats.
+/// Workspace bytes of rvq_decode: decode_workspace_bytes (cuda.h) of the same shapes, 0 when batch is 0.
+/// Throws std::invalid_argument naming a negative shape, num_splits outside 0..256, or head_dim.
 std::size_t rvq_decode_workspace_bytes(const VqDecodeArgs& args, int head_dim);
 
 /**
  * Split-K decode attention on RVQ keys (ktab) and RVQ values (vtab, same
- * head_dim; bit widths may differ). Per (split, sequence, query head) block:
- * Pi_k q once (fp32), logit_t = softmax_scale * ||k_t|| <Pi_k q, c1[code1_t] + c2[code2_t]>,
- * online softmax, values accumulated in the value rotation's domain
- * (weight * ||v_t|| * (c1 + c2)); the splits merge by log-sum-exp and the
- * result is rotated back once (Pi_v^T). fp32 throughout; tested against
- * attention_compressed (fp64, context = seq_len): relative L2 error <= 1e-4 per
- * sequence (kVqDecodeRelTol in tests/cuda/test_cuda_vq.cpp). A simple CUDA-core
- * kernel (one query head per block, one token per thread): correct first, not tuned.
+ * head_dim; bit widths may differ) in contiguous blocks. Pi_k q once per query head (fp32),
+ * logit_t = softmax_scale * ||k_t|| <Pi_k q, c1[code1_t] + c2[code2_t]>, online softmax, values
+ * accumulated in the value rotation's domain (weight * ||v_t|| * (c1 + c2)); the splits merge by
+ * log-sum-exp and the result is rotated back once (Pi_v^T). The staged CUDA-core kernel: per 32-token
+ * step the keys and values of a KV head are decoded once into shared memory and every query head of
+ * its GQA group (any ratio) reads them. fp32 throughout; tested against attention_compressed (fp64,
+ * context = seq_len): relative L2 error <= 1e-4 per sequence (kVqDecodeRelTol in
+ * tests/cuda/test_cuda_vq.cpp). Not tuned (docs/RESULTS.md).
  * Throws std::invalid_argument naming the argument (shapes, scale, splits,
  * capacity < max_seq_len, null or misaligned pointers, head_dim mismatch).
  */
 void rvq_decode(const RvqTables& ktab, const RvqTables& vtab, const VqDecodeArgs& args, Stream stream);
 
-/// Workspace bytes of pvq_decode: the split partials (as rvq_decode, rounded up
-/// to 16 bytes) plus one look-up table per query head (batch * num_heads * ktab.lut_size() floats).
+/**
+ * rvq_decode on paged pools (rvq_append's layout): kpool / vpool page strides ktab.page_stride(page_size)
+ * and vtab.page_stride(page_size); shapes, GQA, sliding window, soft-cap, fp32 / fp16 / bf16 io,
+ * splits and workspace (decode_workspace_bytes) as tq_mse_decode (cuda.h); args.head_dim must equal
+ * the tables' and args.kernel must be 0. Tolerance as rvq_decode (plus the 16-bit output rounding).
+ * Throws std::invalid_argument naming the argument.
+ */
+void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kpool, PagedPool vpool,
+                      const PageTable& table, const DecodeArgs& args, Stream stream);
+
+/// Workspace bytes of pvq_decode: as rvq_decode_workspace_bytes(args, ktab.head_dim()).
 std::size_t pvq_decode_workspace_bytes(const VqDecodeArgs& args, const PvqTables& ktab);
 
 /**
- * Look-up-table decode attention on product-VQ keys (ktab) and values (vtab,
- * same head_dim). Once per query head: q' = Pi_k (lambda_k * q) and the table
- * LUT[s][k] = <q'_s, C_s[k]> (fp64, stored fp32, in the workspace). Split-K:
- * logit_t = softmax_scale * sum_s LUT[s][code_ts] (table look-ups from the
- * codes, no decoded keys), online softmax, values accumulated as per-sub-vector
- * centroid sums in the value codec's rotated, smoothed domain; log-sum-exp
- * merge, then Pi_v^T and lambda_v once. fp32 accumulation; tested against
- * attention_compressed: relative L2 error <= 1e-4 per sequence.
- * Throws std::invalid_argument like rvq_decode.
+ * Split-K decode attention on product-VQ keys (ktab) and values (vtab, same head_dim) in contiguous
+ * blocks. Once per query head: q' = Pi_k (lambda_k * q) (fp32). Per 32-token step the staged
+ * kernel decodes the keys and values of a KV head once into shared memory as centroid coordinates
+ * C_s[code_s] in their codec's rotated, smoothed domain, logit_t = softmax_scale * <q', C[code_t]>,
+ * online softmax, values accumulated in the value codec's domain; log-sum-exp merge, then Pi_v^T and
+ * lambda_v once. (Before session 12: per-query-head look-up tables; the staged kernel serves the
+ * whole GQA group from one decode.) fp32; tested against attention_compressed: relative L2 error
+ * <= 1e-4 per sequence. Throws std::invalid_argument like rvq_decode.
  */
 void pvq_decode(const PvqTables& ktab, const PvqTables& vtab, const VqDecodeArgs& args, Stream stream);
+
+/// pvq_decode on paged pools (pvq_append's layout; page strides ktab / vtab.page_stride(page_size)),
+/// DecodeArgs as rvq_paged_decode. Throws std::invalid_argument naming the argument.
+void pvq_paged_decode(const PvqTables& ktab, const PvqTables& vtab, PagedPool kpool, PagedPool vpool,
+                      const PageTable& table, const DecodeArgs& args, Stream stream);
 
 }  // namespace turbokv::cuda

@@ -152,12 +152,12 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
   TKV_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const std::string base_name = "fp16-flash-decode (ours)";
   // opt.methods filters the parts (empty = all): "tq-mse" (fp16 tensor-core decode), "3xtf32",
-  // "encode", "tq-prod", "fp8", "kivi", "rvq", "polar"; the fp16 baseline always runs (every row's
+  // "encode", "tq-prod", "fp8", "kivi", "rvq", "pvq", "polar"; the fp16 baseline always runs (every row's
   // ratio is against it).
   for (const std::string& m : opt.methods)
     check_arg(m == "tq-mse" || m == "3xtf32" || m == "encode" || m == "tq-prod" || m == "fp8" || m == "kivi" ||
-                  m == "rvq" || m == "polar",
-              "run_cuda_bench", "methods", m, "must be tq-mse, 3xtf32, encode, tq-prod, fp8, kivi, rvq or polar");
+                  m == "rvq" || m == "pvq" || m == "polar",
+              "run_cuda_bench", "methods", m, "must be tq-mse, 3xtf32, encode, tq-prod, fp8, kivi, rvq, pvq or polar");
   auto want = [&](const char* m) {
     return opt.methods.empty() || std::find(opt.methods.begin(), opt.methods.end(), m) != opt.methods.end();
   };
@@ -255,44 +255,51 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         rows.push_back(r);
       }
 
-      // RVQ and PolarQuant (rvq_decode, polar_decode: the untuned CUDA-core kernels of cuda_vq.h /
-      // cuda_polar.h, one query head per block) on contiguous [batch][kvh] blocks of ctx tokens,
-      // keys and values at the same integer width; random code bytes, fp16 scalars in [0.5, 1.5).
+      // RVQ, product VQ and PolarQuant (rvq_paged_decode, pvq_paged_decode, polar_paged_decode: the
+      // staged CUDA-core kernel of staged.cuh, untuned) on the same page table, keys and values at the
+      // same integer width; random code bytes, fp16 scalars in [0.5, 1.5). Product VQ's tables come from
+      // a reference codec calibrated on 1200 Gaussian rows (3 k-means iterations).
       for (double bits_d : opt.bits) {
         const int b = static_cast<int>(bits_d);
         if (bits_d != b || !pow2) continue;
-        for (const char* m : {"rvq", "polar"}) {
-          const bool polar = m[0] == 'p';
+        for (const char* m : {"rvq", "pvq", "polar"}) {
+          const bool polar = m[1] == 'o', pvq = m[0] == 'p' && !polar;
           if (!want(m) || (polar && b < 2)) continue;
           CodecConfig vc;
-          vc.method = polar ? Method::kPolar : Method::kRvq, vc.bits = b, vc.head_dim = d;
+          vc.method = polar ? Method::kPolar : pvq ? Method::kPvq : Method::kRvq, vc.bits = b, vc.head_dim = d;
+          vc.kmeans_iters = 3;
           std::unique_ptr<cuda::RvqTables> rt;
-          std::unique_ptr<cuda::PolarTables> pt2;
-          if (polar) pt2 = std::make_unique<cuda::PolarTables>(vc);
-          else rt = std::make_unique<cuda::RvqTables>(vc);
-          const std::size_t blk = polar ? pt2->block_bytes(ctx) : rt->block_bytes(ctx);
-          const std::size_t code_end = std::size_t(ctx) * (polar ? pt2->code_bytes() : rt->code_bytes());
-          const std::size_t all = std::size_t(batch) * kvh * blk;
-          if (2 * all > free_b / 3) continue;
-          DevMem kbk(all), vbk(all);
-          fill_pages<<<fill_grid(), 256, 0, s>>>(kbk.as<std::uint8_t>(), all, blk, code_end, blk, 61 + b);
-          fill_pages<<<fill_grid(), 256, 0, s>>>(vbk.as<std::uint8_t>(), all, blk, code_end, blk, 67 + b);
-          TKV_CHECK_LAUNCH();
-          cuda::VqDecodeArgs va;
-          va.batch = batch, va.num_heads = nh, va.num_kv_heads = kvh;
-          va.q = q.as<float>(), va.out = out.as<float>(), va.keys = kbk.as<std::uint8_t>(), va.values = vbk.as<std::uint8_t>();
-          va.capacity = ctx, va.seq_lens = dlens.as<std::int32_t>(), va.max_seq_len = ctx;
-          va.softmax_scale = a.softmax_scale;
-          DevMem vws(polar ? cuda::polar_decode_workspace_bytes(va, d) : cuda::rvq_decode_workspace_bytes(va, d));
-          va.workspace = vws.p;
-          const double us = median_us(s, std::max(10, reps / 5), [&](int) {
-            if (polar) cuda::polar_decode(*pt2, *pt2, va, st);
-            else cuda::rvq_decode(*rt, *rt, va, st);
+          std::unique_ptr<cuda::PolarTables> qt;
+          std::unique_ptr<cuda::PvqTables> vt;
+          std::size_t stride = 0, cb = 0, sb = 0;
+          if (polar) {
+            qt = std::make_unique<cuda::PolarTables>(vc);
+            stride = qt->page_stride(page_size), cb = qt->code_bytes(), sb = 2 * std::size_t(qt->num_radii());
+          } else if (pvq) {
+            const auto ref = make_codec(vc);
+            Rng rr(5);
+            std::vector<float> cal(std::size_t(1200) * d);
+            for (auto& x : cal) x = static_cast<float>(rr.normal());
+            ref->calibrate(cal.data(), 1200);
+            vt = std::make_unique<cuda::PvqTables>(*ref);
+            stride = vt->page_stride(page_size), cb = vt->code_bytes();
+          } else {
+            rt = std::make_unique<cuda::RvqTables>(vc);
+            stride = rt->page_stride(page_size), cb = rt->code_bytes(), sb = 2;
+          }
+          const std::size_t noff = page_size * cb, nend = noff + page_size * sb;
+          const PagePools pp = make_pools(s, table.size() * kvh * stride, stride, noff, nend, 61 + b);
+          const double us = median_us(s, std::max(10, reps / 5), [&](int i) {
+            const cuda::PagedPool kp{pp.k[i % pp.size()]->as<std::uint8_t>(), stride},
+                vp{pp.v[i % pp.size()]->as<std::uint8_t>(), stride};
+            if (polar) cuda::polar_paged_decode(*qt, *qt, kp, vp, pt, a, st);
+            else if (pvq) cuda::pvq_paged_decode(*vt, *vt, kp, vp, pt, a, st);
+            else cuda::rvq_paged_decode(*rt, *rt, kp, vp, pt, a, st);
           });
           BenchRow r = proto;
-          r.op = "decode_attention", r.method = polar ? "polar (cuda cores)" : "rvq (cuda cores)", r.bits = b;
+          r.op = "decode_attention", r.method = std::string(m) + " (cuda cores)", r.bits = b;
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
-          r.gbps = (2 * all + q_bytes) / (us * 1e3);
+          r.gbps = (std::size_t(batch) * kvh * max_pages * 2 * stride + q_bytes + table.size() * 4) / (us * 1e3);
           rows.push_back(r);
         }
       }

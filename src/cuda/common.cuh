@@ -1,6 +1,8 @@
 // Shared helpers of the CUDA backend (not public API).
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <stdexcept>
@@ -149,6 +151,66 @@ __device__ __forceinline__ AppendSlot append_slot(int v, const FastDiv& div_head
   const int pos = __ldg(start + b) + j;
   const int page = __ldg(pages + static_cast<std::size_t>(b) * max_pages + (pos >> page_shift));
   return {g, page, pos & ((1 << page_shift) - 1)};
+}
+
+/// Where an encoder writes token t's codes and per-token scalars (norms, radii), cb and sb bytes each.
+struct TokenDst {
+  std::uint8_t* codes;
+  std::uint8_t* scalars;
+};
+
+/// A contiguous block of n tokens (formats.h: [n x codes][n x scalars]), as the reference's encode writes it.
+struct BlockDst {
+  std::uint8_t* out;
+  std::size_t n, cb, sb;
+  __device__ TokenDst at(std::size_t t) const { return {out + t * cb, out + n * cb + t * sb}; }
+};
+
+/// Pages (cuda.h's paged layout): vector t of x [batch][num_new][num_kv_heads][head_dim] (append_slot)
+/// goes to slot `off` of its (page, KV head) block, a formats.h block of page_size tokens: codes at
+/// off * cb, scalars at page_size * cb + off * sb.
+struct PagedDst {
+  std::uint8_t* pool;
+  std::size_t stride, cb, sb;
+  int num_kv_heads, max_pages, page_shift;
+  FastDiv div_heads, div_new;
+  const std::int32_t* start;
+  const std::int32_t* pages;
+  __device__ TokenDst at(std::size_t t) const {
+    const AppendSlot sl = append_slot(static_cast<int>(t), div_heads, div_new, start, pages, max_pages, page_shift);
+    std::uint8_t* blk = pool + (static_cast<std::size_t>(sl.page) * num_kv_heads + sl.g) * stride;
+    return {blk + sl.off * cb, blk + (cb << page_shift) + sl.off * sb};
+  }
+};
+
+/// Bytes of one (page, KV head) block of a per-token layout (cb code bytes and sb scalar bytes per
+/// token): page_size * (cb + sb) rounded up to 32 (blocks start on 32-byte L2 sectors, as tq_page_stride).
+inline std::size_t token_page_stride(int page_size, std::size_t cb, std::size_t sb) {
+  return (static_cast<std::size_t>(page_size) * (cb + sb) + 31) / 32 * 32;
+}
+
+/// The checks of an append into pages of a per-token layout (check_append; pool.page_stride must equal
+/// token_page_stride(page_size, cb, sb), the rule `stride_rule` names) and its PagedDst. total: set to
+/// the vector count batch * num_new * num_kv_heads (0: nothing to do).
+inline PagedDst paged_dst(const char* where, const void* x, int batch, int num_new, int num_kv_heads,
+                          const std::int32_t* start, const PageTable& table, const PagedPool& pool, IoType x_type,
+                          std::size_t cb, std::size_t sb, const char* stride_rule, long long& total) {
+  check_page_size(where, table.page_size);
+  total = check_append(where, x, batch, num_new, num_kv_heads, start, table, pool, x_type,
+                       token_page_stride(table.page_size, cb, sb), stride_rule);
+  PagedDst d{};
+  d.pool = pool.data, d.stride = pool.page_stride, d.cb = cb, d.sb = sb;
+  d.num_kv_heads = num_kv_heads, d.max_pages = table.max_pages;
+  d.page_shift = __builtin_ctz(static_cast<unsigned>(table.page_size));
+  if (total > 0) d.div_heads = FastDiv(num_kv_heads), d.div_new = FastDiv(num_new);
+  d.start = start, d.pages = table.pages;
+  return d;
+}
+
+/// Element i of an input of type XT (float, __half, __nv_bfloat16) widened to fp32 (exact).
+template <class XT>
+__device__ __forceinline__ float load_x(const void* x, std::size_t i) {
+  return static_cast<float>(static_cast<const XT*>(x)[i]);
 }
 
 }  // namespace turbokv::cuda::detail

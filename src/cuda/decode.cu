@@ -9,6 +9,9 @@
 #include <cuda_fp16.h>
 
 #include "decode_h16.cuh"
+#include "splitk.cuh"
+#include "staged.cuh"
+#include "turbokv/cuda_vq.h"
 #include "turbokv/cuda_kivi.h"
 #include "turbokv/cuda_qjl.h"
 #include "turbokv/error.h"
@@ -44,7 +47,8 @@ __global__ void widen_kernel(const T* __restrict__ x, std::size_t n, float* __re
 template <class T>
 __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __restrict__ ws_ml, int splits,
                                int d, const float* __restrict__ vsigns, float vscale, void* __restrict__ out,
-                               const std::int32_t* __restrict__ chan, int blk, const float* __restrict__ vrot) {
+                               const std::int32_t* __restrict__ chan, int blk, const float* __restrict__ vrot,
+                               const float* __restrict__ vlambda) {
   extern __shared__ float part[];
   const int C = d / 4, SL = blockDim.x / C;
   const int lane = threadIdx.x / C, c = threadIdx.x % C;
@@ -120,8 +124,22 @@ __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __
     }
     __syncthreads();
   }
-  for (int i = threadIdx.x; i < d; i += blockDim.x)
-    store_out<T>(out, bh * d + (chan ? chan[i] : i), y[i] * (vscale * vsigns[i]));
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    const float o = y[i] * (vscale * vsigns[i]);
+    store_out<T>(out, bh * d + (chan ? chan[i] : i), vlambda ? vlambda[i] * o : o);
+  }
+}
+
+/// The staged decodes' query preparation (StagedCall): row blockIdx.x of in [rows][d] (fp32) ->
+/// out = Pi (lambda * q) (lambda nullptr: 1; rotate_shared: * signs, FWHT, * scale; fp32). in == out
+/// allowed (the row is read whole before it is written).
+__global__ void rotate_query_kernel(const float* in, float* out, int d, const float* __restrict__ signs, float scale,
+                                    const float* __restrict__ lambda) {
+  extern __shared__ float rq[];
+  const std::size_t row = blockIdx.x;
+  for (int j = threadIdx.x; j < d; j += blockDim.x) rq[j] = lambda ? in[row * d + j] * lambda[j] : in[row * d + j];
+  splitk::rotate_shared(rq, d, signs, scale, false);  // its first step touches only this thread's j
+  for (int j = threadIdx.x; j < d; j += blockDim.x) out[row * d + j] = rq[j];
 }
 
 /// The fp32 query the kernels read: args.q itself, or its widened copy at the workspace's end.
@@ -160,7 +178,7 @@ void launch_combine(const DecodeArgs& args, const DecodeKernelArgs& ka, int spli
     TKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<const float*>(ka.ws_acc),
                                       static_cast<const float*>(ka.ws_ml), splits, args.head_dim, vsigns, vscale,
                                       args.out, ka.vchan, ka.vchan ? args.head_dim / 2 : args.head_dim,
-                                      ka.vrot));
+                                      ka.vrot, ka.vlambda));
   };
   switch (args.io) {
     case IoType::kF32: go(combine_kernel<float>); break;
@@ -270,9 +288,11 @@ void fill_kernel_args(const DecodeArgs& args, const Plan& p, int nsub, DecodeKer
   ka.q = query_f32(args, ka.ws_ml + bh * p.splits * 2, s);
 }
 
+/// qrot (the staged decodes): the query preparation q' = Pi_k (klambda * q) of StagedCall, written to
+/// the workspace's query slot before the split kernel (nullptr or ksigns nullptr: none).
 template <class Launch>
 void run(const char* where, const DecodeArgs& args, int cbK, int cbV, int stages, DecodeKernelArgs& ka,
-         const float* vsigns, float vscale, cudaStream_t s, Launch&& launch) {
+         const float* vsigns, float vscale, cudaStream_t s, Launch&& launch, const StagedCall* qrot = nullptr) {
   validate(where, args);
   Plan p = make_plan(args);
   const std::size_t smem = smem_bytes(args.head_dim, cbK, cbV, p.hpw, p.nsub_block, stages);
@@ -283,6 +303,14 @@ void run(const char* where, const DecodeArgs& args, int cbK, int cbV, int stages
     p = make_plan(args, occ);
   }
   fill_kernel_args(args, p, p.nsub, ka, s);
+  if (qrot && qrot->ksigns) {
+    const std::size_t rows = std::size_t(args.batch) * args.num_heads;
+    float* ws_q = ka.ws_ml + rows * p.splits * 2;  // fill_kernel_args' query slot
+    rotate_query_kernel<<<static_cast<unsigned>(rows), 128, sizeof(float) * args.head_dim, s>>>(
+        ka.q, ws_q, args.head_dim, qrot->ksigns, qrot->kscale, qrot->klambda);
+    TKV_CHECK_LAUNCH();
+    ka.q = ws_q;
+  }
   // Lanes per token: head_dim / 16 rounded up to a power of two (decode.cuh).
   ka.tpt_shift = 0;
   while ((1 << ka.tpt_shift) < args.head_dim / 16) ++ka.tpt_shift;
@@ -513,34 +541,67 @@ void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const 
   detail::run(where, args, args.head_dim, args.head_dim, detail::F8Fmt::kStages, ka, nullptr, 1.0f, s, launch);
 }
 
-void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpool, PagedPool vpool,
-                 const PageTable& table, const DecodeArgs& args, Stream stream) {
-  const char* where = "cuda::kivi_decode";
-  check_arg(kcfg.role == Role::kKey && vcfg.role == Role::kValue, where, "kcodec/vcodec role",
-            turbokv::detail::concat(kcfg.role == Role::kKey ? "key" : "value", "/",
-                                    vcfg.role == Role::kKey ? "key" : "value"),
-            "must be a key codec and a value codec");
-  check_arg(kcfg.head_dim == args.head_dim && vcfg.head_dim == args.head_dim, where, "codec head_dim", kcfg.head_dim,
-            "must equal args.head_dim for keys and values");
-  check_arg(args.kernel == 0, where, "kernel", args.kernel, "must be 0 (KIVI has one CUDA-core kernel)");
-  const std::size_t kstride = detail::kivi_stride(where, kcfg, table.page_size),
-                    vstride = detail::kivi_stride(where, vcfg, table.page_size);
-  detail::DecodeKernelArgs ka = paged_args(where, kpool, vpool, table, args, kstride,
-                                           "must equal kivi_page_stride(kcodec, page_size)", vstride,
-                                           "must equal kivi_page_stride(vcodec, page_size)");
+namespace detail {
+
+void run_staged_paged(const char* where, PagedPool kpool, PagedPool vpool, const PageTable& table,
+                      const DecodeArgs& args, std::size_t kstride, const char* kstride_rule, std::size_t vstride,
+                      const char* vstride_rule, const StagedCall& call, cudaStream_t s) {
+  check_arg(args.kernel == 0, where, "kernel", args.kernel, "must be 0 (one CUDA-core kernel: the staged decode)");
+  DecodeKernelArgs ka = paged_args(where, kpool, vpool, table, args, kstride, kstride_rule, vstride, vstride_rule);
   ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E);
-  ka.kgroup = kcfg.group_size, ka.vgroup = vcfg.group_size;
-  ka.kbits = static_cast<int>(kcfg.bits), ka.vbits = static_cast<int>(vcfg.bits);
-  ka.kcb = args.head_dim * ka.kbits / 8, ka.vcb = args.head_dim * ka.vbits / 8;
+  ka.kside = call.kside;
+  ka.vside = call.vside;
+  ka.vlambda = call.vlambda;
   ka.head_dim = args.head_dim;  // the launcher sizes shared memory and picks the instance from it (also
                                 // for run's occupancy query, made before fill_kernel_args)
-  const cudaStream_t s = detail::stream_of(stream);
-  auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {
-    detail::launch_kivi_decode(hpw, shape, smem, s, a);
+  // run's staged-tile shared memory size is unused (launch_staged sizes its own).
+  auto launch = [&](int hpw, const LaunchShape& shape, std::size_t smem, const DecodeKernelArgs& k) {
+    call.launch(hpw, shape, smem, s, k);
   };
-  // The kernel sizes its own shared memory (launch_kivi_decode); run's staged-tile size is unused.
-  detail::run(where, args, ka.kcb, ka.vcb, 1, ka, nullptr, 1.0f, s, launch);
+  run(where, args, 16, 16, 1, ka, call.vsigns, call.vscale, s, launch, &call);
 }
+
+namespace {
+DecodeArgs as_decode_args(const VqDecodeArgs& a, int head_dim) {
+  DecodeArgs d;
+  d.batch = a.batch, d.num_heads = a.num_heads, d.num_kv_heads = a.num_kv_heads, d.head_dim = head_dim;
+  d.q = a.q, d.out = a.out, d.seq_lens = a.seq_lens, d.max_seq_len = a.max_seq_len;
+  d.softmax_scale = a.softmax_scale, d.num_splits = a.num_splits, d.workspace = a.workspace;
+  return d;
+}
+}  // namespace
+
+void run_staged_blocks(const char* where, const VqDecodeArgs& a, int head_dim, std::size_t kblock,
+                       std::size_t vblock, const StagedCall& call, cudaStream_t s) {
+  if (splitk::check_decode_args(where, a) == 0) return;  // batch 0
+  const DecodeArgs args = as_decode_args(a, head_dim);
+  const std::size_t between = std::max(kblock, vblock) * static_cast<std::size_t>(a.num_kv_heads);
+  check_arg(between <= 0xffffffffu, where, "block bytes * num_kv_heads", between, "must be below 4 GiB");
+  DecodeKernelArgs ka{};
+  ka.kpool = a.keys;
+  ka.vpool = a.values;
+  ka.kstride = kblock;
+  ka.vstride = vblock;
+  ka.capacity = a.capacity;  // pages = nullptr: contiguous blocks
+  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E);
+  ka.kside = call.kside;
+  ka.vside = call.vside;
+  ka.vlambda = call.vlambda;
+  ka.head_dim = head_dim;
+  auto launch = [&](int hpw, const LaunchShape& shape, std::size_t smem, const DecodeKernelArgs& k) {
+    call.launch(hpw, shape, smem, s, k);
+  };
+  run(where, args, 16, 16, 1, ka, call.vsigns, call.vscale, s, launch, &call);
+}
+
+std::size_t staged_blocks_workspace(const char* where, const VqDecodeArgs& a, int head_dim) {
+  splitk::check_workspace_args(where, a);
+  if (a.batch == 0) return 0;
+  check_arg(a.max_seq_len >= 1, where, "max_seq_len", a.max_seq_len, "must be >= 1");
+  return decode_workspace_bytes(as_decode_args(a, head_dim));
+}
+
+}  // namespace detail
 
 void fp16_decode(const std::uint16_t* k, const std::uint16_t* v, int capacity, const DecodeArgs& args,
                  Stream stream) {

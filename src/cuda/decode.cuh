@@ -31,6 +31,19 @@ constexpr int kTile = 64;
 constexpr int kSubThreads = 128;
 constexpr int kMaxSubPerBlock = 2;
 
+/// One pool's method parameters in the staged decode kernel (staged.cuh); each format reads the
+/// fields it documents.
+struct StagedSide {
+  const float* tab0;  ///< device tables (codebook, centroids, trig tables)
+  const float* tab1;  ///< a second table (RVQ: the stage-2 codebook)
+  int bits, bits2;    ///< code widths
+  int cb;             ///< code bytes per token
+  int off;            ///< a byte offset inside a token's row (RVQ: stage-1 bytes; PolarQuant: level-1 bytes)
+  int group;          ///< KIVI: group size
+  FastDiv group_div;  ///< KIVI values: division by the group size
+  int shift;          ///< product VQ: log2 of the sub-vector size
+};
+
 struct DecodeKernelArgs {
   const float* q;
   float* ws_acc;  // [batch][num_heads][splits][D]
@@ -69,9 +82,10 @@ struct DecodeKernelArgs {
   // the keys' Pi^T and the values' Pi, device [head_dim][head_dim] row-major; nullptr otherwise.
   const float* krot_t;
   const float* vrot;
-  // KIVI (kivi_decode_kernel, src/cuda/kivi.cu): group sizes, widths and code bytes per token of the
-  // key and value codecs.
-  int kgroup, vgroup, kbits, vbits, kcb, vcb;
+  // Staged decodes (staged.cuh: KIVI, RVQ, product VQ, PolarQuant): each pool's method parameters,
+  // and the value codec's smoothing applied after the inverse rotation (product VQ; nullptr: none).
+  StagedSide kside, vside;
+  const float* vlambda;
 };
 
 /// Logit soft-capping on a log2-scaled logit x = log2(e) * l: log2(e) * c * tanh(l / c).
@@ -551,10 +565,6 @@ void launch_tq_decode_k3(int vb, int hpw, const LaunchShape&, std::size_t, cudaS
 void launch_tq_decode_k4(int vb, int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
 void launch_f16_decode(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
 void launch_fp8_decode(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
-/// KIVI keys and values (src/cuda/kivi.cu), HPW 1..4.
-void launch_kivi_decode(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
-/// kivi_page_stride (cuda_kivi.h) with its argument errors attributed to `where`.
-std::size_t kivi_stride(const char* where, const CodecConfig& cfg, int page_size);
 
 template <int KB>
 void launch_tq_decode_kb(int vb, int hpw, const LaunchShape& shape, std::size_t smem, cudaStream_t s,

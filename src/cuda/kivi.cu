@@ -2,14 +2,14 @@
 // "kivi" and include/turbokv/cuda_kivi.h). Append writes the reference's bytes: per group
 // mn16 = fp16 at or below the minimum, scale16 = (max - mn16) / (2^b - 1) in fp64, rounded to fp32
 // and then up to fp16, code = clamp(rint((x - mn16) / scale16), 0, 2^b - 1) with IEEE fp32 subtract
-// and divide (0 when scale16 == 0). Decode: the CUDA-core split-K kernel below, through decode.cu's
-// plan, workspace and log-sum-exp merge (no rotation).
+// and divide (0 when scale16 == 0). Decode: the staged split-K kernel (staged.cuh) with the formats
+// below, through decode.cu's plan, workspace and log-sum-exp merge (no rotation).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <type_traits>
 
-#include "decode.cuh"
+#include "staged.cuh"
 #include "turbokv/cuda_kivi.h"
 #include "turbokv/error.h"
 #include "turbokv/fastdiv.h"
@@ -18,10 +18,6 @@
 namespace turbokv::cuda {
 namespace {
 
-using detail::DecodeKernelArgs;
-using detail::kMaxSubPerBlock;
-using detail::kSubThreads;
-using detail::soft_cap;
 
 struct KiviAppendArgs {
   const void* x;  // [batch][num_new][num_kv_heads][D] of the kernel's XT
@@ -145,155 +141,66 @@ __global__ void __launch_bounds__(32 * kValueWarps) kivi_value_append_kernel(con
 }
 
 /// x_hat = mn16 + scale16 * code, rounded as the reference's decode (product, then sum). par: the
-/// group's (mn16, scale16) fp16 bits, low and high half. Codes: the field of channel j at width b
-/// (1, 2, 3, 4 or 8) lies in the two bytes from bit j b (the second inside the block: a row is
-/// followed by more rows or the block's scalars); the scalars are read as 2-byte halves (they start
-/// right after the codes: at page size 1 and rows of 4k + 2 bytes not 4-byte aligned).
+/// group's (mn16, scale16) fp16 bits, low and high half. The scalars are read as 2-byte halves (they
+/// start right after the codes: at page size 1 and rows of 4k + 2 bytes not 4-byte aligned).
 /// The fp16 -> fp32 conversions are the hardware's (exact; half.h's portable half_to_float cost ~20
 /// instructions each and made the decode issue-bound: 692 instructions per token and KV head, ncu run
 /// s10-9).
-__device__ __forceinline__ float dequant(unsigned par, float code) {
+__device__ __forceinline__ float dequant(const std::uint16_t* par, float code) {
+  const unsigned w = par[0] | (static_cast<unsigned>(par[1]) << 16);
   __half2 h;
-  memcpy(&h, &par, 4);
+  memcpy(&h, &w, 4);
   const float2 f = __half22float2(h);
   return __fadd_rn(f.x, __fmul_rn(f.y, code));
 }
 
-constexpr int kKiviTile = 32;     // tokens per block step
-
-/// Shared memory of kivi_decode_kernel: the block's scaled queries [4 nsub_block][D], the step's
-/// dequantized keys and values [kKiviTile][D + 4] each (rows of an odd number of 16-byte units:
-/// the lanes' float4 reads of 32 different rows hit distinct bank groups), P [4 nsub_block][32].
-inline std::size_t kivi_smem(int d, int nsub_block) {
-  return (std::size_t(4) * nsub_block * d + 2 * std::size_t(kKiviTile) * (d + 4) + 4 * nsub_block * kKiviTile) *
-         sizeof(float);
-}
-
-/// Decode: grid and head subsets as decode_kernel (decode.cuh; 128 threads per subset of HPW query
-/// heads, up to 2 subsets per block). Per step of 32 tokens the whole block dequantizes the keys and
-/// values once (one element per thread and pass, 2-byte loads) into shared memory (the query heads of
-/// the block share them); then warp w of a subset serves head w (w < HPW): lane = token for the
-/// scores (float4 dot products), one running max / sum per warp updated once per step, lanes over
-/// channels for the values. Each warp writes its head's split partials itself.
-/// KC = ceil(head_dim / 32): the channels j = lane + 32 k (k < KC) of a lane (a template constant:
-/// with a runtime bound of 8 the loops issued 8 predicated iterations at every head_dim).
-template <int HPW, int KC>
-__global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) kivi_decode_kernel(const DecodeKernelArgs a) {
-  constexpr int kLaneChannels = KC;
-  extern __shared__ __align__(16) float sm[];
-  const int D = a.head_dim, DS = D + 4;
-  const int split = blockIdx.x;
-  const int b = blockIdx.y / a.num_kv_heads, g = blockIdx.y % a.num_kv_heads;
-  const int tid = threadIdx.x, nthr = blockDim.x, nsub_block = nthr / kSubThreads;
-  const int lane = tid % 32, wg = tid / 32, sub_local = wg / 4, hw = wg % 4;
-  const int sub = blockIdx.z * kMaxSubPerBlock + sub_local;
-  const int hg = sub * HPW + hw;
-  const bool active = sub < a.nsub && hw < HPW && hg < a.group;  // warp-uniform
-  float* s_q = sm;                           // [4 nsub_block][D]
-  float* s_k = s_q + 4 * nsub_block * D;     // [32][DS]
-  float* s_v = s_k + kKiviTile * DS;         // [32][DS]
-  float* s_p = s_v + kKiviTile * DS + wg * kKiviTile;  // this warp's [32]
-
-  int t_begin, t_end;
-  detail::split_range(a, b, split, t_begin, t_end);
-  const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg;
-
-  for (int j = lane; j < D; j += 32)
-    s_q[wg * D + j] = active ? a.q[bh * D + j] * a.qscale : 0.0f;
-  float m = -INFINITY, l = 0.0f, acc[kLaneChannels];
+/// Staged-decode formats (staged.cuh) of KIVI's page blocks (formats.h "kivi"): side.bits = b,
+/// side.group = G, side.cb = packed(head_dim, b). Keys: the (mn16, scale16) of channel j of the
+/// token's group of G tokens; values: those of the token's channel group j / G.
+struct KiviKeyFmt {
+  template <int KQ>
+  __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* blk, int ps,
+                                               int slot, int lane, float* dst) {
+    const std::uint8_t* row = blk + static_cast<std::size_t>(slot) * s.cb;
+    const auto* par = reinterpret_cast<const std::uint16_t*>(blk + static_cast<std::size_t>(ps) * s.cb) +
+                      2 * static_cast<std::size_t>(slot / s.group) * D;
+    const unsigned m = (1u << s.bits) - 1u;
 #pragma unroll
-  for (int k = 0; k < kLaneChannels; ++k) acc[k] = 0.0f;
-  const std::int32_t* pt = a.pages + static_cast<std::size_t>(b) * a.max_pages;
-  const int ps = 1 << a.page_shift, pmask = ps - 1, vng = D / a.vgroup;
-  int vgi[kLaneChannels];  // value channel group of each of the lane's channels (no division per element)
-#pragma unroll
-  for (int k = 0; k < kLaneChannels; ++k) vgi[k] = (lane + 32 * k) / a.vgroup;
-  for (int t0 = t_begin; t0 < t_end; t0 += kKiviTile) {
-    const int n = min(kKiviTile, t_end - t0);
-    __syncthreads();  // the previous step's keys and values are consumed
-    // Warp w of the block stages tokens w, w + W, ... (the page id, row and scalar pointers once per
-    // token), lanes over channels: a field's two bytes and its group's (mn16, scale16) halves. (Run
-    // s10-3/s10-4: one element per thread with its token, page and group recomputed by integer
-    // divisions took 16-18 ms at b16 x 64k d128.)
-    // The step's page ids: lane l loads token t0 + l's (one coalesced load), a token's is a shuffle.
-    const int nw = nthr / 32;
-    const int my_page = lane < n ? __ldg(pt + ((t0 + lane) >> a.page_shift)) : 0;
-#pragma unroll 4
-    for (int tt = wg; tt < kKiviTile; tt += nw) {
-      const int page = __shfl_sync(0xffffffffu, my_page, tt);
-      if (tt >= n) break;  // warp-uniform
-      const int t = t0 + tt, slot = t & pmask;
-      const std::size_t blk = static_cast<std::size_t>(page) * a.num_kv_heads + g;
-      const std::uint8_t* kb = a.kpool + blk * a.kstride;
-      const std::uint8_t* vb = a.vpool + blk * a.vstride;
-      const std::uint8_t* kr = kb + static_cast<std::size_t>(slot) * a.kcb;
-      const std::uint8_t* vr = vb + static_cast<std::size_t>(slot) * a.vcb;
-      const auto* kq = reinterpret_cast<const std::uint16_t*>(kb + static_cast<std::size_t>(ps) * a.kcb) +
-                       2 * static_cast<std::size_t>(slot / a.kgroup) * D;
-      const auto* vq = reinterpret_cast<const std::uint16_t*>(vb + static_cast<std::size_t>(ps) * a.vcb) +
-                       2 * static_cast<std::size_t>(slot) * vng;
-#pragma unroll
-      for (int k = 0; k < kLaneChannels; ++k) {
-        const int j = lane + 32 * k;
-        if (j < D) {
-          const int kbit = j * a.kbits, vbit = j * a.vbits;
-          const unsigned kw = (kr[kbit >> 3] | (static_cast<unsigned>(kr[(kbit >> 3) + 1]) << 8)) >> (kbit & 7);
-          const unsigned vw = (vr[vbit >> 3] | (static_cast<unsigned>(vr[(vbit >> 3) + 1]) << 8)) >> (vbit & 7);
-          const unsigned kp = kq[2 * j] | (static_cast<unsigned>(kq[2 * j + 1]) << 16);
-          const unsigned vp = vq[2 * vgi[k]] | (static_cast<unsigned>(vq[2 * vgi[k] + 1]) << 16);
-          s_k[tt * DS + j] = dequant(kp, static_cast<float>(kw & ((1u << a.kbits) - 1u)));
-          s_v[tt * DS + j] = dequant(vp, static_cast<float>(vw & ((1u << a.vbits) - 1u)));
-        }
+    for (int k = 0; k < KQ; ++k) {
+      const int q = lane + 32 * k, j = 4 * q;
+      if (j < D) {
+        const unsigned u = detail::quad_fields(row, q, s.bits);
+        detail::store_quad(dst + j, dequant(par + 2 * j, static_cast<float>(u & m)),
+                           dequant(par + 2 * j + 2, static_cast<float>((u >> s.bits) & m)),
+                           dequant(par + 2 * j + 4, static_cast<float>((u >> (2 * s.bits)) & m)),
+                           dequant(par + 2 * j + 6, static_cast<float>((u >> (3 * s.bits)) & m)));
       }
     }
-    __syncthreads();
-    if (!active) continue;
-    float s = -INFINITY;
-    if (lane < n) {
-      const float4* kr = reinterpret_cast<const float4*>(s_k + lane * DS);
-      const float4* qr = reinterpret_cast<const float4*>(s_q + wg * D);
-      float dot = 0.0f;
-      for (int j4 = 0; j4 < D / 4; ++j4) {
-        const float4 kv = kr[j4], qv = qr[j4];
-        dot = fmaf(qv.x, kv.x, dot);
-        dot = fmaf(qv.y, kv.y, dot);
-        dot = fmaf(qv.z, kv.z, dot);
-        dot = fmaf(qv.w, kv.w, dot);
+  }
+};
+struct KiviValueFmt {
+  template <int KQ>
+  __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* blk, int ps,
+                                               int slot, int lane, float* dst) {
+    const std::uint8_t* row = blk + static_cast<std::size_t>(slot) * s.cb;
+    const auto* par = reinterpret_cast<const std::uint16_t*>(blk + static_cast<std::size_t>(ps) * s.cb) +
+                      2 * static_cast<std::size_t>(slot) * (D / s.group);
+    const unsigned m = (1u << s.bits) - 1u;
+#pragma unroll
+    for (int k = 0; k < KQ; ++k) {
+      const int q = lane + 32 * k, j = 4 * q;
+      if (j < D) {
+        const unsigned u = detail::quad_fields(row, q, s.bits);
+        float v[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          v[i] = dequant(par + 2 * s.group_div.div(static_cast<unsigned>(j + i)),
+                         static_cast<float>((u >> (i * s.bits)) & m));
+        detail::store_quad(dst + j, v[0], v[1], v[2], v[3]);
       }
-      s = soft_cap(a, dot);
     }
-    float mt = s;
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
-    const float mn = fmaxf(m, mt);
-    const float f = exp2f(m - mn);  // m = -inf: 0
-    const float p = lane < n ? exp2f(s - mn) : 0.0f;
-    float ps_sum = p;
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) ps_sum += __shfl_xor_sync(0xffffffffu, ps_sum, off);
-    l = l * f + ps_sum;
-    m = mn;
-    s_p[lane] = p;
-    __syncwarp();
-#pragma unroll
-    for (int k = 0; k < kLaneChannels; ++k) acc[k] *= f;
-    for (int tt = 0; tt < n; ++tt) {
-      const float w = s_p[tt];
-#pragma unroll
-      for (int k = 0; k < kLaneChannels; ++k)
-        if (lane + 32 * k < D) acc[k] = fmaf(w, s_v[tt * DS + lane + 32 * k], acc[k]);
-    }
-    __syncwarp();
   }
-  if (!active) return;
-#pragma unroll
-  for (int k = 0; k < kLaneChannels; ++k)
-    if (lane + 32 * k < D) a.ws_acc[(bh * a.num_splits + split) * D + lane + 32 * k] = acc[k];
-  if (lane == 0) {
-    a.ws_ml[(bh * a.num_splits + split) * 2] = m;
-    a.ws_ml[(bh * a.num_splits + split) * 2 + 1] = l;
-  }
-}
+};
 
 void check_kivi(const char* where, const CodecConfig& cfg) {
   check_arg(cfg.method == Method::kKivi, where, "method", method_name(cfg.method), "must be kivi");
@@ -321,36 +228,7 @@ void launch_kivi_append(const CodecConfig& cfg, const KiviAppendArgs& a, int tot
   TKV_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-namespace detail {
-void launch_kivi_decode(int hpw, const LaunchShape& shape, std::size_t /*smem of the staged kernels*/,
-                        cudaStream_t s, const DecodeKernelArgs& a) {
-  const std::size_t smem = kivi_smem(a.head_dim, static_cast<int>(shape.block.x) / kSubThreads);
-  auto go = [&](auto hpw_c) {
-    constexpr int H = decltype(hpw_c)::value;
-    switch ((a.head_dim + 31) / 32) {
-      case 2: return launch_cached(kivi_decode_kernel<H, 2>, shape, smem, s, a);
-      case 3: return launch_cached(kivi_decode_kernel<H, 3>, shape, smem, s, a);
-      case 4: return launch_cached(kivi_decode_kernel<H, 4>, shape, smem, s, a);
-      case 5: return launch_cached(kivi_decode_kernel<H, 5>, shape, smem, s, a);
-      case 6: return launch_cached(kivi_decode_kernel<H, 6>, shape, smem, s, a);
-      case 7: return launch_cached(kivi_decode_kernel<H, 7>, shape, smem, s, a);
-      case 8: return launch_cached(kivi_decode_kernel<H, 8>, shape, smem, s, a);
-    }
-    throw std::logic_error("launch_kivi_decode: head_dim out of range");
-  };
-  switch (hpw) {
-    case 1: return go(std::integral_constant<int, 1>{});
-    case 2: return go(std::integral_constant<int, 2>{});
-    case 3: return go(std::integral_constant<int, 3>{});
-    case 4: return go(std::integral_constant<int, 4>{});
-  }
-  throw std::logic_error("launch_kivi_decode: hpw out of range");
-}
-}  // namespace detail
-
-namespace detail {
+/// kivi_page_stride with its argument errors attributed to `where`.
 std::size_t kivi_stride(const char* where, const CodecConfig& cfg, int page_size) {
   check_kivi(where, cfg);
   detail::check_page_size(where, page_size);
@@ -366,10 +244,10 @@ std::size_t kivi_stride(const char* where, const CodecConfig& cfg, int page_size
   }
   return (ps * cb + 4 * scalars + 31) / 32 * 32;
 }
-}  // namespace detail
+}  // namespace
 
 std::size_t kivi_page_stride(const CodecConfig& cfg, int page_size) {
-  return detail::kivi_stride("cuda::kivi_page_stride", cfg, page_size);
+  return kivi_stride("cuda::kivi_page_stride", cfg, page_size);
 }
 
 void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, int num_kv_heads,
@@ -378,7 +256,7 @@ void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, 
   check_kivi(where, cfg);
   const long long total =
       detail::check_append(where, x, batch, num_new, num_kv_heads, start, table, pool, x_type,
-                           detail::kivi_stride(where, cfg, table.page_size), "must equal kivi_page_stride(cfg, page_size)");
+                           kivi_stride(where, cfg, table.page_size), "must equal kivi_page_stride(cfg, page_size)");
   if (cfg.role == Role::kKey) {
     check_arg(num_new % cfg.group_size == 0, where, "num_new", num_new,
               "must be a multiple of the key group_size (keys are appended in whole groups)");
@@ -397,6 +275,28 @@ void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, 
     case IoType::kF16: return launch_kivi_append<__half>(cfg, a, static_cast<int>(total), s);
     case IoType::kBf16: return launch_kivi_append<__nv_bfloat16>(cfg, a, static_cast<int>(total), s);
   }
+}
+
+void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpool, PagedPool vpool,
+                 const PageTable& table, const DecodeArgs& args, Stream stream) {
+  const char* where = "cuda::kivi_decode";
+  check_arg(kcfg.role == Role::kKey && vcfg.role == Role::kValue, where, "kcodec/vcodec role",
+            turbokv::detail::concat(kcfg.role == Role::kKey ? "key" : "value", "/",
+                                    vcfg.role == Role::kKey ? "key" : "value"),
+            "must be a key codec and a value codec");
+  check_arg(kcfg.head_dim == args.head_dim && vcfg.head_dim == args.head_dim, where, "codec head_dim", kcfg.head_dim,
+            "must equal args.head_dim for keys and values");
+  const std::size_t kstride = kivi_stride(where, kcfg, table.page_size),
+                    vstride = kivi_stride(where, vcfg, table.page_size);  // also checks the codecs
+  detail::StagedCall call;
+  call.kside.bits = static_cast<int>(kcfg.bits), call.kside.group = kcfg.group_size;
+  call.kside.cb = args.head_dim * call.kside.bits / 8;
+  call.vside.bits = static_cast<int>(vcfg.bits), call.vside.group = vcfg.group_size;
+  call.vside.group_div = FastDiv(vcfg.group_size);
+  call.vside.cb = args.head_dim * call.vside.bits / 8;
+  call.launch = detail::launch_staged<KiviKeyFmt, KiviValueFmt>;
+  detail::run_staged_paged(where, kpool, vpool, table, args, kstride, "must equal kivi_page_stride(kcodec, page_size)",
+                           vstride, "must equal kivi_page_stride(vcodec, page_size)", call, detail::stream_of(stream));
 }
 
 }  // namespace turbokv::cuda

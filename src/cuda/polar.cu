@@ -1,6 +1,6 @@
 // PolarQuant (src/ref/polar.cpp; Han et al., arXiv 2502.02617) on the GPU:
-// PolarTables, encode (the reference's bytes) and a fused split-K decode
-// attention on PolarQuant keys and values in contiguous blocks.
+// PolarTables, encode and paged append (the reference's bytes) and fused split-K
+// decode attention on PolarQuant keys and values (pages or contiguous blocks).
 //
 // Encode: 128 threads (4 warps), one token per warp at a time, lane l holding
 // the E = D/32 consecutive coordinates [lE, lE + E). The reference's operations
@@ -14,16 +14,20 @@
 // The radii of a level live in shared memory (two per-warp fp64 buffers), the codes in a per-warp
 // byte buffer, packed into the LSB-first streams by warp_pack_n.
 //
-// Decode: grid (splits, batch * num_heads), 128 threads, one token per thread per tile of 128
-// tokens for the scores (the 16 coordinates of each group rebuilt in registers from its radius,
-// down the levels), one coordinate per thread for the values (y_i = r4 * t4 * t3 * t2 * t1, the
-// reference's product order), as rvq_decode.
+// The same encode kernel writes a contiguous block (polar_encode) or pages (polar_append: fp32, fp16
+// or bf16 input widened exactly).
+//
+// Decode: the staged split-K kernel (staged.cuh) with PolarFmt below, on pages (polar_paged_decode)
+// or contiguous blocks (polar_decode): Pi q once per query head, keys and values rebuilt once per KV
+// head and 32-token step into shared memory (y_i = r4 * t4 * t3 * t2 * t1, the reference's product
+// order), the merge rotates back once.
 #include <cmath>
 #include <vector>
 
 #include "../ref/polar.h"
 #include "qjl.cuh"
 #include "splitk.cuh"
+#include "staged.cuh"
 #include "turbokv/cuda_polar.h"
 #include "turbokv/error.h"
 #include "turbokv/pack.h"
@@ -65,7 +69,7 @@ __device__ __forceinline__ double atan2_dir(double y, double x, const double* __
 }
 
 struct EncArgs {
-  const float* x;
+  const void* x;  // [n][D] of the kernel's XT
   std::size_t n;
   const float* signs;
   const float* tab;
@@ -73,11 +77,10 @@ struct EncArgs {
   float scale;
   int b1, b2;
   std::size_t l1_bytes, code_bytes;
-  std::uint8_t* out;
 };
 
-template <int D>
-__global__ void __launch_bounds__(kEncThreads) polar_encode_kernel(const EncArgs a) {
+template <int D, class XT, class Dst>
+__global__ void __launch_bounds__(kEncThreads) polar_encode_kernel(const EncArgs a, const Dst dst) {
   constexpr int E = D / 32, NH = 7 * D / 16;
   __shared__ double ra[kEncWarps][D / 2], rb[kEncWarps][D / 4];
   __shared__ std::uint8_t c1[kEncWarps][D / 2], ch[kEncWarps][NH];
@@ -88,10 +91,9 @@ __global__ void __launch_bounds__(kEncThreads) polar_encode_kernel(const EncArgs
   for (int e = 0; e < E; ++e) sgn[e] = __ldg(a.signs + lane * E + e);
   for (std::size_t t = static_cast<std::size_t>(blockIdx.x) * kEncWarps + w; t < a.n;
        t += static_cast<std::size_t>(gridDim.x) * kEncWarps) {  // warp-uniform
-    const float* xt = a.x + t * D;
     float y[E];
 #pragma unroll
-    for (int e = 0; e < E; ++e) y[e] = __fmul_rn(__ldg(xt + lane * E + e), sgn[e]);
+    for (int e = 0; e < E; ++e) y[e] = __fmul_rn(detail::load_x<XT>(a.x, t * D + lane * E + e), sgn[e]);
     detail::splitk::warp_fwht<E>(y);
 #pragma unroll
     for (int e = 0; e < E; ++e) y[e] = __fmul_rn(y[e], a.scale);
@@ -127,129 +129,87 @@ __global__ void __launch_bounds__(kEncThreads) polar_encode_kernel(const EncArgs
       __syncwarp();
     }
     // Level-4 radii (in rb after level 4): fp64 -> fp32 -> fp16, token-major.
-    std::uint8_t* rad = a.out + a.n * a.code_bytes + t * (2 * (D / 16));
-    if (lane < D / 16) store_half_le(rad + 2 * lane, __double2float_rn(rb[w][lane]));
-    std::uint8_t* tok = a.out + t * a.code_bytes;
-    warp_pack_n(c1[w], D / 2, a.b1, tok);
-    warp_pack_n(ch[w], NH, a.b2, tok + a.l1_bytes);
+    const detail::TokenDst to = dst.at(t);
+    if (lane < D / 16) store_half_le(to.scalars + 2 * lane, __double2float_rn(rb[w][lane]));
+    warp_pack_n(c1[w], D / 2, a.b1, to.codes);
+    warp_pack_n(ch[w], NH, a.b2, to.codes + a.l1_bytes);
     __syncwarp();  // ra, rb and the codes are rewritten for the next token
   }
 }
 
-template <int D>
-void launch_encode(const EncArgs& a, cudaStream_t s) {
-  polar_encode_kernel<D><<<detail::capped_grid(a.n, kEncWarps), kEncThreads, 0, s>>>(a);
-  TKV_CHECK_LAUNCH();
-}
-
-// ---- Fused split-K decode: PolarQuant keys, PolarQuant values (contiguous blocks).
-
-struct DecArgs {
-  const float* q;
-  const std::uint8_t* keys;
-  const std::uint8_t* values;
-  const std::int32_t* lens;
-  int num_heads, group, num_kv_heads, d, capacity, splits;
-  int kb1, kb2, vb1, vb2;
-  std::size_t kl1, kcb, kstride, vl1, vcb, vstride;  // level-1 bytes, code bytes, block bytes
-  const float* ksigns;
-  const float* ktab;
-  const float* vtab;
-  float kscale, logit_scale;  // logit_scale = softmax_scale * log2(e)
-  float* ws;                  // [splits][batch * num_heads][d + 2]: m, l, acc[d]
-};
-
-/// Shared-memory copy of one codec's tables: [cos1 16][sin1 16][cos, sin of levels 2..4, 16 each].
-struct Trig {
-  float c1[16], s1[16], c[3][16], s[3][16];
-};
-
-__device__ __forceinline__ void load_trig(Trig& t, const float* __restrict__ tab) {
-  for (int i = threadIdx.x; i < 16; i += blockDim.x) {
-    t.c1[i] = __ldg(tab + kCos1 + i);
-    t.s1[i] = __ldg(tab + kSin1 + i);
-    for (int l = 2; l <= 4; ++l) {
-      t.c[l - 2][i] = __ldg(tab + lvl_cos(l) + i);
-      t.s[l - 2][i] = __ldg(tab + lvl_sin(l) + i);
+template <class Dst>
+void launch_encode(const PolarTables& tab, IoType x_type, const EncArgs& a, const Dst& dst, cudaStream_t s) {
+  auto go = [&](auto d_c) {
+    constexpr int D = decltype(d_c)::value;
+    const unsigned grid = detail::capped_grid(a.n, kEncWarps);
+    switch (x_type) {
+      case IoType::kF32: polar_encode_kernel<D, float><<<grid, kEncThreads, 0, s>>>(a, dst); break;
+      case IoType::kF16: polar_encode_kernel<D, __half><<<grid, kEncThreads, 0, s>>>(a, dst); break;
+      case IoType::kBf16: polar_encode_kernel<D, __nv_bfloat16><<<grid, kEncThreads, 0, s>>>(a, dst); break;
     }
+    TKV_CHECK_LAUNCH();
+  };
+  switch (tab.head_dim()) {
+    case 64: return go(std::integral_constant<int, 64>{});
+    case 128: return go(std::integral_constant<int, 128>{});
+    case 256: return go(std::integral_constant<int, 256>{});
   }
 }
 
-/// Coordinate i of a token's y_hat (ref::Polar::reconstruct): the level-4 radius of group i / 16
-/// times the cos or sin of the angle at each level (level l: angle i >> l, sin where bit l - 1 of
-/// i is set), fp32 products in the reference's order (level 4 first).
-__device__ __forceinline__ float polar_coord(const Trig& t, const std::uint8_t* tc, std::size_t l1, float r4, int i,
-                                             int d, int b1, int b2) {
-  float r = r4;
-  int off = d / 4 + d / 8;  // level-4 angles in the high stream
+// ---- Staged decode (staged.cuh): side.bits = b (level-1 bits), side.bits2 = level 2..4 bits,
+// side.off = level-1 bytes, side.cb = code bytes, tab0 = PolarTables::tables(). Element j = y_hat_j
+// in the rotated domain (ref::Polar::reconstruct): the level-4 radius of group j / 16 times the cos or
+// sin of the angle at each level (level l: angle j >> l, sin where bit l - 1 of j is set), fp32
+// products in the reference's order (level 4 first).
+struct PolarFmt {
+  template <int KQ>
+  __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* blk, int ps,
+                                               int slot, int lane, float* dst) {
+    const std::uint8_t* row = blk + static_cast<std::size_t>(slot) * s.cb;
+    const std::uint8_t* hi = row + s.off;  // levels 2..4: [level 2: D/4][level 3: D/8][level 4: D/16]
+    const std::uint8_t* rad =
+        blk + static_cast<std::size_t>(ps) * s.cb + 2 * static_cast<std::size_t>(slot) * (D / 16);
+    const float* t = s.tab0;
 #pragma unroll
-  for (int l = 4; l >= 2; --l) {
-    const unsigned a = get_code(tc + l1, static_cast<std::size_t>(off + (i >> l)), b2);
-    r = __fmul_rn(r, ((i >> (l - 1)) & 1) ? t.s[l - 2][a] : t.c[l - 2][a]);
-    off -= d >> (l - 1);  // level l - 1's offset: d/4 (level 3), 0 (level 2)
+    for (int k = 0; k < KQ; ++k) {
+      const int q = lane + 32 * k, j = 4 * q;
+      if (j < D) {
+        // Elements j .. j + 3 share the level-4, -3 and -2 angles (j >> 4, j >> 3, j >> 2 = q) and the
+        // radius; the level-2 factor is cos for j, j + 1 and sin for j + 2, j + 3; level 1 has two angles.
+        const unsigned a4 = detail::field_at(hi, (D / 4 + D / 8 + (q >> 2)) * s.bits2, s.bits2);
+        const unsigned a3 = detail::field_at(hi, (D / 4 + (q >> 1)) * s.bits2, s.bits2);
+        const unsigned a2 = detail::field_at(hi, q * s.bits2, s.bits2);
+        const unsigned u1 = detail::span_at(row, 2 * q * s.bits, 2 * s.bits);  // level-1 angles 2 q, 2 q + 1
+        const unsigned m1 = (1u << s.bits) - 1u;
+        const unsigned b0 = u1 & m1, b1 = (u1 >> s.bits) & m1;
+        float r = detail::half_at(rad + 2 * (q >> 2));
+        r = __fmul_rn(r, __ldg(t + (((q >> 1) & 1) ? lvl_sin(4) : lvl_cos(4)) + a4));
+        r = __fmul_rn(r, __ldg(t + ((q & 1) ? lvl_sin(3) : lvl_cos(3)) + a3));
+        const float r0 = __fmul_rn(r, __ldg(t + lvl_cos(2) + a2)), r1 = __fmul_rn(r, __ldg(t + lvl_sin(2) + a2));
+        detail::store_quad(dst + j, __fmul_rn(r0, __ldg(t + kCos1 + b0)), __fmul_rn(r0, __ldg(t + kSin1 + b0)),
+                           __fmul_rn(r1, __ldg(t + kCos1 + b1)), __fmul_rn(r1, __ldg(t + kSin1 + b1)));
+      }
+    }
   }
-  const unsigned a = get_code(tc, static_cast<std::size_t>(i >> 1), b1);
-  return __fmul_rn(r, (i & 1) ? t.s1[a] : t.c1[a]);
+};
+
+detail::StagedSide polar_side(const PolarTables& t) {
+  detail::StagedSide s{};
+  s.tab0 = t.tables();
+  s.bits = t.bits(), s.bits2 = t.high_bits();
+  s.off = static_cast<int>(t.level1_bytes()), s.cb = static_cast<int>(t.code_bytes());
+  return s;
 }
 
-__global__ void __launch_bounds__(kDecThreads) polar_decode_split_kernel(const DecArgs a) {
-  extern __shared__ float sh[];
-  float* rq = sh;               // [d]
-  float* pw = rq + a.d;         // [kDecTile] softmax weights
-  float* red = pw + kDecTile;   // [32]
-  __shared__ Trig kt, vt;
-  const int bh = blockIdx.y, b = bh / a.num_heads, h = bh % a.num_heads, g = h / a.group;
-  const int d = a.d;
-  const int len = __ldg(a.lens + b);
-  const int chunk = (len + a.splits - 1) / a.splits;
-  const int s0 = min(len, static_cast<int>(blockIdx.x) * chunk), s1 = min(len, s0 + chunk);
-  for (int j = threadIdx.x; j < d; j += blockDim.x) rq[j] = __ldg(a.q + static_cast<std::size_t>(bh) * d + j);
-  load_trig(kt, a.ktab);
-  load_trig(vt, a.vtab);
-  __syncthreads();
-  rotate_shared(rq, d, a.ksigns, a.kscale, false);
-  const std::uint8_t* kbk = a.keys + (static_cast<std::size_t>(b) * a.num_kv_heads + g) * a.kstride;
-  const std::uint8_t* vbk = a.values + (static_cast<std::size_t>(b) * a.num_kv_heads + g) * a.vstride;
-  const std::uint8_t* krad = kbk + static_cast<std::size_t>(a.capacity) * a.kcb;
-  const std::uint8_t* vrad = vbk + static_cast<std::size_t>(a.capacity) * a.vcb;
-  const int nr = d / 16;
-  float mrun = -INFINITY, lrun = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
-  const int i0 = threadIdx.x, i1 = threadIdx.x + kDecThreads;
-  for (int t0 = s0; t0 < s1; t0 += kDecTile) {
-    const int t = t0 + threadIdx.x;
-    float logit = -INFINITY;
-    if (t < s1) {
-      const std::uint8_t* tc = kbk + static_cast<std::size_t>(t) * a.kcb;
-      float dot0 = 0.0f, dot1 = 0.0f;  // even / odd groups
-      for (int j = 0; j < nr; ++j) {
-        const float r4 = load_half_le(krad + 2 * (static_cast<std::size_t>(t) * nr + j));
-        float part = 0.0f;
-        for (int m = 0; m < 16; ++m)
-          part = __fmaf_rn(rq[16 * j + m], polar_coord(kt, tc, a.kl1, r4, 16 * j + m, d, a.kb1, a.kb2), part);
-        if (j & 1) dot1 = __fadd_rn(dot1, part);
-        else dot0 = __fadd_rn(dot0, part);
-      }
-      logit = (dot0 + dot1) * a.logit_scale;
-    }
-    softmax_tile(logit, 1.0f, t < s1, mrun, lrun, acc0, acc1, pw, red);  // publishes pw
-    const int nt = min(kDecTile, s1 - t0);
-    for (int tt = 0; tt < nt; ++tt) {
-      const std::size_t tk = static_cast<std::size_t>(t0 + tt);
-      const std::uint8_t* vc = vbk + tk * a.vcb;
-      const float wgt = pw[tt];
-      if (i0 < d) {
-        const float r4 = load_half_le(vrad + 2 * (tk * nr + (i0 >> 4)));
-        acc0 = __fmaf_rn(wgt, polar_coord(vt, vc, a.vl1, r4, i0, d, a.vb1, a.vb2), acc0);
-      }
-      if (i1 < d) {
-        const float r4 = load_half_le(vrad + 2 * (tk * nr + (i1 >> 4)));
-        acc1 = __fmaf_rn(wgt, polar_coord(vt, vc, a.vl1, r4, i1, d, a.vb1, a.vb2), acc1);
-      }
-    }
-    __syncthreads();  // pw is rewritten by the next tile
-  }
-  store_partial(a.ws, bh, d, mrun, lrun, acc0, acc1, i0, i1);
+detail::StagedCall polar_call(const PolarTables& kt, const PolarTables& vt) {
+  detail::StagedCall c;
+  c.kside = polar_side(kt), c.vside = polar_side(vt);
+  c.ksigns = kt.signs(), c.kscale = kt.hadamard_scale();
+  c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale();
+  c.launch = detail::launch_staged<PolarFmt, PolarFmt>;
+  return c;
 }
+
 }  // namespace
 
 PolarTables::PolarTables(const CodecConfig& cfg) {
@@ -286,62 +246,57 @@ PolarTables::PolarTables(const CodecConfig& cfg) {
   dirs_ = detail::upload(dirs);
 }
 
+std::size_t PolarTables::page_stride(int page_size) const {
+  detail::check_page_size("cuda::PolarTables::page_stride", page_size);
+  return detail::token_page_stride(page_size, code_bytes(), 2 * static_cast<std::size_t>(num_radii()));
+}
+
+namespace {
+EncArgs enc_args(const PolarTables& tab, const void* x, std::size_t n) {
+  return EncArgs{x,          n,               tab.signs(),        tab.tables(),     tab.directions(), tab.hadamard_scale(),
+                 tab.bits(), tab.high_bits(), tab.level1_bytes(), tab.code_bytes()};
+}
+}  // namespace
+
 void polar_encode(const PolarTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream) {
   if (!detail::check_block_io("cuda::polar_encode", n, x, "x", out)) return;
-  const EncArgs a{x,          n,           tab.signs(),       tab.tables(),     tab.directions(), tab.hadamard_scale(),
-                  tab.bits(), tab.high_bits(), tab.level1_bytes(), tab.code_bytes(), out};
-  const cudaStream_t s = detail::stream_of(stream);
-  switch (tab.head_dim()) {
-    case 64: return launch_encode<64>(a, s);
-    case 128: return launch_encode<128>(a, s);
-    case 256: return launch_encode<256>(a, s);
-  }
+  launch_encode(tab, IoType::kF32, enc_args(tab, x, n),
+                detail::BlockDst{out, n, tab.code_bytes(), 2 * static_cast<std::size_t>(tab.num_radii())},
+                detail::stream_of(stream));
+}
+
+void polar_append(const PolarTables& tab, const void* x, int batch, int num_new, int num_kv_heads,
+                  const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
+  long long total = 0;
+  const detail::PagedDst dst =
+      detail::paged_dst("cuda::polar_append", x, batch, num_new, num_kv_heads, start, table, pool, x_type,
+                        tab.code_bytes(), 2 * static_cast<std::size_t>(tab.num_radii()),
+                        "must equal PolarTables::page_stride(page_size)", total);
+  if (total == 0) return;
+  launch_encode(tab, x_type, enc_args(tab, x, static_cast<std::size_t>(total)), dst, detail::stream_of(stream));
 }
 
 std::size_t polar_decode_workspace_bytes(const VqDecodeArgs& args, int head_dim) {
-  return partial_bytes("cuda::polar_decode_workspace_bytes", args, head_dim);
+  return detail::staged_blocks_workspace("cuda::polar_decode_workspace_bytes", args, head_dim);
 }
 
 void polar_decode(const PolarTables& ktab, const PolarTables& vtab, const VqDecodeArgs& a, Stream stream) {
   const char* where = "cuda::polar_decode";
   check_arg(vtab.head_dim() == ktab.head_dim(), where, "vtab.head_dim", vtab.head_dim(), "must equal ktab.head_dim");
-  const long long rows = check_decode_args(where, a);
-  if (rows == 0) return;
-  const int d = ktab.head_dim(), splits = decode_splits(a);
-  const std::size_t cap = static_cast<std::size_t>(a.capacity);
-  const DecArgs k{a.q,
-                  a.keys,
-                  a.values,
-                  a.seq_lens,
-                  a.num_heads,
-                  a.num_heads / a.num_kv_heads,
-                  a.num_kv_heads,
-                  d,
-                  a.capacity,
-                  splits,
-                  ktab.bits(),
-                  ktab.high_bits(),
-                  vtab.bits(),
-                  vtab.high_bits(),
-                  ktab.level1_bytes(),
-                  ktab.code_bytes(),
-                  ktab.block_bytes(cap),
-                  vtab.level1_bytes(),
-                  vtab.code_bytes(),
-                  vtab.block_bytes(cap),
-                  ktab.signs(),
-                  ktab.tables(),
-                  vtab.tables(),
-                  ktab.hadamard_scale(),
-                  a.softmax_scale * 1.4426950408889634f,
-                  static_cast<float*>(a.workspace)};
-  const cudaStream_t s = detail::stream_of(stream);
-  const std::size_t smem = sizeof(float) * (d + kDecTile + 32);
-  polar_decode_split_kernel<<<dim3(splits, static_cast<unsigned>(rows)), kDecThreads, smem, s>>>(k);
-  TKV_CHECK_LAUNCH();
-  merge_rotate_kernel<<<static_cast<unsigned>(rows), kDecThreads, sizeof(float) * d, s>>>(
-      k.ws, splits, static_cast<int>(rows), d, vtab.signs(), vtab.hadamard_scale(), nullptr, a.out);
-  TKV_CHECK_LAUNCH();
+  const std::size_t cap = a.capacity > 0 ? static_cast<std::size_t>(a.capacity) : 0;
+  detail::run_staged_blocks(where, a, ktab.head_dim(), ktab.block_bytes(cap), vtab.block_bytes(cap),
+                            polar_call(ktab, vtab), detail::stream_of(stream));
+}
+
+void polar_paged_decode(const PolarTables& ktab, const PolarTables& vtab, PagedPool kpool, PagedPool vpool,
+                        const PageTable& table, const DecodeArgs& args, Stream stream) {
+  const char* where = "cuda::polar_paged_decode";
+  check_arg(ktab.head_dim() == args.head_dim && vtab.head_dim() == args.head_dim, where, "codec head_dim",
+            ktab.head_dim(), "must equal args.head_dim for keys and values");
+  detail::check_page_size(where, table.page_size);
+  detail::run_staged_paged(where, kpool, vpool, table, args, ktab.page_stride(table.page_size),
+                           "must equal ktab.page_stride(page_size)", vtab.page_stride(table.page_size),
+                           "must equal vtab.page_stride(page_size)", polar_call(ktab, vtab), detail::stream_of(stream));
 }
 
 }  // namespace turbokv::cuda

@@ -1,7 +1,7 @@
 // Product VQ with smoothing + Hadamard (VecInfer; src/ref/pvq.cpp) on the GPU:
-// PvqTables (the calibrated reference's lambda and codebooks), encode (the
-// reference's bytes), dequantize (the reference's floats) and look-up-table
-// split-K decode attention.
+// PvqTables (the calibrated reference's lambda and codebooks), encode and paged
+// append (the reference's bytes), dequantize (the reference's floats) and split-K
+// decode attention (pages or contiguous blocks).
 //
 // Encode: 128 threads (4 warps) own a tile of 32 tokens (warp w: tokens
 // [8w, 8w + 8)). Each warp rotates its tokens with the reference's float
@@ -16,19 +16,20 @@
 // minima (= the reference's ascending strict-< scan). Codes are packed from a
 // shared byte buffer into the LSB-first stream (packed(d/g, c)).
 //
-// Decode: (1) one block per query head builds q' = Pi (lambda * q) and the table
-// LUT[s][k] = <q'_s, C_s[k]> in fp64 (the reference's prepare_query), stored
-// fp32 in the workspace; (2) grid (splits, batch * num_heads), 128 threads: the
-// LUT is staged in shared memory, one token per thread per tile: score =
-// sum_s LUT[s][code_s]; online softmax; thread i accumulates coordinate i (and
-// i + 128) of the value codec's rotated, smoothed domain from the value
-// centroids C_s[code_s][i % g]; (3) log-sum-exp merge, Pi_v^T and lambda_v once.
+// The same encode kernel writes a contiguous block (pvq_encode) or pages (pvq_append: fp32, fp16 or
+// bf16 input widened exactly).
+//
+// Decode: the staged split-K kernel (staged.cuh) with PvqFmt below, on pages (pvq_paged_decode) or
+// contiguous blocks (pvq_decode): q' = Pi (lambda * q) once per query head (fp32), keys and values
+// decoded once per KV head and 32-token step into shared memory (centroid coordinates in the rotated,
+// smoothed domain), the merge applies Pi_v^T and lambda_v once.
 #include <cmath>
 #include <vector>
 
 #include "../ref/pvq.h"
 #include "qjl.cuh"
 #include "splitk.cuh"
+#include "staged.cuh"
 #include "turbokv/cuda_vq.h"
 #include "turbokv/error.h"
 #include "turbokv/pack.h"
@@ -38,7 +39,6 @@ namespace {
 
 using namespace detail::splitk;
 
-using detail::qjl::allow_smem;
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
@@ -47,17 +47,16 @@ constexpr int kVecsPerWarp = kVecs / kWarps;
 
 
 struct EncArgs {
-  const float* x;
+  const void* x;  // [n][D] of the kernel's XT
   std::size_t n;
   const float* lambda;
   const float* signs;
   const float* cent_t;  // [nsub][g][K]
   float scale;
-  std::uint8_t* out;
 };
 
-template <int D, int G, int C>
-__global__ void __launch_bounds__(kThreads) pvq_encode_kernel(const EncArgs a) {
+template <int D, int G, int C, class XT, class Dst>
+__global__ void __launch_bounds__(kThreads) pvq_encode_kernel(const EncArgs a, const Dst dst) {
   constexpr int E = D / 32, K = 1 << C, KPL = K / 32, NSUB = D / G;
   constexpr int CB = (NSUB * C + 7) / 8;
   static_assert(K % 32 == 0, "whole centroids per lane");
@@ -74,10 +73,11 @@ __global__ void __launch_bounds__(kThreads) pvq_encode_kernel(const EncArgs a) {
     for (int v = 0; v < kVecsPerWarp; ++v) {
       const int vv = w * kVecsPerWarp + v;
       if (vv >= nv) break;  // warp-uniform
-      const float* xt = a.x + (v0 + vv) * D;
+      const std::size_t xt = (v0 + vv) * D;
       float y[E];
 #pragma unroll
-      for (int e = 0; e < E; ++e) y[e] = __fmul_rn(__fdiv_rn(__ldg(xt + lane * E + e), lam[e]), sgn[e]);
+      for (int e = 0; e < E; ++e)
+        y[e] = __fmul_rn(__fdiv_rn(detail::load_x<XT>(a.x, xt + lane * E + e), lam[e]), sgn[e]);
       warp_fwht<E>(y);
 #pragma unroll
       for (int e = 0; e < E; ++e) zs[vv][lane * E + e] = __fmul_rn(y[e], a.scale);
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kThreads) pvq_encode_kernel(const EncArgs a) {
         if (g < NSUB * C) byte |= ((static_cast<unsigned>(codes[v][g / C]) >> (g % C)) & 1u) << bit;
       }
     }
-    a.out[(v0 + v) * CB + kb] = static_cast<std::uint8_t>(byte);
+    dst.at(v0 + v).codes[kb] = static_cast<std::uint8_t>(byte);
   }
 }
 
@@ -170,138 +170,94 @@ __global__ void __launch_bounds__(kThreads) pvq_dequantize_kernel(const DeqArgs 
   }
 }
 
-template <int D, int G, int C>
-void launch_d(bool encode, const EncArgs& ea, const DeqArgs& da, cudaStream_t s) {
-  if (encode) {
-    const std::size_t grid = (ea.n + kVecs - 1) / kVecs;
-    pvq_encode_kernel<D, G, C><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(ea);
-  } else {
-    pvq_dequantize_kernel<D, G, C><<<detail::capped_grid(da.n, kWarps), kThreads, 0, s>>>(da);
-  }
-  TKV_CHECK_LAUNCH();
-}
-
-/// The one dispatch from (head_dim, bits) to the kernels' compile-time (D, g, c).
-template <int D>
-void launch_bits(int bits, bool encode, const EncArgs& ea, const DeqArgs& da, cudaStream_t s) {
-  switch (bits) {
-    case 1: return launch_d<D, 8, 8>(encode, ea, da, s);
-    case 2: return launch_d<D, 4, 8>(encode, ea, da, s);
-    case 3: return launch_d<D, 2, 6>(encode, ea, da, s);
-    case 4: return launch_d<D, 2, 8>(encode, ea, da, s);
-  }
-}
-
-void launch(const PvqTables& tab, bool encode, const EncArgs& ea, const DeqArgs& da, cudaStream_t s) {
+/// The one dispatch from (head_dim, bits) to the kernels' compile-time (D, g, c): f(D, G, C) as
+/// integral constants.
+template <class F>
+void with_dgc(const PvqTables& tab, F&& f) {
+  using std::integral_constant;
+  auto by_bits = [&](auto d_c) {
+    switch (tab.bits()) {
+      case 1: return f(d_c, integral_constant<int, 8>{}, integral_constant<int, 8>{});
+      case 2: return f(d_c, integral_constant<int, 4>{}, integral_constant<int, 8>{});
+      case 3: return f(d_c, integral_constant<int, 2>{}, integral_constant<int, 6>{});
+      case 4: return f(d_c, integral_constant<int, 2>{}, integral_constant<int, 8>{});
+    }
+  };
   switch (tab.head_dim()) {
-    case 64: return launch_bits<64>(tab.bits(), encode, ea, da, s);
-    case 128: return launch_bits<128>(tab.bits(), encode, ea, da, s);
-    case 256: return launch_bits<256>(tab.bits(), encode, ea, da, s);
+    case 64: return by_bits(integral_constant<int, 64>{});
+    case 128: return by_bits(integral_constant<int, 128>{});
+    case 256: return by_bits(integral_constant<int, 256>{});
   }
 }
 
-// ---- Look-up-table split-K decode: product-VQ keys and values (contiguous blocks).
+template <class Dst>
+void launch_encode(const PvqTables& tab, IoType x_type, const EncArgs& ea, const Dst& dst, cudaStream_t s) {
+  with_dgc(tab, [&](auto d_c, auto g_c, auto c_c) {
+    constexpr int D = decltype(d_c)::value, G = decltype(g_c)::value, C = decltype(c_c)::value;
+    const unsigned grid = static_cast<unsigned>((ea.n + kVecs - 1) / kVecs);
+    switch (x_type) {
+      case IoType::kF32: pvq_encode_kernel<D, G, C, float><<<grid, kThreads, 0, s>>>(ea, dst); break;
+      case IoType::kF16: pvq_encode_kernel<D, G, C, __half><<<grid, kThreads, 0, s>>>(ea, dst); break;
+      case IoType::kBf16: pvq_encode_kernel<D, G, C, __nv_bfloat16><<<grid, kThreads, 0, s>>>(ea, dst); break;
+    }
+    TKV_CHECK_LAUNCH();
+  });
+}
 
+void launch_dequantize(const PvqTables& tab, const DeqArgs& da, cudaStream_t s) {
+  with_dgc(tab, [&](auto d_c, auto g_c, auto c_c) {
+    constexpr int D = decltype(d_c)::value, G = decltype(g_c)::value, C = decltype(c_c)::value;
+    pvq_dequantize_kernel<D, G, C><<<detail::capped_grid(da.n, kWarps), kThreads, 0, s>>>(da);
+    TKV_CHECK_LAUNCH();
+  });
+}
 
-// LUT[bh][s][k] = <(Pi (lambda * q))_s, C_s[k]> in fp64 (Pvq::do_prepare_query's order), stored fp32.
-__global__ void pvq_lut_kernel(const float* __restrict__ q, int d, int g, int kk, const float* __restrict__ lambda,
-                               const float* __restrict__ signs, double scale, const float* __restrict__ cent,
-                               float* __restrict__ lut) {
-  extern __shared__ double lut_q[];  // [d]
-  double* y = lut_q;
-  const float* qq = q + static_cast<std::size_t>(blockIdx.x) * d;
-  for (int j = threadIdx.x; j < d; j += blockDim.x)
-    y[j] = __dmul_rn(__dmul_rn(static_cast<double>(qq[j]), static_cast<double>(lambda[j])), static_cast<double>(signs[j]));
-  for (int h = 1; h < d; h <<= 1) {
-    __syncthreads();
-    for (int p = threadIdx.x; p < d / 2; p += blockDim.x) {
-      const int j = (p / h) * 2 * h + p % h;
-      const double u = y[j], v = y[j + h];
-      y[j] = __dadd_rn(u, v);
-      y[j + h] = __dsub_rn(u, v);
+// ---- Staged decode (staged.cuh): side.bits = c (code bits), side.shift = log2 g, side.cb = code
+// bytes, tab0 = the centroids [num_sub][K][g]. Element j = C_s[code_s][j mod g] (s = j / g) in the
+// rotated, smoothed domain: the host prepares q' = Pi (lambda_k q), the merge applies Pi_v^T and lambda_v.
+struct PvqFmt {
+  template <int KQ>
+  __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* blk, int /*ps*/,
+                                               int slot, int lane, float* dst) {
+    const std::uint8_t* row = blk + static_cast<std::size_t>(slot) * s.cb;
+#pragma unroll
+    for (int k = 0; k < KQ; ++k) {
+      const int q = lane + 32 * k, j = 4 * q;
+      if (j < D) {
+        if (s.shift >= 2) {  // g = 4 or 8: the quad lies in one sub-vector (16-byte aligned centroid coordinates)
+          const int sub = j >> s.shift;
+          const unsigned code = detail::field_at(row, sub * s.bits, s.bits);
+          const float4 c = __ldg(reinterpret_cast<const float4*>(
+              s.tab0 + ((((static_cast<std::size_t>(sub) << s.bits) + code) << s.shift) | (j & ((1 << s.shift) - 1)))));
+          detail::store_quad(dst + j, c.x, c.y, c.z, c.w);
+        } else {  // g = 2: sub-vectors 2 q and 2 q + 1
+          const unsigned c0 = detail::field_at(row, 2 * q * s.bits, s.bits),
+                         c1 = detail::field_at(row, (2 * q + 1) * s.bits, s.bits);
+          const float2 a = __ldg(reinterpret_cast<const float2*>(s.tab0 + (((static_cast<std::size_t>(2 * q) << s.bits) + c0) << 1)));
+          const float2 b =
+              __ldg(reinterpret_cast<const float2*>(s.tab0 + (((static_cast<std::size_t>(2 * q + 1) << s.bits) + c1) << 1)));
+          detail::store_quad(dst + j, a.x, a.y, b.x, b.y);
+        }
+      }
     }
   }
-  __syncthreads();
-  for (int j = threadIdx.x; j < d; j += blockDim.x) y[j] = __dmul_rn(y[j], scale);
-  __syncthreads();
-  const int nsub = d / g, ls = nsub * kk;
-  float* out = lut + static_cast<std::size_t>(blockIdx.x) * ls;
-  for (int idx = threadIdx.x; idx < ls; idx += blockDim.x) {
-    const int s = idx / kk;
-    const float* c = cent + static_cast<std::size_t>(idx) * g;  // C_s[k], idx = s * K + k
-    double acc = 0;
-    for (int i = 0; i < g; ++i) acc = __dadd_rn(acc, __dmul_rn(y[s * g + i], static_cast<double>(__ldg(c + i))));
-    out[idx] = static_cast<float>(acc);
-  }
-}
-
-struct DecArgs {
-  const std::uint8_t* keys;
-  const std::uint8_t* values;
-  const std::int32_t* lens;
-  const float* lut;  // [batch * num_heads][ls]
-  int num_heads, group, num_kv_heads, d, splits, capacity;
-  int knsub, kc, kk, ls;  // key sub-vectors, code bits, centroids, LUT floats
-  int vg, vc, vk;         // value sub-dim, code bits, centroids
-  std::size_t kcb, vcb;   // code bytes per token
-  const float* vcent;     // [nsub][K][g]
-  float logit_scale;      // softmax_scale * log2(e)
-  float* ws;              // [splits][batch * num_heads][d + 2]: m, l, acc[d]
 };
 
-
-__global__ void __launch_bounds__(kDecThreads) pvq_decode_split_kernel(const DecArgs a) {
-  extern __shared__ __align__(16) float sh[];
-  float* lut = sh;              // [ls]
-  float* pw = lut + a.ls;       // [kDecTile] softmax weights
-  float* red = pw + kDecTile;   // [32]
-  const int bh = blockIdx.y, b = bh / a.num_heads, h = bh % a.num_heads, g = h / a.group;
-  const int d = a.d;
-  const int len = __ldg(a.lens + b);
-  const int chunk = (len + a.splits - 1) / a.splits;
-  const int s0 = min(len, static_cast<int>(blockIdx.x) * chunk), s1 = min(len, s0 + chunk);
-  if (s0 < s1) {  // block-uniform: empty splits skip the table load
-    const float4* src = reinterpret_cast<const float4*>(a.lut + static_cast<std::size_t>(bh) * a.ls);
-    for (int i = threadIdx.x; i < a.ls / 4; i += kDecThreads) reinterpret_cast<float4*>(lut)[i] = __ldg(src + i);
-  }
-  __syncthreads();
-  const std::uint8_t* kbk = a.keys + (static_cast<std::size_t>(b) * a.num_kv_heads + g) * a.capacity * a.kcb;
-  const std::uint8_t* vbk = a.values + (static_cast<std::size_t>(b) * a.num_kv_heads + g) * a.capacity * a.vcb;
-  float mrun = -INFINITY, lrun = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
-  const int i0 = threadIdx.x, i1 = threadIdx.x + kDecThreads;
-  const int s_0 = i0 / a.vg, s_1 = i1 / a.vg;  // value sub-vectors of this thread's coordinates
-  const float* c0 = a.vcent + static_cast<std::size_t>(s_0) * a.vk * a.vg + (i0 - s_0 * a.vg);
-  const float* c1 = a.vcent + static_cast<std::size_t>(s_1) * a.vk * a.vg + (i1 - s_1 * a.vg);
-  for (int t0 = s0; t0 < s1; t0 += kDecTile) {
-    const int t = t0 + threadIdx.x;
-    float logit = -INFINITY;
-    if (t < s1) {
-      const std::uint8_t* tc = kbk + static_cast<std::size_t>(t) * a.kcb;
-      float sc0 = 0.0f, sc1 = 0.0f;  // even / odd sub-vectors
-      for (int s = 0; s < a.knsub; s += 2) {
-        sc0 += lut[s * a.kk + static_cast<int>(get_code(tc, static_cast<std::size_t>(s), a.kc))];
-        sc1 += lut[(s + 1) * a.kk + static_cast<int>(get_code(tc, static_cast<std::size_t>(s + 1), a.kc))];
-      }
-      logit = (sc0 + sc1) * a.logit_scale;
-    }
-    softmax_tile(logit, 1.0f, t < s1, mrun, lrun, acc0, acc1, pw, red);  // publishes pw
-    const int nt = min(kDecTile, s1 - t0);
-    for (int tt = 0; tt < nt; ++tt) {
-      const std::uint8_t* vc = vbk + static_cast<std::size_t>(t0 + tt) * a.vcb;
-      const float w = pw[tt];
-      if (i0 < d)
-        acc0 = __fmaf_rn(w, __ldg(c0 + get_code(vc, static_cast<std::size_t>(s_0), a.vc) * a.vg), acc0);
-      if (i1 < d)
-        acc1 = __fmaf_rn(w, __ldg(c1 + get_code(vc, static_cast<std::size_t>(s_1), a.vc) * a.vg), acc1);
-    }
-    __syncthreads();  // pw is rewritten by the next tile
-  }
-  store_partial(a.ws, bh, d, mrun, lrun, acc0, acc1, i0, i1);
+detail::StagedSide pvq_side(const PvqTables& t) {
+  detail::StagedSide s{};
+  s.tab0 = t.centroids();
+  s.bits = t.code_bits(), s.shift = __builtin_ctz(static_cast<unsigned>(t.sub_dim()));
+  s.cb = static_cast<int>(t.code_bytes());
+  return s;
 }
-/// Floats of the split partials, rounded up to a multiple of 4 (the LUTs follow, 16-byte aligned).
-std::size_t partial_floats(const VqDecodeArgs& a, int head_dim) {
-  const std::size_t f = static_cast<std::size_t>(decode_splits(a)) * a.batch * a.num_heads * (head_dim + 2);
-  return (f + 3) / 4 * 4;
+
+detail::StagedCall pvq_call(const PvqTables& kt, const PvqTables& vt) {
+  detail::StagedCall c;
+  c.kside = pvq_side(kt), c.vside = pvq_side(vt);
+  c.ksigns = kt.signs(), c.kscale = kt.hadamard_scale(), c.klambda = kt.lambda();
+  c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale(), c.vlambda = vt.lambda();
+  c.launch = detail::launch_staged<PvqFmt, PvqFmt>;
+  return c;
 }
 
 }  // namespace
@@ -330,50 +286,56 @@ PvqTables::PvqTables(const Codec& codec) {
   cent_t_ = detail::upload(r->centroids_soa());
 }
 
+std::size_t PvqTables::page_stride(int page_size) const {
+  detail::check_page_size("cuda::PvqTables::page_stride", page_size);
+  return detail::token_page_stride(page_size, code_bytes(), 0);
+}
+
 void pvq_encode(const PvqTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream) {
   if (!detail::check_block_io("cuda::pvq_encode", n, x, "x", out)) return;
-  const EncArgs ea{x, n, tab.lambda(), tab.signs(), tab.centroids_soa(), tab.hadamard_scale(), out};
-  launch(tab, true, ea, DeqArgs{}, detail::stream_of(stream));
+  const EncArgs ea{x, n, tab.lambda(), tab.signs(), tab.centroids_soa(), tab.hadamard_scale()};
+  launch_encode(tab, IoType::kF32, ea, detail::BlockDst{out, n, tab.code_bytes(), 0}, detail::stream_of(stream));
+}
+
+void pvq_append(const PvqTables& tab, const void* x, int batch, int num_new, int num_kv_heads,
+                const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
+  long long total = 0;
+  const detail::PagedDst dst = detail::paged_dst("cuda::pvq_append", x, batch, num_new, num_kv_heads, start, table,
+                                                 pool, x_type, tab.code_bytes(), 0,
+                                                 "must equal PvqTables::page_stride(page_size)", total);
+  if (total == 0) return;
+  const EncArgs ea{x, static_cast<std::size_t>(total), tab.lambda(), tab.signs(), tab.centroids_soa(),
+                   tab.hadamard_scale()};
+  launch_encode(tab, x_type, ea, dst, detail::stream_of(stream));
 }
 
 void pvq_dequantize(const PvqTables& tab, const std::uint8_t* block, std::size_t n, float* out, Stream stream) {
   if (!detail::check_block_io("cuda::pvq_dequantize", n, block, "block", out)) return;
   const DeqArgs da{block, n, tab.lambda(), tab.signs(), tab.centroids(), tab.hadamard_scale(), out};
-  launch(tab, false, EncArgs{}, da, detail::stream_of(stream));
+  launch_dequantize(tab, da, detail::stream_of(stream));
 }
 
 std::size_t pvq_decode_workspace_bytes(const VqDecodeArgs& args, const PvqTables& ktab) {
-  const char* where = "cuda::pvq_decode_workspace_bytes";
-  check_workspace_args(where, args);
-  return sizeof(float) * (partial_floats(args, ktab.head_dim()) +
-                          static_cast<std::size_t>(args.batch) * args.num_heads * ktab.lut_size());
+  return detail::staged_blocks_workspace("cuda::pvq_decode_workspace_bytes", args, ktab.head_dim());
 }
 
 void pvq_decode(const PvqTables& ktab, const PvqTables& vtab, const VqDecodeArgs& a, Stream stream) {
   const char* where = "cuda::pvq_decode";
   check_arg(vtab.head_dim() == ktab.head_dim(), where, "vtab.head_dim", vtab.head_dim(), "must equal ktab.head_dim");
-  const long long rows = check_decode_args(where, a);
-  if (rows == 0) return;
-  const int d = ktab.head_dim(), splits = decode_splits(a);
-  float* ws = static_cast<float*>(a.workspace);
-  float* lut = ws + partial_floats(a, d);
-  const int ls = static_cast<int>(ktab.lut_size());
-  const cudaStream_t s = detail::stream_of(stream);
-  pvq_lut_kernel<<<static_cast<unsigned>(rows), kDecThreads, sizeof(double) * d, s>>>(
-      a.q, d, ktab.sub_dim(), ktab.num_centroids(), ktab.lambda(), ktab.signs(),
-      static_cast<double>(ktab.hadamard_scale()), ktab.centroids(), lut);
-  TKV_CHECK_LAUNCH();
-  const DecArgs k{a.keys, a.values, a.seq_lens, lut, a.num_heads, a.num_heads / a.num_kv_heads, a.num_kv_heads, d,
-                  splits, a.capacity, ktab.num_sub(), ktab.code_bits(), ktab.num_centroids(), ls, vtab.sub_dim(),
-                  vtab.code_bits(), vtab.num_centroids(), ktab.code_bytes(), vtab.code_bytes(), vtab.centroids(),
-                  a.softmax_scale * 1.4426950408889634f, ws};
-  const std::size_t smem = sizeof(float) * (static_cast<std::size_t>(ls) + kDecTile + 32);
-  allow_smem(pvq_decode_split_kernel, smem);
-  pvq_decode_split_kernel<<<dim3(splits, static_cast<unsigned>(rows)), kDecThreads, smem, s>>>(k);
-  TKV_CHECK_LAUNCH();
-  merge_rotate_kernel<<<static_cast<unsigned>(rows), kDecThreads, sizeof(float) * d, s>>>(
-      ws, splits, static_cast<int>(rows), d, vtab.signs(), vtab.hadamard_scale(), vtab.lambda(), a.out);
-  TKV_CHECK_LAUNCH();
+  const std::size_t cap = a.capacity > 0 ? static_cast<std::size_t>(a.capacity) : 0;
+  detail::run_staged_blocks(where, a, ktab.head_dim(), ktab.block_bytes(cap), vtab.block_bytes(cap),
+                            pvq_call(ktab, vtab), detail::stream_of(stream));
+}
+
+void pvq_paged_decode(const PvqTables& ktab, const PvqTables& vtab, PagedPool kpool, PagedPool vpool,
+                      const PageTable& table, const DecodeArgs& args, Stream stream) {
+  const char* where = "cuda::pvq_paged_decode";
+  check_arg(ktab.head_dim() == args.head_dim && vtab.head_dim() == args.head_dim, where, "codec head_dim",
+            ktab.head_dim(), "must equal args.head_dim for keys and values");
+  detail::check_page_size(where, table.page_size);
+  detail::run_staged_paged(where, kpool, vpool, table, args, ktab.page_stride(table.page_size),
+                           "must equal ktab.page_stride(page_size)", vtab.page_stride(table.page_size),
+                           "must equal vtab.page_stride(page_size)", pvq_call(ktab, vtab), detail::stream_of(stream));
 }
 
 }  // namespace turbokv::cuda

@@ -1,6 +1,6 @@
 // Two-stage residual scalar quantization (RVQ, src/ref/rvq.cpp) on the GPU:
-// RvqTables, encode (the reference's bytes) and a fused split-K decode
-// attention on RVQ keys and values in contiguous blocks.
+// RvqTables, encode and paged append (the reference's bytes) and fused split-K
+// decode attention on RVQ keys and values (pages or contiguous blocks).
 //
 // Encode: 128 threads (4 warps), one token per warp at a time, lane l holding
 // the E = D/32 consecutive coordinates [lE, lE + E). The reference's float
@@ -12,16 +12,19 @@
 //   inv = norm > 0 ? 1 / norm : 0; u = (y * scale) * inv;
 //   code1 = #{boundaries1 < u}; r = u - c1[code1]; code2 = #{boundaries2 < r};
 // codes go through a per-warp byte buffer into the LSB-first streams
-// [stage 1 packed(D, b)][stage 2 packed(D, b)]; lane 0 stores fp16 ||x||.
+// [stage 1 packed(D, b)][stage 2 packed(D, b)]; lane 0 stores fp16 ||x||. The same kernel writes a
+// contiguous block (rvq_encode) or pages (rvq_append: fp32, fp16 or bf16 input widened exactly).
 //
-// Decode: grid (splits, batch * num_heads), 128 threads, one token per thread
-// per tile of 128 tokens (same structure as tq_prod_decode in tq_prod.cu).
+// Decode: the staged split-K kernel (staged.cuh) with RvqFmt below, on pages (rvq_paged_decode) or
+// contiguous blocks (rvq_decode): Pi q once per query head, keys and values decoded once per KV head
+// and 32-token step into shared memory, the merge rotates back once.
 #include <cmath>
 #include <vector>
 
 #include "../ref/rvq.h"
 #include "qjl.cuh"
 #include "splitk.cuh"
+#include "staged.cuh"
 #include "turbokv/cuda_vq.h"
 #include "turbokv/error.h"
 #include "turbokv/pack.h"
@@ -59,7 +62,7 @@ __device__ __forceinline__ float select_centroid(unsigned code, const float (&ce
 }
 
 struct EncArgs {
-  const float* x;
+  const void* x;  // [n][D] of the kernel's XT
   std::size_t n;
   const float* signs;
   const float* c1;
@@ -67,14 +70,13 @@ struct EncArgs {
   const float* c2;
   const float* b2;
   float scale;
-  std::uint8_t* out;
 };
 
-template <int D, int B>
-__global__ void __launch_bounds__(kEncThreads) rvq_encode_kernel(const EncArgs a) {
+template <int D, int B, class XT, class Dst>
+__global__ void __launch_bounds__(kEncThreads) rvq_encode_kernel(const EncArgs a, const Dst dst) {
   constexpr int E = D / 32;
   constexpr int K = 1 << B, NB = K - 1;
-  constexpr std::size_t SB = static_cast<std::size_t>(D) * B / 8, CB = 2 * SB;
+  constexpr std::size_t SB = static_cast<std::size_t>(D) * B / 8;
   __shared__ __align__(16) float rows[kEncWarps][D];
   __shared__ std::uint8_t codes[kEncWarps][2][D];
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -88,11 +90,10 @@ __global__ void __launch_bounds__(kEncThreads) rvq_encode_kernel(const EncArgs a
   float* row = rows[w];
   for (std::size_t t = static_cast<std::size_t>(blockIdx.x) * kEncWarps + w; t < a.n;
        t += static_cast<std::size_t>(gridDim.x) * kEncWarps) {  // warp-uniform
-    const float* xt = a.x + t * D;
     float y[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      const float v = __ldg(xt + lane * E + e);
+      const float v = detail::load_x<XT>(a.x, t * D + lane * E + e);
       row[lane * E + e] = v;
       y[e] = __fmul_rn(v, sgn[e]);
     }
@@ -110,111 +111,88 @@ __global__ void __launch_bounds__(kEncThreads) rvq_encode_kernel(const EncArgs a
       codes[w][1][lane * E + e] = static_cast<std::uint8_t>(count_below(r, bnd2));
     }
     __syncwarp();
-    std::uint8_t* tok = a.out + t * CB;
-    warp_pack_n(codes[w][0], D, B, tok);
-    warp_pack_n(codes[w][1], D, B, tok + SB);
-    if (lane == 0) store_half_le(a.out + a.n * CB + 2 * t, norm);
+    const detail::TokenDst to = dst.at(t);
+    warp_pack_n(codes[w][0], D, B, to.codes);
+    warp_pack_n(codes[w][1], D, B, to.codes + SB);
+    if (lane == 0) store_half_le(to.scalars, norm);
     __syncwarp();  // row and codes are rewritten for the next token
   }
 }
 
-template <int D, int B>
-void launch_encode(const EncArgs& a, cudaStream_t s) {
-  rvq_encode_kernel<D, B><<<detail::capped_grid(a.n, kEncWarps), kEncThreads, 0, s>>>(a);
+template <int D, int B, class XT, class Dst>
+void launch_encode(const EncArgs& a, const Dst& dst, cudaStream_t s) {
+  rvq_encode_kernel<D, B, XT, Dst><<<detail::capped_grid(a.n, kEncWarps), kEncThreads, 0, s>>>(a, dst);
   TKV_CHECK_LAUNCH();
 }
 
-template <int D>
-void launch_encode_d(int bits, const EncArgs& a, cudaStream_t s) {
-  switch (bits) {
-    case 1: return launch_encode<D, 1>(a, s);
-    case 2: return launch_encode<D, 2>(a, s);
-    case 3: return launch_encode<D, 3>(a, s);
-    case 4: return launch_encode<D, 4>(a, s);
+/// The one dispatch from (head_dim, bits, input type) to the encoder's compile-time constants.
+template <class Dst>
+void launch_encode_any(const RvqTables& tab, IoType x_type, const EncArgs& a, const Dst& dst, cudaStream_t s) {
+  auto go = [&](auto d_c, auto xt_c) {
+    constexpr int D = decltype(d_c)::value;
+    using XT = typename decltype(xt_c)::type;
+    switch (tab.bits()) {
+      case 1: return launch_encode<D, 1, XT>(a, dst, s);
+      case 2: return launch_encode<D, 2, XT>(a, dst, s);
+      case 3: return launch_encode<D, 3, XT>(a, dst, s);
+      case 4: return launch_encode<D, 4, XT>(a, dst, s);
+    }
+  };
+  auto by_type = [&](auto d_c) {
+    switch (x_type) {
+      case IoType::kF32: return go(d_c, std::type_identity<float>{});
+      case IoType::kF16: return go(d_c, std::type_identity<__half>{});
+      case IoType::kBf16: return go(d_c, std::type_identity<__nv_bfloat16>{});
+    }
+  };
+  switch (tab.head_dim()) {
+    case 64: return by_type(std::integral_constant<int, 64>{});
+    case 128: return by_type(std::integral_constant<int, 128>{});
+    case 256: return by_type(std::integral_constant<int, 256>{});
   }
 }
 
-// ---- Fused split-K decode: RVQ keys, RVQ values (contiguous blocks).
-
-
-struct DecArgs {
-  const float* q;
-  const std::uint8_t* keys;
-  const std::uint8_t* values;
-  const std::int32_t* lens;
-  int num_heads, group, num_kv_heads, d, kb, vb, capacity, splits;
-  std::size_t ksb, kstride, vsb, vstride;  // stage bytes and block bytes
-  const float* ksigns;
-  const float* kc1;
-  const float* kc2;
-  float kscale, logit_scale;  // logit_scale = softmax_scale * log2(e)
-  const float* vc1;
-  const float* vc2;
-  float* ws;  // [splits][batch * num_heads][d + 2]: m, l, acc[d]
+// ---- Staged decode (staged.cuh): side.bits = b, side.off = stage bytes, side.cb = 2 stage bytes,
+// tab0 / tab1 = the stage-1 / stage-2 centroids. Element j = ||x|| (c1[code1_j] + c2[code2_j]) in the
+// rotated domain (the sum rounded as the reference's decode, then times the fp16 norm).
+struct RvqFmt {
+  template <int KQ>
+  __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* blk, int ps,
+                                               int slot, int lane, float* dst) {
+    const std::uint8_t* row = blk + static_cast<std::size_t>(slot) * s.cb;
+    const float norm = detail::half_at(blk + static_cast<std::size_t>(ps) * s.cb + 2 * static_cast<std::size_t>(slot));
+    const unsigned m = (1u << s.bits) - 1u;
+#pragma unroll
+    for (int k = 0; k < KQ; ++k) {
+      const int q = lane + 32 * k, j = 4 * q;
+      if (j < D) {
+        const unsigned u1 = detail::quad_fields(row, q, s.bits), u2 = detail::quad_fields(row + s.off, q, s.bits);
+        float v[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          v[i] = norm * __fadd_rn(__ldg(s.tab0 + ((u1 >> (i * s.bits)) & m)), __ldg(s.tab1 + ((u2 >> (i * s.bits)) & m)));
+        detail::store_quad(dst + j, v[0], v[1], v[2], v[3]);
+      }
+    }
+  }
 };
 
-
-
-__global__ void __launch_bounds__(kDecThreads) rvq_decode_split_kernel(const DecArgs a) {
-  extern __shared__ float sh[];
-  float* rq = sh;               // [d]
-  float* pw = rq + a.d;         // [kDecTile] softmax weight * value norm
-  float* kc1 = pw + kDecTile;   // [16]
-  float* kc2 = kc1 + 16;        // [16]
-  float* vc1 = kc2 + 16;        // [16]
-  float* vc2 = vc1 + 16;        // [16]
-  float* red = vc2 + 16;        // [32]
-  const int bh = blockIdx.y, b = bh / a.num_heads, h = bh % a.num_heads, g = h / a.group;
-  const int d = a.d;
-  const int len = __ldg(a.lens + b);
-  const int chunk = (len + a.splits - 1) / a.splits;
-  const int s0 = min(len, static_cast<int>(blockIdx.x) * chunk), s1 = min(len, s0 + chunk);
-  for (int j = threadIdx.x; j < d; j += blockDim.x) rq[j] = __ldg(a.q + static_cast<std::size_t>(bh) * d + j);
-  if (threadIdx.x < (1 << a.kb)) {
-    kc1[threadIdx.x] = __ldg(a.kc1 + threadIdx.x);
-    kc2[threadIdx.x] = __ldg(a.kc2 + threadIdx.x);
-  }
-  if (threadIdx.x < (1 << a.vb)) {
-    vc1[threadIdx.x] = __ldg(a.vc1 + threadIdx.x);
-    vc2[threadIdx.x] = __ldg(a.vc2 + threadIdx.x);
-  }
-  __syncthreads();
-  rotate_shared(rq, d, a.ksigns, a.kscale, false);
-  const std::uint8_t* kbk = a.keys + (static_cast<std::size_t>(b) * a.num_kv_heads + g) * a.kstride;
-  const std::uint8_t* vbk = a.values + (static_cast<std::size_t>(b) * a.num_kv_heads + g) * a.vstride;
-  const std::size_t kcb = 2 * a.ksb, vcb = 2 * a.vsb;
-  float mrun = -INFINITY, lrun = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
-  const int i0 = threadIdx.x, i1 = threadIdx.x + kDecThreads;
-  for (int t0 = s0; t0 < s1; t0 += kDecTile) {
-    const int t = t0 + threadIdx.x;
-    float logit = -INFINITY, vnorm = 0.0f;
-    if (t < s1) {
-      const std::uint8_t* tc = kbk + static_cast<std::size_t>(t) * kcb;
-      float dot0 = 0.0f, dot1 = 0.0f;  // even / odd coordinates
-      for (int i = 0; i < d; i += 2) {
-        const float y0 = __fadd_rn(kc1[get_code(tc, i, a.kb)], kc2[get_code(tc + a.ksb, i, a.kb)]);
-        const float y1 = __fadd_rn(kc1[get_code(tc, i + 1, a.kb)], kc2[get_code(tc + a.ksb, i + 1, a.kb)]);
-        dot0 = __fmaf_rn(rq[i], y0, dot0);
-        dot1 = __fmaf_rn(rq[i + 1], y1, dot1);
-      }
-      const float knorm = load_half_le(kbk + static_cast<std::size_t>(a.capacity) * kcb + 2 * static_cast<std::size_t>(t));
-      logit = knorm * (dot0 + dot1) * a.logit_scale;
-      vnorm = load_half_le(vbk + static_cast<std::size_t>(a.capacity) * vcb + 2 * static_cast<std::size_t>(t));
-    }
-    softmax_tile(logit, vnorm, t < s1, mrun, lrun, acc0, acc1, pw, red);  // publishes pw
-    const int nt = min(kDecTile, s1 - t0);
-    for (int tt = 0; tt < nt; ++tt) {
-      const std::uint8_t* vc = vbk + static_cast<std::size_t>(t0 + tt) * vcb;
-      const float w = pw[tt];
-      if (i0 < d)
-        acc0 = __fmaf_rn(w, __fadd_rn(vc1[get_code(vc, i0, a.vb)], vc2[get_code(vc + a.vsb, i0, a.vb)]), acc0);
-      if (i1 < d)
-        acc1 = __fmaf_rn(w, __fadd_rn(vc1[get_code(vc, i1, a.vb)], vc2[get_code(vc + a.vsb, i1, a.vb)]), acc1);
-    }
-    __syncthreads();  // pw is rewritten by the next tile
-  }
-  store_partial(a.ws, bh, d, mrun, lrun, acc0, acc1, i0, i1);
+detail::StagedSide rvq_side(const RvqTables& t) {
+  detail::StagedSide s{};
+  s.tab0 = t.centroids1(), s.tab1 = t.centroids2();
+  s.bits = t.bits(), s.off = static_cast<int>(t.stage_bytes()), s.cb = static_cast<int>(t.code_bytes());
+  return s;
 }
+
+detail::StagedCall rvq_call(const RvqTables& kt, const RvqTables& vt) {
+  detail::StagedCall c;
+  c.kside = rvq_side(kt), c.vside = rvq_side(vt);
+  c.ksigns = kt.signs(), c.kscale = kt.hadamard_scale();
+  c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale();
+  c.launch = detail::launch_staged<RvqFmt, RvqFmt>;
+  return c;
+}
+
 }  // namespace
 
 RvqTables::RvqTables(const CodecConfig& cfg) {
@@ -238,41 +216,51 @@ RvqTables::RvqTables(const CodecConfig& cfg) {
   b2_ = detail::upload(r.stage2_codebook().boundaries);
 }
 
+std::size_t RvqTables::page_stride(int page_size) const {
+  detail::check_page_size("cuda::RvqTables::page_stride", page_size);
+  return detail::token_page_stride(page_size, code_bytes(), 2);
+}
+
 void rvq_encode(const RvqTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream) {
   if (!detail::check_block_io("cuda::rvq_encode", n, x, "x", out)) return;
   const EncArgs a{x, n, tab.signs(), tab.centroids1(), tab.boundaries1(), tab.centroids2(), tab.boundaries2(),
-                  tab.hadamard_scale(), out};
-  const cudaStream_t s = detail::stream_of(stream);
-  switch (tab.head_dim()) {
-    case 64: return launch_encode_d<64>(tab.bits(), a, s);
-    case 128: return launch_encode_d<128>(tab.bits(), a, s);
-    case 256: return launch_encode_d<256>(tab.bits(), a, s);
-  }
+                  tab.hadamard_scale()};
+  launch_encode_any(tab, IoType::kF32, a, detail::BlockDst{out, n, tab.code_bytes(), 2}, detail::stream_of(stream));
+}
+
+void rvq_append(const RvqTables& tab, const void* x, int batch, int num_new, int num_kv_heads,
+                const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
+  long long total = 0;
+  const detail::PagedDst dst = detail::paged_dst("cuda::rvq_append", x, batch, num_new, num_kv_heads, start, table,
+                                                 pool, x_type, tab.code_bytes(), 2,
+                                                 "must equal RvqTables::page_stride(page_size)", total);
+  if (total == 0) return;
+  const EncArgs a{x, static_cast<std::size_t>(total), tab.signs(), tab.centroids1(), tab.boundaries1(),
+                  tab.centroids2(), tab.boundaries2(), tab.hadamard_scale()};
+  launch_encode_any(tab, x_type, a, dst, detail::stream_of(stream));
 }
 
 std::size_t rvq_decode_workspace_bytes(const VqDecodeArgs& args, int head_dim) {
-  return partial_bytes("cuda::rvq_decode_workspace_bytes", args, head_dim);
+  return detail::staged_blocks_workspace("cuda::rvq_decode_workspace_bytes", args, head_dim);
 }
 
 void rvq_decode(const RvqTables& ktab, const RvqTables& vtab, const VqDecodeArgs& a, Stream stream) {
   const char* where = "cuda::rvq_decode";
   check_arg(vtab.head_dim() == ktab.head_dim(), where, "vtab.head_dim", vtab.head_dim(), "must equal ktab.head_dim");
-  const long long rows = check_decode_args(where, a);
-  if (rows == 0) return;
-  const int d = ktab.head_dim(), splits = decode_splits(a);
-  const DecArgs k{a.q, a.keys, a.values, a.seq_lens, a.num_heads, a.num_heads / a.num_kv_heads, a.num_kv_heads, d,
-                  ktab.bits(), vtab.bits(), a.capacity, splits, ktab.stage_bytes(),
-                  ktab.block_bytes(static_cast<std::size_t>(a.capacity)), vtab.stage_bytes(),
-                  vtab.block_bytes(static_cast<std::size_t>(a.capacity)), ktab.signs(), ktab.centroids1(),
-                  ktab.centroids2(), ktab.hadamard_scale(), a.softmax_scale * 1.4426950408889634f, vtab.centroids1(),
-                  vtab.centroids2(), static_cast<float*>(a.workspace)};
-  const cudaStream_t s = detail::stream_of(stream);
-  const std::size_t smem = sizeof(float) * (d + kDecTile + 4 * 16 + 32);
-  rvq_decode_split_kernel<<<dim3(splits, static_cast<unsigned>(rows)), kDecThreads, smem, s>>>(k);
-  TKV_CHECK_LAUNCH();
-  merge_rotate_kernel<<<static_cast<unsigned>(rows), kDecThreads, sizeof(float) * d, s>>>(
-      k.ws, splits, static_cast<int>(rows), d, vtab.signs(), vtab.hadamard_scale(), nullptr, a.out);
-  TKV_CHECK_LAUNCH();
+  const std::size_t cap = a.capacity > 0 ? static_cast<std::size_t>(a.capacity) : 0;
+  detail::run_staged_blocks(where, a, ktab.head_dim(), ktab.block_bytes(cap), vtab.block_bytes(cap),
+                            rvq_call(ktab, vtab), detail::stream_of(stream));
+}
+
+void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kpool, PagedPool vpool,
+                      const PageTable& table, const DecodeArgs& args, Stream stream) {
+  const char* where = "cuda::rvq_paged_decode";
+  check_arg(ktab.head_dim() == args.head_dim && vtab.head_dim() == args.head_dim, where, "codec head_dim",
+            ktab.head_dim(), "must equal args.head_dim for keys and values");
+  detail::check_page_size(where, table.page_size);
+  detail::run_staged_paged(where, kpool, vpool, table, args, ktab.page_stride(table.page_size),
+                           "must equal ktab.page_stride(page_size)", vtab.page_stride(table.page_size),
+                           "must equal vtab.page_stride(page_size)", rvq_call(ktab, vtab), detail::stream_of(stream));
 }
 
 }  // namespace turbokv::cuda

@@ -11,7 +11,11 @@
 //   - TurboQuant-Prod keys: tq_prod_encode on the device byte-identical to the
 //     reference, then tq_prod_paged_decode on those pages;
 //   - fractional TurboQuant-MSE widths (head_dim 256: Gemma) and the fp8 baseline
-//     (fp8_append, fp8_decode) the same way.
+//     (fp8_append, fp8_decode) the same way;
+//   - RVQ, product VQ and PolarQuant: *_append into shuffled pages (bytes == the
+//     reference) and *_paged_decode (the staged kernel) of every query, with the
+//     layer's sliding window; PolarQuant also through polar_encode / polar_decode
+//     on contiguous blocks.
 // The errors against exact fp64 attention on the uncompressed cache are printed
 // (what the compression costs on real data), not asserted: turbokv eval reports
 // and the eval tests check them.
@@ -20,6 +24,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <sstream>
 
 #include "cuda_test_util.h"
@@ -498,6 +503,95 @@ TEST(CudaReal, PolarEncodeAndDecode) {
     run_polar(l, 3, 2, seed + 21, worst);
   }
   std::printf("real KV, polar (CUDA cores): worst relative error vs fp64 reference %.3g\n", worst);
+}
+
+/// RVQ, product VQ and PolarQuant on real KV, paged: *_append of the layer's fp16 keys and values into
+/// shuffled pages (bytes == the reference encode, token by token), then *_paged_decode (the staged
+/// kernel) of every query with the layer's sliding window, against attention_compressed on the
+/// reference's blocks: relative L2 <= kPolarRelTol (fp32 against fp64). Product VQ is calibrated on
+/// the layer's own keys / values (3 k-means iterations), as turbokv eval calibrates.
+void run_vq_paged(const RealLayer& l, Method m, int kbits, int vbits, int page_size, std::uint64_t seed,
+                  double& worst) {
+  SCOPED_TRACE(l.name + " " + method_name(m) + " paged keys " + std::to_string(kbits) + " values " +
+               std::to_string(vbits) + " page " + std::to_string(page_size) + " seed " + std::to_string(seed));
+  CodecConfig kcfg, vcfg;
+  kcfg.method = vcfg.method = m;
+  kcfg.head_dim = vcfg.head_dim = l.d;
+  kcfg.bits = kbits, vcfg.bits = vbits;
+  kcfg.role = Role::kKey, vcfg.role = Role::kValue;
+  kcfg.seed = seed ^ 0x5555, vcfg.seed = seed ^ 0x6666;
+  kcfg.kmeans_iters = vcfg.kmeans_iters = 3;
+  const auto kref = make_codec(kcfg), vref = make_codec(vcfg);
+  if (kref->needs_calibration()) kref->calibrate(l.k.data(), static_cast<std::size_t>(l.n) * l.kvh);
+  if (vref->needs_calibration()) vref->calibrate(l.v.data(), static_cast<std::size_t>(l.n) * l.kvh);
+  std::unique_ptr<cuda::RvqTables> kr, vr;
+  std::unique_ptr<cuda::PvqTables> kp, vp;
+  std::unique_ptr<cuda::PolarTables> kq, vq;
+  std::size_t kcb, vcb, knb, vnb, kstride, vstride;
+  if (m == Method::kRvq) {
+    kr = std::make_unique<cuda::RvqTables>(kcfg), vr = std::make_unique<cuda::RvqTables>(vcfg);
+    kcb = kr->code_bytes(), vcb = vr->code_bytes(), knb = vnb = 2;
+    kstride = kr->page_stride(page_size), vstride = vr->page_stride(page_size);
+  } else if (m == Method::kPvq) {
+    kp = std::make_unique<cuda::PvqTables>(*kref), vp = std::make_unique<cuda::PvqTables>(*vref);
+    kcb = kp->code_bytes(), vcb = vp->code_bytes(), knb = vnb = 0;
+    kstride = kp->page_stride(page_size), vstride = vp->page_stride(page_size);
+  } else {
+    kq = std::make_unique<cuda::PolarTables>(kcfg), vq = std::make_unique<cuda::PolarTables>(vcfg);
+    kcb = kq->code_bytes(), vcb = vq->code_bytes(), knb = 2 * std::size_t(kq->num_radii()), vnb = knb;
+    kstride = kq->page_stride(page_size), vstride = vq->page_stride(page_size);
+  }
+  const Shared s = shared_pages(l, page_size, seed + 1);
+  DevBuf<std::uint8_t> kpool(static_cast<std::size_t>(s.max_pages) * l.kvh * kstride),
+      vpool(static_cast<std::size_t>(s.max_pages) * l.kvh * vstride);
+  kpool.fill_byte(0xA5), vpool.fill_byte(0xA5);
+  DevBuf<std::int32_t> dtable(s.pages), dstart(std::vector<std::int32_t>{0});
+  DevBuf<std::uint16_t> dk16(to_half_bits(l.k)), dv16(to_half_bits(l.v));
+  const cuda::PageTable pt{dtable.p, s.max_pages, page_size};
+  const cuda::PagedPool kpl{kpool.p, kstride}, vpl{vpool.p, vstride};
+  const auto f16 = cuda::IoType::kF16;
+  if (m == Method::kRvq) {
+    cuda::rvq_append(*kr, dk16.p, 1, l.n, l.kvh, dstart.p, pt, kpl, nullptr, f16);
+    cuda::rvq_append(*vr, dv16.p, 1, l.n, l.kvh, dstart.p, pt, vpl, nullptr, f16);
+  } else if (m == Method::kPvq) {
+    cuda::pvq_append(*kp, dk16.p, 1, l.n, l.kvh, dstart.p, pt, kpl, nullptr, f16);
+    cuda::pvq_append(*vp, dv16.p, 1, l.n, l.kvh, dstart.p, pt, vpl, nullptr, f16);
+  } else {
+    cuda::polar_append(*kq, dk16.p, 1, l.n, l.kvh, dstart.p, pt, kpl, nullptr, f16);
+    cuda::polar_append(*vq, dv16.p, 1, l.n, l.kvh, dstart.p, pt, vpl, nullptr, f16);
+  }
+  const auto kblk = encode_heads(*kref, l, l.k), vblk = encode_heads(*vref, l, l.v);
+  EXPECT_EQ(count_mismatches(kpool.download(), kstride, l, s, kblk, kcb, knb, "key") +
+                count_mismatches(vpool.download(), vstride, l, s, vblk, vcb, vnb, "value"),
+            0)
+      << "tokens whose appended key/value bytes differ from the reference encode";
+  DevBuf<float> dq(l.q), dout(l.q.size());
+  DevBuf<std::int32_t> dlens(s.lens);
+  cuda::DecodeArgs a = decode_args(l, dq.p, dout.p, dlens.p);
+  DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
+  a.workspace = ws.p;
+  dout.fill_byte(0xFF);  // NaN poison
+  if (m == Method::kRvq) cuda::rvq_paged_decode(*kr, *vr, kpl, vpl, pt, a, nullptr);
+  else if (m == Method::kPvq) cuda::pvq_paged_decode(*kp, *vp, kpl, vpl, pt, a, nullptr);
+  else cuda::polar_paged_decode(*kq, *vq, kpl, vpl, pt, a, nullptr);
+  const Errors e = check_queries(l, s, dout.download(), references(l, *kref, *vref, kblk, vblk), kPolarRelTol);
+  worst = std::max(worst, e.reference);
+  std::printf("  %-28s %-5s K%d V%d page %3d: vs reference %.3g, vs exact attention %.3g (worst of %d queries)\n",
+              l.name.c_str(), method_name(m), kbits, vbits, page_size, e.reference, e.exact, l.nq);
+}
+
+TEST(CudaReal, VqAppendAndPagedDecode) {
+  const std::uint64_t seed = fresh_seed();
+  double worst = 0;
+  for (const auto& l : layers()) {
+    run_vq_paged(l, Method::kRvq, 2, 2, 16, seed + 30, worst);
+    run_vq_paged(l, Method::kRvq, 4, 3, 1, seed + 31, worst);
+    run_vq_paged(l, Method::kPvq, 4, 2, 16, seed + 32, worst);
+    run_vq_paged(l, Method::kPolar, 3, 4, 64, seed + 33, worst);
+    run_vq_paged(l, Method::kPolar, 2, 2, 1, seed + 34, worst);
+  }
+  std::printf("real KV, rvq / pvq / polar paged decode (staged kernel): worst relative error vs fp64 reference %.3g\n",
+              worst);
 }
 
 }  // namespace

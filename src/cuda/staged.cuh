@@ -1,0 +1,244 @@
+// The staged split-K decode: one CUDA-core kernel template for the methods whose codes are decoded
+// element by element (KIVI, RVQ, product VQ, PolarQuant), on paged pools (cuda.h's page table) or on
+// contiguous per-(sequence, KV head) blocks (the VqDecodeArgs entry points). Not public API.
+//
+// Grid and head subsets as decode_kernel (decode.cuh): x = split, y = batch * num_kv_heads, z = group
+// of up to two subsets of 128 threads, each serving HPW <= 4 query heads of one GQA group. Per step of
+// 32 tokens the block decodes the step's keys and values once into shared memory (warp w stages
+// tokens w, w + W, ...; lanes over elements), so every query head of the block reads them; then
+// warp w of a subset serves head w: lane = token for the scores (float4 dot products with the query),
+// one running max / sum per warp (online softmax, base 2), lanes over channels for the values. Each
+// warp writes its head's split partials; decode.cu merges them by log-sum-exp and applies the value
+// codec's inverse rotation (and smoothing) once per output row (combine_kernel).
+//
+// A format KF / VF is a type with
+//   template <int KQ> __device__ static void stage(const StagedSide& s, int D, const std::uint8_t* blk,
+//                                                  int ps, int slot, int lane, float* dst);
+// writing the quads dst[4 q .. 4 q + 3] (q = lane + 32 k, 4 q < D, k < KQ; one float4 store each) =
+// elements 4 q .. 4 q + 3 of the token at `slot` of the block `blk` (ps tokens: the page size, or the
+// contiguous block's capacity), in the domain where the logit is <q', dst> (q' the query as the host
+// prepared it: rotated and smoothed for the rotated methods) and the values accumulate. Quads, not
+// single elements per lane: a quad's codes come from one 1-4 byte load and the per-token work (row
+// pointers, scalars) is shared (session 12: one element per lane, with a 1-2 byte load and a branch
+// each, made the staging the kernel's bottleneck). The formats live in their methods' files
+// (kivi.cu, rvq.cu, pvq.cu, polar.cu).
+#pragma once
+
+#include <functional>
+#include <type_traits>
+
+#include "decode.cuh"
+
+namespace turbokv::cuda {
+struct VqDecodeArgs;
+}
+
+namespace turbokv::cuda::detail {
+
+constexpr int kStagedStep = 32;  // tokens per block step
+
+/// The field of `bits` (1..8) bits at bit offset `bit` of an LSB-first stream (turbokv/pack.h). The
+/// second byte is read only when the field crosses into it (a block's last row may end the allocation).
+__device__ __forceinline__ unsigned field_at(const std::uint8_t* p, int bit, int bits) {
+  const std::uint8_t* b = p + (bit >> 3);
+  const int sh = bit & 7;
+  unsigned w = b[0];
+  if (sh + bits > 8) w |= static_cast<unsigned>(b[1]) << 8;
+  return (w >> sh) & ((1u << bits) - 1u);
+}
+
+/// Bits [bit, bit + nbits) of an LSB-first stream (turbokv/pack.h) in the low bits of the result, with
+/// garbage above them (the caller masks); (bit mod 8) + nbits must be at most 32. Reads only the 1-4
+/// bytes holding them (a block's last row may end the allocation).
+__device__ __forceinline__ unsigned span_at(const std::uint8_t* p, int bit, int nbits) {
+  const int sh = bit & 7, nb = (sh + nbits + 7) >> 3;
+  const std::uint8_t* b = p + (bit >> 3);
+  unsigned w = b[0];
+  if (nb > 1) w |= static_cast<unsigned>(b[1]) << 8;
+  if (nb > 2) w |= static_cast<unsigned>(b[2]) << 16;
+  if (nb > 3) w |= static_cast<unsigned>(b[3]) << 24;
+  return w >> sh;
+}
+
+/// The 4 fields of `bits` (1..8) bits of elements 4 q .. 4 q + 3: field i is bits [i bits, (i + 1) bits)
+/// of the result (4 q bits is a multiple of 4: the span starts at bit 0 or 4 of a byte and fits in 4 bytes).
+__device__ __forceinline__ unsigned quad_fields(const std::uint8_t* p, int q, int bits) {
+  return span_at(p, 4 * q * bits, 4 * bits);
+}
+
+/// The fp16 at p (any alignment: PolarQuant's radii follow codes of an odd number of bytes), widened
+/// (exact).
+__device__ __forceinline__ float half_at(const std::uint8_t* p) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(p[0] | (p[1] << 8))));
+}
+
+/// Stores a quad of staged elements (dst 16-byte aligned).
+__device__ __forceinline__ void store_quad(float* dst, float x, float y, float z, float w) {
+  *reinterpret_cast<float4*>(dst) = make_float4(x, y, z, w);
+}
+
+/// Shared memory of staged_decode_kernel: the block's scaled queries [4 nsub_block][D], the step's
+/// decoded keys and values [kStagedStep][D + 4] each (rows of an odd number of 16-byte units: the
+/// lanes' float4 reads of 32 different rows hit distinct bank groups), P [4 nsub_block][32].
+inline std::size_t staged_smem(int d, int nsub_block) {
+  return (std::size_t(4) * nsub_block * d + 2 * std::size_t(kStagedStep) * (d + 4) + 4 * nsub_block * kStagedStep) *
+         sizeof(float);
+}
+
+/// KC = ceil(head_dim / 32): the accumulator channels j = lane + 32 k (k < KC) of a lane (a template
+/// constant: with a runtime bound of 8 the loops issued 8 predicated iterations at every head_dim);
+/// KQ = ceil(head_dim / 128): the quads a lane stages per token.
+template <class KF, class VF, int HPW, int KC>
+__global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) staged_decode_kernel(const DecodeKernelArgs a) {
+  constexpr int KQ = (KC + 3) / 4;
+  extern __shared__ __align__(16) float sm[];
+  const int D = a.head_dim, DS = D + 4;
+  const int split = blockIdx.x;
+  const int b = blockIdx.y / a.num_kv_heads, g = blockIdx.y % a.num_kv_heads;
+  const int tid = threadIdx.x, nthr = blockDim.x, nsub_block = nthr / kSubThreads;
+  const int lane = tid % 32, wg = tid / 32, sub_local = wg / 4, hw = wg % 4;
+  const int sub = blockIdx.z * kMaxSubPerBlock + sub_local;
+  const int hg = sub * HPW + hw;
+  const bool active = sub < a.nsub && hw < HPW && hg < a.group;  // warp-uniform
+  float* s_q = sm;                                  // [4 nsub_block][D]
+  float* s_k = s_q + 4 * nsub_block * D;            // [32][DS]
+  float* s_v = s_k + kStagedStep * DS;              // [32][DS]
+  float* s_p = s_v + kStagedStep * DS + wg * kStagedStep;  // this warp's [32]
+
+  int t_begin, t_end;
+  split_range(a, b, split, t_begin, t_end);
+  const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg;
+
+  for (int j = lane; j < D; j += 32) s_q[wg * D + j] = active ? a.q[bh * D + j] * a.qscale : 0.0f;
+  float m = -INFINITY, l = 0.0f, acc[KC];
+#pragma unroll
+  for (int k = 0; k < KC; ++k) acc[k] = 0.0f;
+  const bool paged = a.pages != nullptr;  // otherwise: block b * num_kv_heads + g holds a.capacity tokens
+  const std::int32_t* pt = paged ? a.pages + static_cast<std::size_t>(b) * a.max_pages : nullptr;
+  const int ps = paged ? 1 << a.page_shift : a.capacity;
+  for (int t0 = t_begin; t0 < t_end; t0 += kStagedStep) {
+    const int n = min(kStagedStep, t_end - t0);
+    __syncthreads();  // the previous step's keys and values are consumed
+    // The step's page ids: lane l loads token t0 + l's (one coalesced load), a token's is a shuffle.
+    const int nw = nthr / 32;
+    const int my_page = lane < n ? (paged ? __ldg(pt + ((t0 + lane) >> a.page_shift)) : b) : 0;
+#pragma unroll 4
+    for (int tt = wg; tt < kStagedStep; tt += nw) {
+      const int page = __shfl_sync(0xffffffffu, my_page, tt);
+      if (tt >= n) break;  // warp-uniform
+      const int t = t0 + tt, slot = paged ? t & (ps - 1) : t;
+      const std::size_t blk = static_cast<std::size_t>(page) * a.num_kv_heads + g;
+      KF::template stage<KQ>(a.kside, D, a.kpool + blk * a.kstride, ps, slot, lane, s_k + tt * DS);
+      VF::template stage<KQ>(a.vside, D, a.vpool + blk * a.vstride, ps, slot, lane, s_v + tt * DS);
+    }
+    __syncthreads();
+    if (!active) continue;
+    float s = -INFINITY;
+    if (lane < n) {
+      const float4* kr = reinterpret_cast<const float4*>(s_k + lane * DS);
+      const float4* qr = reinterpret_cast<const float4*>(s_q + wg * D);
+      float dot = 0.0f;
+      for (int j4 = 0; j4 < D / 4; ++j4) {
+        const float4 kv = kr[j4], qv = qr[j4];
+        dot = fmaf(qv.x, kv.x, dot);
+        dot = fmaf(qv.y, kv.y, dot);
+        dot = fmaf(qv.z, kv.z, dot);
+        dot = fmaf(qv.w, kv.w, dot);
+      }
+      s = soft_cap(a, dot);
+    }
+    float mt = s;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+    const float mn = fmaxf(m, mt);
+    const float f = exp2f(m - mn);  // m = -inf: 0
+    const float p = lane < n ? exp2f(s - mn) : 0.0f;
+    float ps_sum = p;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) ps_sum += __shfl_xor_sync(0xffffffffu, ps_sum, off);
+    l = l * f + ps_sum;
+    m = mn;
+    s_p[lane] = p;
+    __syncwarp();
+#pragma unroll
+    for (int k = 0; k < KC; ++k) acc[k] *= f;
+    for (int tt = 0; tt < n; ++tt) {
+      const float w = s_p[tt];
+#pragma unroll
+      for (int k = 0; k < KC; ++k)
+        if (lane + 32 * k < D) acc[k] = fmaf(w, s_v[tt * DS + lane + 32 * k], acc[k]);
+    }
+    __syncwarp();
+  }
+  if (!active) return;
+#pragma unroll
+  for (int k = 0; k < KC; ++k)
+    if (lane + 32 * k < D) a.ws_acc[(bh * a.num_splits + split) * D + lane + 32 * k] = acc[k];
+  if (lane == 0) {
+    a.ws_ml[(bh * a.num_splits + split) * 2] = m;
+    a.ws_ml[(bh * a.num_splits + split) * 2 + 1] = l;
+  }
+}
+
+/// The dispatch of one (KF, VF) pair: HPW 1..4 x KC = ceil(head_dim / 32) (2..8), shared memory from
+/// staged_smem (the smem argument of the run() launch signature is not used).
+template <class KF, class VF>
+void launch_staged(int hpw, const LaunchShape& shape, std::size_t /*smem*/, cudaStream_t s,
+                   const DecodeKernelArgs& a) {
+  const std::size_t smem = staged_smem(a.head_dim, static_cast<int>(shape.block.x) / kSubThreads);
+  auto go = [&](auto hpw_c) {
+    constexpr int H = decltype(hpw_c)::value;
+    switch ((a.head_dim + 31) / 32) {
+      case 2: return launch_cached(staged_decode_kernel<KF, VF, H, 2>, shape, smem, s, a);
+      case 3: return launch_cached(staged_decode_kernel<KF, VF, H, 3>, shape, smem, s, a);
+      case 4: return launch_cached(staged_decode_kernel<KF, VF, H, 4>, shape, smem, s, a);
+      case 5: return launch_cached(staged_decode_kernel<KF, VF, H, 5>, shape, smem, s, a);
+      case 6: return launch_cached(staged_decode_kernel<KF, VF, H, 6>, shape, smem, s, a);
+      case 7: return launch_cached(staged_decode_kernel<KF, VF, H, 7>, shape, smem, s, a);
+      case 8: return launch_cached(staged_decode_kernel<KF, VF, H, 8>, shape, smem, s, a);
+    }
+    throw std::logic_error("launch_staged: head_dim out of range");
+  };
+  switch (hpw) {
+    case 1: return go(std::integral_constant<int, 1>{});
+    case 2: return go(std::integral_constant<int, 2>{});
+    case 3: return go(std::integral_constant<int, 3>{});
+    case 4: return go(std::integral_constant<int, 4>{});
+  }
+  throw std::logic_error("launch_staged: hpw out of range");
+}
+
+/// The method-specific part of one staged decode call.
+struct StagedCall {
+  StagedSide kside{}, vside{};
+  /// The query's preparation, once per (sequence, query head) before the split kernel: q' = Pi_k
+  /// (klambda * q) (ksigns, kscale: the key codec's randomized Hadamard rotation, rotation.h;
+  /// klambda: product VQ's smoothing, nullptr: none). ksigns nullptr: q' = q.
+  const float* ksigns = nullptr;
+  float kscale = 1;
+  const float* klambda = nullptr;
+  /// The merged rows' finish: out = vlambda * Pi_v^T y (vsigns nullptr: out = y).
+  const float* vsigns = nullptr;
+  float vscale = 1;
+  const float* vlambda = nullptr;
+  /// The method's instance dispatch (launch_staged<KF, VF>).
+  void (*launch)(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&) = nullptr;
+};
+
+/// Host side of a staged decode on paged pools (decode.cu): the shared argument and page checks
+/// (pool strides must equal kstride / vstride, the layouts' values; kstride_rule / vstride_rule say
+/// which), split plan, workspace (decode_workspace_bytes), query preparation, split kernel and merge.
+void run_staged_paged(const char* where, PagedPool kpool, PagedPool vpool, const PageTable& table,
+                      const DecodeArgs& args, std::size_t kstride, const char* kstride_rule, std::size_t vstride,
+                      const char* vstride_rule, const StagedCall& call, cudaStream_t s);
+
+/// The same on contiguous blocks (VqDecodeArgs: block b * num_kv_heads + g of kblock / vblock bytes,
+/// args.capacity tokens each, fp32 q and out, no window or soft-cap).
+void run_staged_blocks(const char* where, const VqDecodeArgs& args, int head_dim, std::size_t kblock,
+                       std::size_t vblock, const StagedCall& call, cudaStream_t s);
+
+/// Workspace bytes of a run_staged_blocks call (the *_decode_workspace_bytes of cuda_vq.h and
+/// cuda_polar.h): decode_workspace_bytes of the equivalent DecodeArgs; 0 when batch is 0.
+std::size_t staged_blocks_workspace(const char* where, const VqDecodeArgs& args, int head_dim);
+
+}  // namespace turbokv::cuda::detail

@@ -1,0 +1,395 @@
+// Paged RVQ, product-VQ and PolarQuant on the GPU (src/cuda/rvq.cu, pvq.cu, polar.cu and the staged
+// decode kernel of src/cuda/staged.cuh) vs the scalar reference codecs:
+//  - *_append writes, at every appended token's slot of its (page, KV head) block, exactly the bytes
+//    the reference's encode writes for that token (codes, and its norm / radii at the slot of the
+//    block's scalars), for fp32, fp16 and bf16 input (the reference sees the widened values), a
+//    prefill chunk then single-token decode steps, and touches no other byte;
+//  - *_paged_decode within kPagedRelTol of attention_compressed (fp64) on the reference-encoded
+//    blocks scattered into shuffled pages: awkward lengths (1, 2, 31, 64, 65, 1000, 4097), page sizes
+//    1..256, GQA ratios 1..16 (5, 6, 7 included), head_dim 64 / 128 / 256, split counts, sliding
+//    windows, soft-capping and 16-bit io;
+//  - a control: the same decode with two page-table entries swapped must leave the tolerance;
+//  - bad arguments throw std::invalid_argument naming the argument.
+// Fresh random data each run (TURBOKV_TEST_SEED reproduces one; every failure prints the seed).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "cuda_test_util.h"
+#include "test_util.h"
+#include "turbokv/attention.h"
+#include "turbokv/codec.h"
+#include "turbokv/cuda_polar.h"
+#include "turbokv/cuda_vq.h"
+
+namespace turbokv::test {
+namespace {
+
+/// fp32 decode (query rotation, scores, online softmax, accumulation, inverse rotation) vs fp64: as
+/// kVqDecodeRelTol of test_cuda_vq.cpp (measured errors ~1e-6); 16-bit outputs add their rounding.
+constexpr double kPagedRelTol = 1e-4;
+const bool kSmall = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
+
+/// One method's reference key / value codecs and their GPU tables.
+struct Codecs {
+  Method method;
+  std::unique_ptr<Codec> kref, vref;
+  std::unique_ptr<cuda::RvqTables> krvq, vrvq;
+  std::unique_ptr<cuda::PvqTables> kpvq, vpvq;
+  std::unique_ptr<cuda::PolarTables> kpolar, vpolar;
+
+  /// Code bytes and scalar bytes per token of the key (value = false: value) codec.
+  std::size_t cb(bool key) const {
+    if (method == Method::kRvq) return (key ? krvq : vrvq)->code_bytes();
+    if (method == Method::kPvq) return (key ? kpvq : vpvq)->code_bytes();
+    return (key ? kpolar : vpolar)->code_bytes();
+  }
+  std::size_t sb(bool key) const {
+    if (method == Method::kRvq) return 2;
+    if (method == Method::kPvq) return 0;
+    return 2 * static_cast<std::size_t>((key ? kpolar : vpolar)->num_radii());
+  }
+  std::size_t stride(bool key, int ps) const {
+    if (method == Method::kRvq) return (key ? krvq : vrvq)->page_stride(ps);
+    if (method == Method::kPvq) return (key ? kpvq : vpvq)->page_stride(ps);
+    return (key ? kpolar : vpolar)->page_stride(ps);
+  }
+  void append(bool key, const void* x, int batch, int num_new, int kvh, const std::int32_t* start,
+              const cuda::PageTable& t, cuda::PagedPool pool, cuda::IoType io) const {
+    if (method == Method::kRvq) return cuda::rvq_append(*(key ? krvq : vrvq), x, batch, num_new, kvh, start, t, pool, nullptr, io);
+    if (method == Method::kPvq) return cuda::pvq_append(*(key ? kpvq : vpvq), x, batch, num_new, kvh, start, t, pool, nullptr, io);
+    cuda::polar_append(*(key ? kpolar : vpolar), x, batch, num_new, kvh, start, t, pool, nullptr, io);
+  }
+  void decode(cuda::PagedPool kp, cuda::PagedPool vp, const cuda::PageTable& t, const cuda::DecodeArgs& a) const {
+    if (method == Method::kRvq) return cuda::rvq_paged_decode(*krvq, *vrvq, kp, vp, t, a, nullptr);
+    if (method == Method::kPvq) return cuda::pvq_paged_decode(*kpvq, *vpvq, kp, vp, t, a, nullptr);
+    cuda::polar_paged_decode(*kpolar, *vpolar, kp, vp, t, a, nullptr);
+  }
+};
+
+CodecConfig config(Method m, int d, double bits, std::uint64_t seed, Role role) {
+  CodecConfig cfg;
+  cfg.method = m;
+  cfg.head_dim = d;
+  cfg.bits = bits;
+  cfg.seed = seed;
+  cfg.role = role;
+  cfg.kmeans_iters = 3;  // product VQ: the scalar reference's k-means is slow
+  return cfg;
+}
+
+Codecs make_codecs(Method m, int d, int kb, int vb, std::uint64_t seed) {
+  Codecs c;
+  c.method = m;
+  c.kref = make_codec(config(m, d, kb, seed ^ 0x1234, Role::kKey));
+  c.vref = make_codec(config(m, d, vb, seed ^ 0x9876, Role::kValue));
+  if (m == Method::kRvq) {
+    c.krvq = std::make_unique<cuda::RvqTables>(c.kref->config());
+    c.vrvq = std::make_unique<cuda::RvqTables>(c.vref->config());
+  } else if (m == Method::kPvq) {
+    Rng r(seed ^ 0xabc);
+    const std::size_t n = 1200;
+    const auto cal = awkward_rows(n, d, r);
+    c.kref->calibrate(cal.data(), n);
+    const auto cal2 = awkward_rows(n, d, r);
+    c.vref->calibrate(cal2.data(), n);
+    c.kpvq = std::make_unique<cuda::PvqTables>(*c.kref);
+    c.vpvq = std::make_unique<cuda::PvqTables>(*c.vref);
+  } else {
+    c.kpolar = std::make_unique<cuda::PolarTables>(c.kref->config());
+    c.vpolar = std::make_unique<cuda::PolarTables>(c.vref->config());
+  }
+  return c;
+}
+
+const char* io_name(cuda::IoType io) {
+  return io == cuda::IoType::kF32 ? "f32" : io == cuda::IoType::kF16 ? "f16" : "bf16";
+}
+
+// ---------------------------------------------------------------- append
+
+struct AppendCase {
+  Method method;
+  int d, bits, page_size;
+  bool key;
+  cuda::IoType io;
+};
+
+void run_append_case(const AppendCase& c, std::uint64_t seed) {
+  SCOPED_TRACE(std::string(method_name(c.method)) + " append d=" + std::to_string(c.d) + " bits=" +
+               std::to_string(c.bits) + " page=" + std::to_string(c.page_size) + (c.key ? " keys" : " values") +
+               " io=" + io_name(c.io) + " seed=" + std::to_string(seed) +
+               " (TURBOKV_TEST_SEED=" + std::to_string(fresh_seed()) + ")");
+  const int d = c.d, batch = 3, kvh = 2;
+  const Codecs cod = make_codecs(c.method, d, c.bits, c.bits, seed);
+  const Codec& ref = c.key ? *cod.kref : *cod.vref;
+  const std::vector<int> start = {0, 5, 33};
+  const int nn[3] = {21, 1, 1};  // a prefill chunk, then two decode steps
+  const int capacity = start.back() + nn[0] + nn[1] + nn[2], max_pages = (capacity + c.page_size - 1) / c.page_size;
+  const std::size_t stride = cod.stride(c.key, c.page_size), cb = cod.cb(c.key), sb = cod.sb(c.key);
+  ASSERT_EQ(cb + sb, ref.encoded_bytes(1));
+  const auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 1);
+  DevBuf<std::int32_t> dtable(table);
+  DevBuf<std::uint8_t> pool(static_cast<std::size_t>(batch) * max_pages * kvh * stride);
+  pool.fill_byte(0xA5);
+  const cuda::PageTable pt{dtable.p, max_pages, c.page_size};
+  Rng r(seed);
+  std::vector<float> xs[3];
+  int pos0 = 0;
+  for (int part = 0; part < 3; ++part) {
+    xs[part] = awkward_rows(static_cast<std::size_t>(batch) * nn[part] * kvh, d, r);
+    const std::vector<std::uint16_t> h = round_to_io(xs[part], c.io);
+    DevBuf<float> dx(xs[part]);
+    DevBuf<std::uint16_t> dh(h);
+    std::vector<std::int32_t> s(start.begin(), start.end());
+    for (auto& v : s) v += pos0;
+    DevBuf<std::int32_t> ds(s);
+    cod.append(c.key, c.io == cuda::IoType::kF32 ? static_cast<const void*>(dx.p) : dh.p, batch, nn[part], kvh, ds.p,
+               pt, {pool.p, stride}, c.io);
+    pos0 += nn[part];
+  }
+  const auto got = pool.download();
+  std::vector<std::uint8_t> enc(ref.encoded_bytes(1));
+  std::vector<bool> written(got.size(), false);
+  int mismatches = 0;
+  pos0 = 0;
+  for (int part = 0; part < 3; ++part) {
+    for (int b = 0; b < batch; ++b)
+      for (int j = 0; j < nn[part]; ++j)
+        for (int g = 0; g < kvh; ++g) {
+          ref.encode(&xs[part][((static_cast<std::size_t>(b) * nn[part] + j) * kvh + g) * d], 1, enc.data());
+          const int pos = start[b] + pos0 + j;
+          const int page = table[static_cast<std::size_t>(b) * max_pages + pos / c.page_size];
+          const std::size_t off = pos % c.page_size, bo = (static_cast<std::size_t>(page) * kvh + g) * stride;
+          const std::size_t coff = bo + off * cb, soff = bo + c.page_size * cb + off * sb;
+          const bool codes_ok = std::memcmp(got.data() + coff, enc.data(), cb) == 0;
+          const bool scal_ok = std::memcmp(got.data() + soff, enc.data() + cb, sb) == 0;
+          std::fill_n(written.begin() + coff, cb, true);
+          std::fill_n(written.begin() + soff, sb, true);
+          if ((!codes_ok || !scal_ok) && ++mismatches <= 3)
+            ADD_FAILURE() << "b=" << b << " pos=" << pos << " head=" << g << " codes_ok=" << codes_ok
+                          << " scalars_ok=" << scal_ok;
+        }
+    pos0 += nn[part];
+  }
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_EQ(count_stray_bytes(got, written, 0xA5), 0);
+}
+
+TEST(CudaVqPaged, AppendBytesMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  using IO = cuda::IoType;
+  int i = 0;
+  for (Method m : {Method::kRvq, Method::kPvq, Method::kPolar})
+    for (int d : {64, 128, 256}) {
+      const int b0 = m == Method::kPolar ? 2 : 1;
+      for (int bits = b0; bits <= 4; ++bits) {
+        const int ps = (bits + d / 64) % 3 == 0 ? 1 : (bits % 2 ? 16 : 64);
+        const IO io = (bits + d / 64) % 3 == 1 ? IO::kF16 : (bits + d / 64) % 3 == 2 ? IO::kBf16 : IO::kF32;
+        run_append_case({m, d, bits, ps, (bits % 2) == 0, io}, seed + ++i);
+      }
+    }
+}
+
+// ---------------------------------------------------------------- decode
+
+struct DecodeCase {
+  Method method;
+  int d, kb, vb, nh, kvh, page_size, window, splits;
+  std::vector<int> lens;
+  float softcap = 0;
+  cuda::IoType io = cuda::IoType::kF32;
+};
+
+std::string describe(const DecodeCase& c, std::uint64_t seed) {
+  std::string s = std::string(method_name(c.method)) + " paged decode d=" + std::to_string(c.d) +
+                  " kb=" + std::to_string(c.kb) + " vb=" + std::to_string(c.vb) + " heads=" + std::to_string(c.nh) +
+                  "/" + std::to_string(c.kvh) + " page=" + std::to_string(c.page_size) +
+                  " window=" + std::to_string(c.window) + " splits=" + std::to_string(c.splits) +
+                  " softcap=" + std::to_string(c.softcap) + " io=" + io_name(c.io) + " lens=";
+  for (int l : c.lens) s += std::to_string(l) + ",";
+  return s + " seed=" + std::to_string(seed) + " (TURBOKV_TEST_SEED=" + std::to_string(fresh_seed()) + ")";
+}
+
+/// Runs case c; returns the worst relative error (and, with control, also checks that a swapped page
+/// table leaves the tolerance).
+double run_decode_case(DecodeCase c, std::uint64_t seed, bool control = false) {
+  if (kSmall)
+    for (int& l : c.lens) l = std::min(l, 130);
+  SCOPED_TRACE(describe(c, seed));
+  const int d = c.d, batch = static_cast<int>(c.lens.size()), kvh = c.kvh, ps = c.page_size;
+  const int max_len = *std::max_element(c.lens.begin(), c.lens.end());
+  const int max_pages = (max_len + ps - 1) / ps;
+  const Codecs cod = make_codecs(c.method, d, c.kb, c.vb, seed);
+  const std::size_t ks = cod.stride(true, ps), vs = cod.stride(false, ps);
+  const std::size_t kcb = cod.cb(true), vcb = cod.cb(false), ksb = cod.sb(true), vsb = cod.sb(false);
+  auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 3);
+  std::vector<std::uint8_t> kpool(table.size() * kvh * ks, 0xA5), vpool(table.size() * kvh * vs, 0xA5);
+  Rng r(seed);
+  std::vector<float> q(static_cast<std::size_t>(batch) * c.nh * d);
+  for (auto& v : q) v = static_cast<float>(r.normal()) * 2.0f;
+  const std::vector<std::uint16_t> q16 = round_to_io(q, c.io);
+  const bool io16 = c.io != cuda::IoType::kF32;
+  // Each (sequence, KV head) encoded by the reference as one block, its tokens' codes and scalars
+  // scattered into the pages.
+  std::vector<std::vector<std::uint8_t>> kblk(batch * kvh), vblk(batch * kvh);
+  for (int b = 0; b < batch; ++b)
+    for (int g = 0; g < kvh; ++g) {
+      const std::size_t n = c.lens[b];
+      std::vector<float> k(n * d), v(n * d);
+      for (std::size_t t = 0; t < n; ++t)
+        for (int j = 0; j < d; ++j) {
+          k[t * d + j] = static_cast<float>(r.normal()) + (j == 3 ? 6.0f : 0.0f);  // an outlier key channel
+          v[t * d + j] = static_cast<float>(r.normal());
+        }
+      auto& kb = kblk[b * kvh + g];
+      auto& vb = vblk[b * kvh + g];
+      kb.resize(cod.kref->encoded_bytes(n));
+      vb.resize(cod.vref->encoded_bytes(n));
+      cod.kref->encode(k.data(), n, kb.data());
+      cod.vref->encode(v.data(), n, vb.data());
+      for (std::size_t t = 0; t < n; ++t) {
+        const int page = table[static_cast<std::size_t>(b) * max_pages + t / ps];
+        const std::size_t off = t % ps;
+        std::uint8_t* kp = &kpool[(static_cast<std::size_t>(page) * kvh + g) * ks];
+        std::uint8_t* vp = &vpool[(static_cast<std::size_t>(page) * kvh + g) * vs];
+        std::memcpy(kp + off * kcb, kb.data() + t * kcb, kcb);
+        std::memcpy(vp + off * vcb, vb.data() + t * vcb, vcb);
+        std::memcpy(kp + ps * kcb + off * ksb, kb.data() + n * kcb + t * ksb, ksb);
+        std::memcpy(vp + ps * vcb + off * vsb, vb.data() + n * vcb + t * vsb, vsb);
+      }
+    }
+  DevBuf<std::uint8_t> dk(kpool), dv(vpool);
+  DevBuf<std::int32_t> dtable(table), dlens(std::vector<std::int32_t>(c.lens.begin(), c.lens.end()));
+  DevBuf<float> dq(q), dout(q.size());
+  DevBuf<std::uint16_t> dq16(q16), dout16(q.size());
+  cuda::DecodeArgs a;
+  a.batch = batch, a.num_heads = c.nh, a.num_kv_heads = kvh, a.head_dim = d;
+  a.q = io16 ? static_cast<const void*>(dq16.p) : dq.p;
+  a.out = io16 ? static_cast<void*>(dout16.p) : dout.p;
+  a.io = c.io;
+  a.seq_lens = dlens.p, a.max_seq_len = max_len;
+  a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
+  a.window = c.window, a.num_splits = c.splits, a.softcap = c.softcap;
+  DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
+  a.workspace = ws.p;
+  auto run = [&] {
+    dout.fill_byte(0xFF);  // NaN poison
+    dout16.fill_byte(0xFF);
+    cod.decode({dk.p, ks}, {dv.p, vs}, {dtable.p, max_pages, ps}, a);
+    return download_out(dout, dout16, c.io);
+  };
+  const std::vector<float> out = run();
+  AttentionParams p;
+  p.softmax_scale = a.softmax_scale;
+  p.window = c.window;
+  p.softcap = c.softcap;
+  const double tol = kPagedRelTol + (c.io == cuda::IoType::kF16 ? 1e-3 : c.io == cuda::IoType::kBf16 ? 8e-3 : 0.0);
+  const double worst = check_decode_outputs(*cod.kref, *cod.vref, kblk, vblk, c.lens, kvh, c.nh, d, q, out, p, tol);
+  if (control) {
+    // Sequence 0's first two pages swapped in the table the GPU sees: its tokens are read from the
+    // wrong slots, so its output must leave the tolerance.
+    std::swap(table[0], table[1]);
+    dtable.upload(table);
+    const std::vector<float> bad = run();
+    std::vector<double> ref(static_cast<std::size_t>(c.nh) * d);
+    std::vector<EncodedHead> keys, values;
+    for (int g = 0; g < kvh; ++g) {
+      keys.push_back({cod.kref.get(), kblk[g].data()});
+      values.push_back({cod.vref.get(), vblk[g].data()});
+    }
+    attention_compressed(keys, values, c.lens[0], q.data(), c.nh, p, ref.data());
+    const double err = rel_err(bad.data(), ref.data(), ref.size());
+    EXPECT_GT(err, tol) << "a swapped page table stays within the tolerance: the check could not fail";
+    std::printf("[ control  ] %s: swapped pages -> rel err %.3g (tolerance %.0e)\n", method_name(c.method), err, tol);
+  }
+  return worst;
+}
+
+TEST(CudaVqPaged, DecodeMatchesReference) {
+  const std::uint64_t seed = fresh_seed();
+  using IO = cuda::IoType;
+  const Method R = Method::kRvq, P = Method::kPvq, Q = Method::kPolar;
+  const std::vector<DecodeCase> cases = {
+      {R, 128, 2, 3, 32, 8, 16, 0, 0, {1, 2, 31, 1000}},
+      {R, 64, 4, 1, 9, 3, 1, 0, 0, {65, 64}},
+      {R, 256, 1, 4, 16, 1, 64, 0, 3, {4097}},
+      {R, 128, 3, 3, 7, 1, 32, 100, 0, {1000, 5}, 0.0f, IO::kF16},
+      {P, 128, 2, 4, 32, 8, 16, 0, 0, {1, 31, 1000}},
+      {P, 64, 3, 1, 6, 1, 2, 0, 5, {257, 2}},
+      {P, 256, 1, 2, 5, 1, 64, 0, 0, {4097}, 5.0f},
+      {P, 128, 4, 3, 10, 2, 128, 37, 0, {999, 64}, 0.0f, IO::kBf16},
+      {Q, 128, 3, 2, 32, 8, 16, 0, 0, {1, 2, 31, 1000}},
+      {Q, 64, 2, 4, 12, 4, 1, 0, 2, {65, 64}},
+      {Q, 256, 4, 3, 16, 2, 256, 0, 0, {4097, 1}, 0.0f, IO::kF16},
+      {Q, 128, 2, 2, 14, 2, 8, 100, 0, {1000}, 3.0f},
+  };
+  double worst[3] = {0, 0, 0};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const int mi = cases[i].method == R ? 0 : cases[i].method == P ? 1 : 2;
+    worst[mi] = std::max(worst[mi], run_decode_case(cases[i], seed + 31 * i, i == 0 || i == 4 || i == 8));
+  }
+  std::printf("[ measured ] paged decode worst relative L2 error: rvq %.3g, pvq %.3g, polar %.3g (tolerance %.0e + io)\n",
+              worst[0], worst[1], worst[2], kPagedRelTol);
+}
+
+TEST(CudaVqPaged, RejectsBadArguments) {
+  const Codecs rvq = make_codecs(Method::kRvq, 128, 2, 2, 1), polar = make_codecs(Method::kPolar, 128, 3, 3, 1);
+  const cuda::RvqTables& rt = *rvq.krvq;
+  DevBuf<std::uint8_t> pool(1 << 16), ws(1 << 16);
+  DevBuf<std::int32_t> pages(std::vector<std::int32_t>{0, 1}), lens(std::vector<std::int32_t>{1});
+  DevBuf<float> q(128 * 8), out(128 * 8), x(128 * 64);
+  const cuda::PageTable pt{pages.p, 2, 16};
+  const std::size_t rs = rt.page_stride(16);
+  EXPECT_EQ(rs, (16 * (rt.code_bytes() + 2) + 31) / 32 * 32);
+  expect_invalid([&] { rt.page_stride(12); }, "page_size");
+  expect_invalid([&] { cuda::rvq_append(rt, x.p, 1, 4, 1, lens.p, pt, {pool.p, rs + 32}, nullptr); }, "pool.page_stride");
+  expect_invalid([&] { cuda::rvq_append(rt, nullptr, 1, 4, 1, lens.p, pt, {pool.p, rs}, nullptr); }, "pointers");
+  expect_invalid([&] { cuda::rvq_append(rt, x.p, 1, 4, 0, lens.p, pt, {pool.p, rs}, nullptr); }, "num_kv_heads");
+  expect_invalid(
+      [&] { cuda::rvq_append(rt, x.p, 1, 4, 1, lens.p, pt, {pool.p, rs}, nullptr, static_cast<cuda::IoType>(7)); },
+      "x_type");
+  EXPECT_NO_THROW(cuda::rvq_append(rt, nullptr, 0, 4, 1, nullptr, pt, {pool.p, rs}, nullptr));  // no work
+  const cuda::PolarTables& qt = *polar.kpolar;
+  expect_invalid([&] { cuda::polar_append(qt, x.p, 1, 4, 1, lens.p, pt, {pool.p, rs}, nullptr); }, "pool.page_stride");
+  cuda::DecodeArgs a;
+  a.batch = 1, a.num_heads = 8, a.num_kv_heads = 2, a.head_dim = 128, a.q = q.p, a.out = out.p;
+  a.seq_lens = lens.p, a.max_seq_len = 1, a.softmax_scale = 0.1f, a.workspace = ws.p;
+  const std::size_t vs = rvq.vrvq->page_stride(16);
+  expect_invalid([&] { cuda::rvq_paged_decode(rt, *rvq.vrvq, {pool.p, rs + 32}, {pool.p, vs}, pt, a, nullptr); },
+                 "kpool.page_stride");
+  expect_invalid([&] { cuda::rvq_paged_decode(rt, *rvq.vrvq, {pool.p, rs}, {pool.p, vs + 32}, pt, a, nullptr); },
+                 "vpool.page_stride");
+  a.kernel = 1;
+  expect_invalid([&] { cuda::rvq_paged_decode(rt, *rvq.vrvq, {pool.p, rs}, {pool.p, vs}, pt, a, nullptr); }, "kernel");
+  a.kernel = 0;
+  a.head_dim = 64;
+  expect_invalid([&] { cuda::rvq_paged_decode(rt, *rvq.vrvq, {pool.p, rs}, {pool.p, vs}, pt, a, nullptr); }, "head_dim");
+  a.head_dim = 128;
+  a.num_heads = 7;
+  expect_invalid([&] { cuda::rvq_paged_decode(rt, *rvq.vrvq, {pool.p, rs}, {pool.p, vs}, pt, a, nullptr); },
+                 "num_heads");
+  a.num_heads = 8;
+  a.max_seq_len = 64;  // 2 pages of 16 do not cover it
+  expect_invalid([&] { cuda::rvq_paged_decode(rt, *rvq.vrvq, {pool.p, rs}, {pool.p, vs}, pt, a, nullptr); },
+                 "max_pages");
+  a.max_seq_len = 1;
+  const std::size_t qs = polar.kpolar->page_stride(16), qvs = polar.vpolar->page_stride(16);
+  expect_invalid([&] { cuda::polar_paged_decode(*polar.kpolar, *polar.vpolar, {pool.p, qs}, {pool.p, qvs},
+                                                {pages.p, 2, 3}, a, nullptr); },
+                 "page_size");
+  a.softmax_scale = 0;
+  expect_invalid([&] { cuda::polar_paged_decode(*polar.kpolar, *polar.vpolar, {pool.p, qs}, {pool.p, qvs}, pt, a,
+                                                nullptr); },
+                 "softmax_scale");
+  TKV_TEST_CUDA(cudaDeviceSynchronize());
+}
+
+}  // namespace
+}  // namespace turbokv::test
+
+int main(int argc, char** argv) { return turbokv::test::cuda_test_main(argc, argv, "test_cuda_vq_paged"); }
