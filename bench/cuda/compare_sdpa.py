@@ -152,7 +152,7 @@ def main():
                 name = "turbokv fp8 cc"
             elif r["method"].startswith("kivi"):
                 name = f"turbokv kivi K{r['bits']}V{r['bits']} cc"
-            elif r["method"].startswith(("rvq", "polar")):
+            elif r["method"].startswith(("rvq", "pvq", "polar")):
                 name = f"turbokv {r['method'].split()[0]} K{r['bits']}V{r['bits']} cc"
             else:
                 name = f"turbokv tq-mse K{r['bits']}V{r['bits']}" + (" cc" if "cuda cores" in r["method"] else " 3xtf32" if "3xtf32" in r["method"] else "")

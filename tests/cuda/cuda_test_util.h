@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -84,6 +85,50 @@ inline std::vector<float> download_out(const DevBuf<float>& out32, const DevBuf<
   std::vector<float> o;
   for (auto h : out16.download()) o.push_back(io == cuda::IoType::kF16 ? half_to_float(h) : bf16_to_float(h));
   return o;
+}
+
+/// A decode call's query and output on the device in io type `io` (fp32, fp16 or bf16). The
+/// constructor rounds the fp32 query q in place to io (round_to_io: the reference then sees exactly
+/// what the kernel widens) and uploads it in that type; bind() points a.q, a.out and a.io at the
+/// buffers; poison() fills the output with NaN bits (every output must be written); output()
+/// downloads it widened to fp32.
+class DecodeIo {
+ public:
+  DecodeIo(std::vector<float>& q, cuda::IoType io)
+      : io_(io), q16_(round_to_io(q, io)), dq_(q), dout_(q.size()), dq16_(q16_), dout16_(q.size()) {
+    poison();
+  }
+  void bind(cuda::DecodeArgs& a) const {
+    const bool io16 = io_ != cuda::IoType::kF32;
+    a.q = io16 ? static_cast<const void*>(dq16_.p) : dq_.p;
+    a.out = io16 ? static_cast<void*>(dout16_.p) : dout_.p;
+    a.io = io_;
+  }
+  void poison() {
+    dout_.fill_byte(0xFF);
+    dout16_.fill_byte(0xFF);
+  }
+  std::vector<float> output() const { return download_out(dout_, dout16_, io_); }
+
+ private:
+  cuda::IoType io_;
+  std::vector<std::uint16_t> q16_;
+  DevBuf<float> dq_, dout_;
+  DevBuf<std::uint16_t> dq16_, dout16_;
+};
+
+/// Copies the n tokens of a formats.h block ([n x cb code bytes][n x sb scalar bytes], as a reference
+/// encode writes it) of KV head g into a host page pool (cuda.h's paged layout: (page, head) blocks of
+/// `stride` bytes holding [page_size x cb][page_size x sb]); token t goes to slot t % page_size of page
+/// pages[t / page_size] (pages: the sequence's page-table row).
+inline void scatter_block(std::vector<std::uint8_t>& pool, std::size_t stride, const std::int32_t* pages, int page_size,
+                          int kvh, int g, const std::uint8_t* blk, std::size_t n, std::size_t cb, std::size_t sb) {
+  for (std::size_t t = 0; t < n; ++t) {
+    std::uint8_t* b = &pool[(static_cast<std::size_t>(pages[t / page_size]) * kvh + g) * stride];
+    const std::size_t off = t % page_size;
+    std::memcpy(b + off * cb, blk + t * cb, cb);
+    std::memcpy(b + page_size * cb + off * sb, blk + n * cb + t * sb, sb);
+  }
 }
 
 /// A random permutation of 0..n-1 (physical page ids), seeded.

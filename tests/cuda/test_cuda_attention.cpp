@@ -90,7 +90,7 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   std::vector<float> q(static_cast<std::size_t>(batch) * nh * d);
   for (auto& v : q) v = static_cast<float>(r.normal()) * 2.0f;
   // 16-bit io: the kernel sees the rounded query; the reference gets the same values.
-  const std::vector<std::uint16_t> q16 = round_to_io(q, c.io);
+  DecodeIo dio(q, c.io);
   // Encode each (sequence, head) with the reference codec, scatter into pages.
   std::vector<std::vector<std::uint8_t>> kblk(batch * kvh), vblk(batch * kvh);
   for (int b = 0; b < batch; ++b)
@@ -105,28 +105,15 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
       vb.resize(vref->encoded_bytes(n));
       kref->encode(k.data(), n, kb.data());
       vref->encode(v.data(), n, vb.data());
-      for (std::size_t t = 0; t < n; ++t) {
-        const int page = table[static_cast<std::size_t>(b) * max_pages + t / c.page_size];
-        const std::size_t off = t % c.page_size;
-        std::uint8_t* kp = &kpool[(static_cast<std::size_t>(page) * kvh + g) * kstride];
-        std::uint8_t* vp = &vpool[(static_cast<std::size_t>(page) * kvh + g) * vstride];
-        std::memcpy(kp + off * kcb, kb.data() + t * kcb, kcb);
-        std::memcpy(kp + c.page_size * kcb + 2 * off, kb.data() + n * kcb + 2 * t, 2);
-        std::memcpy(vp + off * vcb, vb.data() + t * vcb, vcb);
-        std::memcpy(vp + c.page_size * vcb + 2 * off, vb.data() + n * vcb + 2 * t, 2);
-      }
+      const std::int32_t* row = &table[static_cast<std::size_t>(b) * max_pages];
+      scatter_block(kpool, kstride, row, c.page_size, kvh, g, kb.data(), n, kcb, 2);
+      scatter_block(vpool, vstride, row, c.page_size, kvh, g, vb.data(), n, vcb, 2);
     }
   DevBuf<std::uint8_t> dk(kpool), dv(vpool);
   DevBuf<std::int32_t> dtable(table), dlens(std::vector<std::int32_t>(c.lens.begin(), c.lens.end()));
-  DevBuf<float> dq(q), dout(q.size());
-  DevBuf<std::uint16_t> dq16(q16), dout16(q.size());
-  dout.fill_byte(0xFF);  // NaN poison: every output must be written
-  const bool io16 = c.io != cuda::IoType::kF32;
   cuda::DecodeArgs a;
   a.batch = batch, a.num_heads = nh, a.num_kv_heads = kvh, a.head_dim = d;
-  a.q = io16 ? static_cast<const void*>(dq16.p) : dq.p;
-  a.out = io16 ? static_cast<void*>(dout16.p) : dout.p;
-  a.io = c.io;
+  dio.bind(a);
   a.seq_lens = dlens.p, a.max_seq_len = max_len;
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
   a.window = c.window, a.num_splits = c.num_splits, a.softcap = c.softcap;
@@ -139,11 +126,10 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   const bool h16 = !dense || d == 80 || d == 96 || d == 112;  // kernel 0 is the fp16 tensor-core kernel
   const std::vector<int> kernels = dense ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2};
   for (int kernel : kernels) {  // fp16 tensor-core, CUDA-core, 3xTF32 tensor-core kernels
-    dout.fill_byte(0xFF);
-    dout16.fill_byte(0xFF);  // NaN in fp16 and bf16
+    dio.poison();  // NaN in every io type: every output must be written
     a.kernel = kernel;
     cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, c.page_size}, a, nullptr);
-    outs.push_back(download_out(dout, dout16, c.io));
+    outs.push_back(dio.output());
   }
 
   AttentionParams p;
@@ -459,7 +445,7 @@ double run_split_case(int d, double bits, int nh, int kvh, int page_size, std::v
   std::vector<std::uint8_t> kpool(table.size() * kvh * kstride, 0xA5), vpool(table.size() * kvh * vstride, 0xA5);
   std::vector<float> q(static_cast<std::size_t>(batch) * nh * d);
   for (auto& v : q) v = static_cast<float>(r.normal()) * 0.5f;
-  const std::vector<std::uint16_t> q16 = round_to_io(q, io);
+  DecodeIo dio(q, io);
   std::vector<std::vector<std::uint8_t>> kblk(batch * kvh), vblk(batch * kvh);
   for (int b = 0; b < batch; ++b)
     for (int g = 0; g < kvh; ++g) {
@@ -471,29 +457,16 @@ double run_split_case(int d, double bits, int nh, int kvh, int page_size, std::v
       vb.resize(vref->encoded_bytes(n));
       kref->encode(k.data(), n, kb.data());
       vref->encode(v.data(), n, vb.data());
-      for (std::size_t t = 0; t < n; ++t) {  // codes, then the [||x_0||, ||x_1||] pair of each token
-        const int page = table[static_cast<std::size_t>(b) * max_pages + t / page_size];
-        const std::size_t off = t % page_size;
-        std::uint8_t* kp = &kpool[(static_cast<std::size_t>(page) * kvh + g) * kstride];
-        std::uint8_t* vp = &vpool[(static_cast<std::size_t>(page) * kvh + g) * vstride];
-        std::memcpy(kp + off * kcb, kb.data() + t * kcb, kcb);
-        std::memcpy(kp + page_size * kcb + 4 * off, kb.data() + n * kcb + 4 * t, 4);
-        std::memcpy(vp + off * vcb, vb.data() + t * vcb, vcb);
-        std::memcpy(vp + page_size * vcb + 4 * off, vb.data() + n * vcb + 4 * t, 4);
-      }
+      // Codes, then the [||x_0||, ||x_1||] pair of each token.
+      const std::int32_t* row = &table[static_cast<std::size_t>(b) * max_pages];
+      scatter_block(kpool, kstride, row, page_size, kvh, g, kb.data(), n, kcb, 4);
+      scatter_block(vpool, vstride, row, page_size, kvh, g, vb.data(), n, vcb, 4);
     }
   DevBuf<std::uint8_t> dk(kpool), dv(vpool);
   DevBuf<std::int32_t> dtable(table), dlens(std::vector<std::int32_t>(lens.begin(), lens.end()));
-  DevBuf<float> dq(q), dout(q.size());
-  DevBuf<std::uint16_t> dq16(q16), dout16(q.size());
-  dout.fill_byte(0xFF);
-  dout16.fill_byte(0xFF);
-  const bool io16 = io != cuda::IoType::kF32;
   cuda::DecodeArgs a;
   a.batch = batch, a.num_heads = nh, a.num_kv_heads = kvh, a.head_dim = d;
-  a.q = io16 ? static_cast<const void*>(dq16.p) : dq.p;
-  a.out = io16 ? static_cast<void*>(dout16.p) : dout.p;
-  a.io = io;
+  dio.bind(a);
   a.seq_lens = dlens.p, a.max_seq_len = max_len;
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
   a.window = window, a.num_splits = splits, a.softcap = softcap;
@@ -501,7 +474,7 @@ double run_split_case(int d, double bits, int nh, int kvh, int page_size, std::v
   a.workspace = ws.p;
   const cuda::PageTable pt{dtable.p, max_pages, page_size};
   cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, pt, a, nullptr);
-  const std::vector<float> out = download_out(dout, dout16, io);
+  const std::vector<float> out = dio.output();
   // Only the fp16 tensor-core kernel takes fractional widths; the others say so.
   for (int kernel : {1, 2}) {
     a.kernel = kernel;

@@ -103,8 +103,7 @@ double run_decode_case(const Fp8Case& c, std::uint64_t seed) {
   Rng r(seed);
   std::vector<float> q(static_cast<std::size_t>(batch) * c.nh * d);
   for (auto& v : q) v = static_cast<float>(r.normal()) * 0.3f;
-  const std::vector<std::uint16_t> q16 = round_to_io(q, c.io);
-  const bool io16 = c.io != cuda::IoType::kF32;
+  DecodeIo dio(q, c.io);
   std::vector<std::vector<std::uint8_t>> kblk(batch * c.kvh), vblk(batch * c.kvh);
   for (int b = 0; b < batch; ++b)
     for (int g = 0; g < c.kvh; ++g) {
@@ -118,35 +117,22 @@ double run_decode_case(const Fp8Case& c, std::uint64_t seed) {
       vb.resize(ref->encoded_bytes(n));
       ref->encode(k.data(), n, kb.data());
       ref->encode(v.data(), n, vb.data());
-      for (std::size_t t = 0; t < n; ++t) {
-        const int page = table[static_cast<std::size_t>(b) * max_pages + t / c.page_size];
-        const std::size_t off = t % c.page_size;
-        std::uint8_t* kp = &kpool[(static_cast<std::size_t>(page) * c.kvh + g) * stride];
-        std::uint8_t* vp = &vpool[(static_cast<std::size_t>(page) * c.kvh + g) * stride];
-        std::memcpy(kp + off * d, kb.data() + t * d, d);
-        std::memcpy(kp + c.page_size * d + 2 * off, kb.data() + n * d + 2 * t, 2);
-        std::memcpy(vp + off * d, vb.data() + t * d, d);
-        std::memcpy(vp + c.page_size * d + 2 * off, vb.data() + n * d + 2 * t, 2);
-      }
+      const std::int32_t* row = &table[static_cast<std::size_t>(b) * max_pages];
+      scatter_block(kpool, stride, row, c.page_size, c.kvh, g, kb.data(), n, d, 2);
+      scatter_block(vpool, stride, row, c.page_size, c.kvh, g, vb.data(), n, d, 2);
     }
   DevBuf<std::uint8_t> dk(kpool), dv(vpool);
   DevBuf<std::int32_t> dtable(table), dlens(std::vector<std::int32_t>(c.lens.begin(), c.lens.end()));
-  DevBuf<float> dq(q), dout(q.size());
-  DevBuf<std::uint16_t> dq16(q16), dout16(q.size());
-  dout.fill_byte(0xFF);
-  dout16.fill_byte(0xFF);
   cuda::DecodeArgs a;
   a.batch = batch, a.num_heads = c.nh, a.num_kv_heads = c.kvh, a.head_dim = d;
-  a.q = io16 ? static_cast<const void*>(dq16.p) : dq.p;
-  a.out = io16 ? static_cast<void*>(dout16.p) : dout.p;
-  a.io = c.io;
+  dio.bind(a);
   a.seq_lens = dlens.p, a.max_seq_len = max_len;
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
   a.window = c.window, a.num_splits = c.splits, a.softcap = c.softcap;
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   cuda::fp8_decode({dk.p, stride}, {dv.p, stride}, {dtable.p, max_pages, c.page_size}, a, nullptr);
-  const std::vector<float> out = download_out(dout, dout16, c.io);
+  const std::vector<float> out = dio.output();
   AttentionParams p;
   p.softmax_scale = a.softmax_scale;
   p.window = c.window;

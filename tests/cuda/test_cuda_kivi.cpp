@@ -168,8 +168,7 @@ double run_decode_case(const DecodeCase& c, std::uint64_t seed) {
   Rng r(seed);
   std::vector<float> q(static_cast<std::size_t>(batch) * c.nh * d);
   for (auto& v : q) v = static_cast<float>(r.normal()) * 0.5f;
-  const std::vector<std::uint16_t> q16 = round_to_io(q, c.io);
-  const bool io16 = c.io != cuda::IoType::kF32;
+  DecodeIo dio(q, c.io);
   // Each (sequence, head) encoded by the reference as one block (the last key group may be partial),
   // its rows and groups' scalars scattered into the pages.
   std::vector<std::vector<std::uint8_t>> kblk(batch * c.kvh), vblk(batch * c.kvh);
@@ -199,22 +198,16 @@ double run_decode_case(const DecodeCase& c, std::uint64_t seed) {
     }
   DevBuf<std::uint8_t> dk(kpool), dv(vpool);
   DevBuf<std::int32_t> dtable(table), dlens(std::vector<std::int32_t>(c.lens.begin(), c.lens.end()));
-  DevBuf<float> dq(q), dout(q.size());
-  DevBuf<std::uint16_t> dq16(q16), dout16(q.size());
-  dout.fill_byte(0xFF);
-  dout16.fill_byte(0xFF);
   cuda::DecodeArgs a;
   a.batch = batch, a.num_heads = c.nh, a.num_kv_heads = c.kvh, a.head_dim = d;
-  a.q = io16 ? static_cast<const void*>(dq16.p) : dq.p;
-  a.out = io16 ? static_cast<void*>(dout16.p) : dout.p;
-  a.io = c.io;
+  dio.bind(a);
   a.seq_lens = dlens.p, a.max_seq_len = max_len;
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
   a.window = c.window, a.num_splits = c.splits, a.softcap = c.softcap;
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   cuda::kivi_decode(kcfg, vcfg, {dk.p, ks}, {dv.p, vs}, {dtable.p, max_pages, c.page_size}, a, nullptr);
-  const std::vector<float> out = download_out(dout, dout16, c.io);
+  const std::vector<float> out = dio.output();
   AttentionParams p;
   p.softmax_scale = a.softmax_scale;
   p.window = c.window;

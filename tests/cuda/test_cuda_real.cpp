@@ -388,15 +388,8 @@ void run_tq_prod(const RealLayer& l, int kbits, int vbits, int page_size, std::u
     ASSERT_EQ(enc.size(), kblk[g].size());
     if (std::memcmp(enc.data(), kblk[g].data(), enc.size()) != 0 && ++mismatches <= 3)
       ADD_FAILURE() << "tq_prod_encode bytes differ from the reference, head " << g;
-    for (int t = 0; t < l.n; ++t) {
-      const int page = s.pages[t / page_size], off = t % page_size;
-      std::uint8_t* kp = &kpool[(static_cast<std::size_t>(page) * l.kvh + g) * kstride];
-      std::uint8_t* vp = &vpool[(static_cast<std::size_t>(page) * l.kvh + g) * vstride];
-      std::memcpy(kp + off * kcb, enc.data() + t * kcb, kcb);
-      std::memcpy(kp + page_size * kcb + 4 * off, enc.data() + l.n * kcb + 4 * t, 4);
-      std::memcpy(vp + off * vcb, vblk[g].data() + t * vcb, vcb);
-      std::memcpy(vp + page_size * vcb + 2 * off, vblk[g].data() + l.n * vcb + 2 * t, 2);
-    }
+    scatter_block(kpool, kstride, s.pages.data(), page_size, l.kvh, g, enc.data(), l.n, kcb, 4);
+    scatter_block(vpool, vstride, s.pages.data(), page_size, l.kvh, g, vblk[g].data(), l.n, vcb, 2);
   }
   EXPECT_EQ(mismatches, 0);
   DevBuf<std::uint8_t> dk(kpool), dv(vpool);

@@ -232,8 +232,7 @@ double run_decode_case(DecodeCase c, std::uint64_t seed, bool control = false) {
   Rng r(seed);
   std::vector<float> q(static_cast<std::size_t>(batch) * c.nh * d);
   for (auto& v : q) v = static_cast<float>(r.normal()) * 2.0f;
-  const std::vector<std::uint16_t> q16 = round_to_io(q, c.io);
-  const bool io16 = c.io != cuda::IoType::kF32;
+  DecodeIo dio(q, c.io);
   // Each (sequence, KV head) encoded by the reference as one block, its tokens' codes and scalars
   // scattered into the pages.
   std::vector<std::vector<std::uint8_t>> kblk(batch * kvh), vblk(batch * kvh);
@@ -252,36 +251,24 @@ double run_decode_case(DecodeCase c, std::uint64_t seed, bool control = false) {
       vb.resize(cod.vref->encoded_bytes(n));
       cod.kref->encode(k.data(), n, kb.data());
       cod.vref->encode(v.data(), n, vb.data());
-      for (std::size_t t = 0; t < n; ++t) {
-        const int page = table[static_cast<std::size_t>(b) * max_pages + t / ps];
-        const std::size_t off = t % ps;
-        std::uint8_t* kp = &kpool[(static_cast<std::size_t>(page) * kvh + g) * ks];
-        std::uint8_t* vp = &vpool[(static_cast<std::size_t>(page) * kvh + g) * vs];
-        std::memcpy(kp + off * kcb, kb.data() + t * kcb, kcb);
-        std::memcpy(vp + off * vcb, vb.data() + t * vcb, vcb);
-        std::memcpy(kp + ps * kcb + off * ksb, kb.data() + n * kcb + t * ksb, ksb);
-        std::memcpy(vp + ps * vcb + off * vsb, vb.data() + n * vcb + t * vsb, vsb);
-      }
+      const std::int32_t* row = &table[static_cast<std::size_t>(b) * max_pages];
+      scatter_block(kpool, ks, row, ps, kvh, g, kb.data(), n, kcb, ksb);
+      scatter_block(vpool, vs, row, ps, kvh, g, vb.data(), n, vcb, vsb);
     }
   DevBuf<std::uint8_t> dk(kpool), dv(vpool);
   DevBuf<std::int32_t> dtable(table), dlens(std::vector<std::int32_t>(c.lens.begin(), c.lens.end()));
-  DevBuf<float> dq(q), dout(q.size());
-  DevBuf<std::uint16_t> dq16(q16), dout16(q.size());
   cuda::DecodeArgs a;
   a.batch = batch, a.num_heads = c.nh, a.num_kv_heads = kvh, a.head_dim = d;
-  a.q = io16 ? static_cast<const void*>(dq16.p) : dq.p;
-  a.out = io16 ? static_cast<void*>(dout16.p) : dout.p;
-  a.io = c.io;
+  dio.bind(a);
   a.seq_lens = dlens.p, a.max_seq_len = max_len;
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
   a.window = c.window, a.num_splits = c.splits, a.softcap = c.softcap;
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   auto run = [&] {
-    dout.fill_byte(0xFF);  // NaN poison
-    dout16.fill_byte(0xFF);
+    dio.poison();
     cod.decode({dk.p, ks}, {dv.p, vs}, {dtable.p, max_pages, ps}, a);
-    return download_out(dout, dout16, c.io);
+    return dio.output();
   };
   const std::vector<float> out = run();
   AttentionParams p;
