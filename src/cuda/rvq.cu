@@ -245,22 +245,13 @@ std::size_t rvq_decode_workspace_bytes(const VqDecodeArgs& args, int head_dim) {
 }
 
 void rvq_decode(const RvqTables& ktab, const RvqTables& vtab, const VqDecodeArgs& a, Stream stream) {
-  const char* where = "cuda::rvq_decode";
-  check_arg(vtab.head_dim() == ktab.head_dim(), where, "vtab.head_dim", vtab.head_dim(), "must equal ktab.head_dim");
-  const std::size_t cap = a.capacity > 0 ? static_cast<std::size_t>(a.capacity) : 0;
-  detail::run_staged_blocks(where, a, ktab.head_dim(), ktab.block_bytes(cap), vtab.block_bytes(cap),
-                            rvq_call(ktab, vtab), detail::stream_of(stream));
+  detail::staged_block_decode("cuda::rvq_decode", ktab, vtab, a, rvq_call(ktab, vtab), detail::stream_of(stream));
 }
 
 void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kpool, PagedPool vpool,
                       const PageTable& table, const DecodeArgs& args, Stream stream) {
-  const char* where = "cuda::rvq_paged_decode";
-  check_arg(ktab.head_dim() == args.head_dim && vtab.head_dim() == args.head_dim, where, "codec head_dim",
-            ktab.head_dim(), "must equal args.head_dim for keys and values");
-  detail::check_page_size(where, table.page_size);
-  detail::run_staged_paged(where, kpool, vpool, table, args, ktab.page_stride(table.page_size),
-                           "must equal ktab.page_stride(page_size)", vtab.page_stride(table.page_size),
-                           "must equal vtab.page_stride(page_size)", rvq_call(ktab, vtab), detail::stream_of(stream));
+  detail::staged_paged_decode("cuda::rvq_paged_decode", ktab, vtab, kpool, vpool, table, args, rvq_call(ktab, vtab),
+                              detail::stream_of(stream));
 }
 
 }  // namespace turbokv::cuda

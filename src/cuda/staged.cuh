@@ -28,10 +28,8 @@
 #include <type_traits>
 
 #include "decode.cuh"
+#include "turbokv/cuda_vq.h"
 
-namespace turbokv::cuda {
-struct VqDecodeArgs;
-}
 
 namespace turbokv::cuda::detail {
 
@@ -240,5 +238,29 @@ void run_staged_blocks(const char* where, const VqDecodeArgs& args, int head_dim
 /// Workspace bytes of a run_staged_blocks call (the *_decode_workspace_bytes of cuda_vq.h and
 /// cuda_polar.h): decode_workspace_bytes of the equivalent DecodeArgs; 0 when batch is 0.
 std::size_t staged_blocks_workspace(const char* where, const VqDecodeArgs& args, int head_dim);
+
+/// The paged decode entry point of a method with tables T (RvqTables, PvqTables, PolarTables: head_dim(),
+/// page_stride(page_size)): the tables' head_dim must equal args.head_dim, the pools' strides their
+/// page_stride(page_size); then run_staged_paged.
+template <class T>
+void staged_paged_decode(const char* where, const T& kt, const T& vt, PagedPool kpool, PagedPool vpool,
+                         const PageTable& table, const DecodeArgs& args, const StagedCall& call, cudaStream_t s) {
+  check_arg(kt.head_dim() == args.head_dim && vt.head_dim() == args.head_dim, where, "codec head_dim",
+            kt.head_dim(), "must equal args.head_dim for keys and values");
+  check_page_size(where, table.page_size);
+  run_staged_paged(where, kpool, vpool, table, args, kt.page_stride(table.page_size),
+                   "must equal ktab.page_stride(page_size)", vt.page_stride(table.page_size),
+                   "must equal vtab.page_stride(page_size)", call, s);
+}
+
+/// The contiguous-block decode entry point of such a method (VqDecodeArgs): equal head_dims, blocks
+/// of block_bytes(capacity); then run_staged_blocks.
+template <class T>
+void staged_block_decode(const char* where, const T& kt, const T& vt, const VqDecodeArgs& args, const StagedCall& call,
+                         cudaStream_t s) {
+  check_arg(vt.head_dim() == kt.head_dim(), where, "vtab.head_dim", vt.head_dim(), "must equal ktab.head_dim");
+  const std::size_t cap = args.capacity > 0 ? static_cast<std::size_t>(args.capacity) : 0;
+  run_staged_blocks(where, args, kt.head_dim(), kt.block_bytes(cap), vt.block_bytes(cap), call, s);
+}
 
 }  // namespace turbokv::cuda::detail

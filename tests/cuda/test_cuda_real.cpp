@@ -196,6 +196,29 @@ int count_mismatches(const std::vector<std::uint8_t>& pool, std::size_t stride, 
   return mismatches;
 }
 
+/// The device side of appending a whole layer: key and value pools of the shared page list (every
+/// byte 0xA5 first, so bytes an append must not write stay recognisable), the page table, start 0,
+/// and the layer's keys and values as fp16 bits.
+struct LayerPages {
+  DevBuf<std::uint8_t> kpool, vpool;
+  DevBuf<std::int32_t> table, start;
+  DevBuf<std::uint16_t> k16, v16;
+  cuda::PageTable pt;
+  cuda::PagedPool kp, vp;
+  LayerPages(const RealLayer& l, const Shared& s, std::size_t kstride, std::size_t vstride)
+      : kpool(static_cast<std::size_t>(s.max_pages) * l.kvh * kstride),
+        vpool(static_cast<std::size_t>(s.max_pages) * l.kvh * vstride),
+        table(s.pages),
+        start(std::vector<std::int32_t>{0}),
+        k16(to_half_bits(l.k)),
+        v16(to_half_bits(l.v)),
+        pt{table.p, s.max_pages, s.page_size},
+        kp{kpool.p, kstride},
+        vp{vpool.p, vstride} {
+    kpool.fill_byte(0xA5), vpool.fill_byte(0xA5);
+  }
+};
+
 struct Errors {
   double reference = 0, exact = 0;  ///< worst relative L2 over the queries
 };
@@ -252,15 +275,10 @@ void run_tq_mse(const RealLayer& l, double kbits, double vbits, int page_size, s
   const Shared s = shared_pages(l, page_size, seed + 1);
 
   // Append the whole layer (one sequence of n tokens, fp16 input) into the shuffled pages.
-  DevBuf<std::uint8_t> kpool(static_cast<std::size_t>(s.max_pages) * l.kvh * kstride),
-      vpool(static_cast<std::size_t>(s.max_pages) * l.kvh * vstride);
-  kpool.fill_byte(0xA5), vpool.fill_byte(0xA5);
-  DevBuf<std::int32_t> dtable(s.pages), dstart(std::vector<std::int32_t>{0});
-  DevBuf<std::uint16_t> dk16(to_half_bits(l.k)), dv16(to_half_bits(l.v));
-  const cuda::PageTable pt{dtable.p, s.max_pages, page_size};
-  cuda::tq_mse_append(ktab, dk16.p, 1, l.n, l.kvh, dstart.p, pt, {kpool.p, kstride}, nullptr, cuda::IoType::kF16);
-  cuda::tq_mse_append(vtab, dv16.p, 1, l.n, l.kvh, dstart.p, pt, {vpool.p, vstride}, nullptr, cuda::IoType::kF16);
-  const auto kgot = kpool.download(), vgot = vpool.download();
+  LayerPages lp(l, s, kstride, vstride);
+  cuda::tq_mse_append(ktab, lp.k16.p, 1, l.n, l.kvh, lp.start.p, lp.pt, lp.kp, nullptr, cuda::IoType::kF16);
+  cuda::tq_mse_append(vtab, lp.v16.p, 1, l.n, l.kvh, lp.start.p, lp.pt, lp.vp, nullptr, cuda::IoType::kF16);
+  const auto kgot = lp.kpool.download(), vgot = lp.vpool.download();
 
   // The reference encodes of every head, and the byte comparison token by token.
   const auto kblk = encode_heads(*kref, l, l.k), vblk = encode_heads(*vref, l, l.v);
@@ -281,7 +299,7 @@ void run_tq_mse(const RealLayer& l, double kbits, double vbits, int page_size, s
     SCOPED_TRACE("kernel " + std::to_string(kernel));
     a.kernel = kernel;
     dout.fill_byte(0xFF);  // NaN poison
-    cuda::tq_mse_decode(ktab, vtab, {kpool.p, kstride}, {vpool.p, vstride}, pt, a, nullptr);
+    cuda::tq_mse_decode(ktab, vtab, lp.kp, lp.vp, lp.pt, a, nullptr);
     const Errors e = check_queries(l, s, dout.download(), refs,
                                    kernel != 0 ? kFp32RelTol : kH16RelTol);
     worst[kernel] = std::max(worst[kernel], e.reference);
@@ -319,15 +337,10 @@ void run_fp8(const RealLayer& l, int page_size, std::uint64_t seed, double& wors
   const auto ref = make_codec(cfg);
   const std::size_t cb = static_cast<std::size_t>(l.d), stride = cuda::tq_page_stride(page_size, cb);
   const Shared s = shared_pages(l, page_size, seed + 1);
-  DevBuf<std::uint8_t> kpool(static_cast<std::size_t>(s.max_pages) * l.kvh * stride),
-      vpool(static_cast<std::size_t>(s.max_pages) * l.kvh * stride);
-  kpool.fill_byte(0xA5), vpool.fill_byte(0xA5);
-  DevBuf<std::int32_t> dtable(s.pages), dstart(std::vector<std::int32_t>{0});
-  DevBuf<std::uint16_t> dk16(to_half_bits(l.k)), dv16(to_half_bits(l.v));
-  const cuda::PageTable pt{dtable.p, s.max_pages, page_size};
-  cuda::fp8_append(l.d, dk16.p, 1, l.n, l.kvh, dstart.p, pt, {kpool.p, stride}, nullptr, cuda::IoType::kF16);
-  cuda::fp8_append(l.d, dv16.p, 1, l.n, l.kvh, dstart.p, pt, {vpool.p, stride}, nullptr, cuda::IoType::kF16);
-  const auto kgot = kpool.download(), vgot = vpool.download();
+  LayerPages lp(l, s, stride, stride);
+  cuda::fp8_append(l.d, lp.k16.p, 1, l.n, l.kvh, lp.start.p, lp.pt, lp.kp, nullptr, cuda::IoType::kF16);
+  cuda::fp8_append(l.d, lp.v16.p, 1, l.n, l.kvh, lp.start.p, lp.pt, lp.vp, nullptr, cuda::IoType::kF16);
+  const auto kgot = lp.kpool.download(), vgot = lp.vpool.download();
   const auto kblk = encode_heads(*ref, l, l.k), vblk = encode_heads(*ref, l, l.v);
   EXPECT_EQ(count_mismatches(kgot, stride, l, s, kblk, cb, 2, "fp8 key") +
                 count_mismatches(vgot, stride, l, s, vblk, cb, 2, "fp8 value"),
@@ -338,7 +351,7 @@ void run_fp8(const RealLayer& l, int page_size, std::uint64_t seed, double& wors
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   dout.fill_byte(0xFF);
-  cuda::fp8_decode({kpool.p, stride}, {vpool.p, stride}, pt, a, nullptr);
+  cuda::fp8_decode(lp.kp, lp.vp, lp.pt, a, nullptr);
   const Errors e = check_queries(l, s, dout.download(), references(l, *ref, *ref, kblk, vblk), kFp32RelTol);
   worst = std::max(worst, e.reference);
   std::printf("  %-28s fp8 page %3d: vs reference %.3g, vs exact attention %.3g (worst of %d queries)\n",
@@ -535,27 +548,22 @@ void run_vq_paged(const RealLayer& l, Method m, int kbits, int vbits, int page_s
     kstride = kq->page_stride(page_size), vstride = vq->page_stride(page_size);
   }
   const Shared s = shared_pages(l, page_size, seed + 1);
-  DevBuf<std::uint8_t> kpool(static_cast<std::size_t>(s.max_pages) * l.kvh * kstride),
-      vpool(static_cast<std::size_t>(s.max_pages) * l.kvh * vstride);
-  kpool.fill_byte(0xA5), vpool.fill_byte(0xA5);
-  DevBuf<std::int32_t> dtable(s.pages), dstart(std::vector<std::int32_t>{0});
-  DevBuf<std::uint16_t> dk16(to_half_bits(l.k)), dv16(to_half_bits(l.v));
-  const cuda::PageTable pt{dtable.p, s.max_pages, page_size};
-  const cuda::PagedPool kpl{kpool.p, kstride}, vpl{vpool.p, vstride};
+  LayerPages lp(l, s, kstride, vstride);
   const auto f16 = cuda::IoType::kF16;
+  const std::int32_t* st = lp.start.p;
   if (m == Method::kRvq) {
-    cuda::rvq_append(*kr, dk16.p, 1, l.n, l.kvh, dstart.p, pt, kpl, nullptr, f16);
-    cuda::rvq_append(*vr, dv16.p, 1, l.n, l.kvh, dstart.p, pt, vpl, nullptr, f16);
+    cuda::rvq_append(*kr, lp.k16.p, 1, l.n, l.kvh, st, lp.pt, lp.kp, nullptr, f16);
+    cuda::rvq_append(*vr, lp.v16.p, 1, l.n, l.kvh, st, lp.pt, lp.vp, nullptr, f16);
   } else if (m == Method::kPvq) {
-    cuda::pvq_append(*kp, dk16.p, 1, l.n, l.kvh, dstart.p, pt, kpl, nullptr, f16);
-    cuda::pvq_append(*vp, dv16.p, 1, l.n, l.kvh, dstart.p, pt, vpl, nullptr, f16);
+    cuda::pvq_append(*kp, lp.k16.p, 1, l.n, l.kvh, st, lp.pt, lp.kp, nullptr, f16);
+    cuda::pvq_append(*vp, lp.v16.p, 1, l.n, l.kvh, st, lp.pt, lp.vp, nullptr, f16);
   } else {
-    cuda::polar_append(*kq, dk16.p, 1, l.n, l.kvh, dstart.p, pt, kpl, nullptr, f16);
-    cuda::polar_append(*vq, dv16.p, 1, l.n, l.kvh, dstart.p, pt, vpl, nullptr, f16);
+    cuda::polar_append(*kq, lp.k16.p, 1, l.n, l.kvh, st, lp.pt, lp.kp, nullptr, f16);
+    cuda::polar_append(*vq, lp.v16.p, 1, l.n, l.kvh, st, lp.pt, lp.vp, nullptr, f16);
   }
   const auto kblk = encode_heads(*kref, l, l.k), vblk = encode_heads(*vref, l, l.v);
-  EXPECT_EQ(count_mismatches(kpool.download(), kstride, l, s, kblk, kcb, knb, "key") +
-                count_mismatches(vpool.download(), vstride, l, s, vblk, vcb, vnb, "value"),
+  EXPECT_EQ(count_mismatches(lp.kpool.download(), kstride, l, s, kblk, kcb, knb, "key") +
+                count_mismatches(lp.vpool.download(), vstride, l, s, vblk, vcb, vnb, "value"),
             0)
       << "tokens whose appended key/value bytes differ from the reference encode";
   DevBuf<float> dq(l.q), dout(l.q.size());
@@ -564,9 +572,9 @@ void run_vq_paged(const RealLayer& l, Method m, int kbits, int vbits, int page_s
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   dout.fill_byte(0xFF);  // NaN poison
-  if (m == Method::kRvq) cuda::rvq_paged_decode(*kr, *vr, kpl, vpl, pt, a, nullptr);
-  else if (m == Method::kPvq) cuda::pvq_paged_decode(*kp, *vp, kpl, vpl, pt, a, nullptr);
-  else cuda::polar_paged_decode(*kq, *vq, kpl, vpl, pt, a, nullptr);
+  if (m == Method::kRvq) cuda::rvq_paged_decode(*kr, *vr, lp.kp, lp.vp, lp.pt, a, nullptr);
+  else if (m == Method::kPvq) cuda::pvq_paged_decode(*kp, *vp, lp.kp, lp.vp, lp.pt, a, nullptr);
+  else cuda::polar_paged_decode(*kq, *vq, lp.kp, lp.vp, lp.pt, a, nullptr);
   const Errors e = check_queries(l, s, dout.download(), references(l, *kref, *vref, kblk, vblk), kPolarRelTol);
   worst = std::max(worst, e.reference);
   std::printf("  %-28s %-5s K%d V%d page %3d: vs reference %.3g, vs exact attention %.3g (worst of %d queries)\n",
