@@ -203,23 +203,33 @@ void rvq_decode(const RvqTables& ktab, const RvqTables& vtab, const VqDecodeArgs
 void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kpool, PagedPool vpool,
                       const PageTable& table, const DecodeArgs& args, Stream stream);
 
-/// Workspace bytes of pvq_decode: as rvq_decode_workspace_bytes(args, ktab.head_dim()).
+/// Workspace bytes of pvq_decode: rvq_decode_workspace_bytes(args, ktab.head_dim()) rounded up to 16,
+/// plus one look-up table per query head (batch * num_heads * ktab.lut_size() floats).
 std::size_t pvq_decode_workspace_bytes(const VqDecodeArgs& args, const PvqTables& ktab);
 
 /**
- * Split-K decode attention on product-VQ keys (ktab) and values (vtab, same head_dim) in contiguous
- * blocks. Once per query head: q' = Pi_k (lambda_k * q) (fp32). Per 32-token step the staged
- * kernel decodes the keys and values of a KV head once into shared memory as centroid coordinates
- * C_s[code_s] in their codec's rotated, smoothed domain, logit_t = softmax_scale * <q', C[code_t]>,
- * online softmax, values accumulated in the value codec's domain; log-sum-exp merge, then Pi_v^T and
- * lambda_v once. (Before session 12: per-query-head look-up tables; the staged kernel serves the
- * whole GQA group from one decode.) fp32; tested against attention_compressed: relative L2 error
- * <= 1e-4 per sequence. Throws std::invalid_argument like rvq_decode.
+ * Look-up-table decode attention (VecInfer) on product-VQ keys (ktab) and values (vtab, same
+ * head_dim) in contiguous blocks. Once per query head: q' = Pi_k (lambda_k * q) and the table
+ * LUT[s][k] = <q'_s, C_s[k]> (fp64 as the reference's prepare_query, stored fp32, in the workspace).
+ * Split-K on the staged kernel: lane t of each query head's warp scores token t as
+ * logit_t = softmax_scale * sum_s LUT[s][code_ts] (no decoded keys), online softmax; per 32-token
+ * step the values of a KV head are decoded once into shared memory as centroid coordinates in their
+ * codec's rotated, smoothed domain and every query head of the GQA group accumulates them;
+ * log-sum-exp merge, then Pi_v^T and lambda_v once. fp32 accumulation; tested against
+ * attention_compressed: relative L2 error <= 1e-4 per sequence. Throws std::invalid_argument like
+ * rvq_decode.
  */
 void pvq_decode(const PvqTables& ktab, const PvqTables& vtab, const VqDecodeArgs& args, Stream stream);
 
+/// Workspace bytes of pvq_paged_decode: decode_workspace_bytes(args) (cuda.h) rounded up to 16, plus
+/// one look-up table per query head (batch * num_heads * ktab.lut_size() floats). Throws
+/// std::invalid_argument naming an invalid shape (as decode_workspace_bytes).
+std::size_t pvq_paged_decode_workspace_bytes(const DecodeArgs& args, const PvqTables& ktab);
+
 /// pvq_decode on paged pools (pvq_append's layout; page strides ktab / vtab.page_stride(page_size)),
-/// DecodeArgs as rvq_paged_decode. Throws std::invalid_argument naming the argument.
+/// DecodeArgs as rvq_paged_decode except the workspace: args.workspace must hold
+/// pvq_paged_decode_workspace_bytes(args, ktab) bytes (16-byte aligned). Throws
+/// std::invalid_argument naming the argument.
 void pvq_paged_decode(const PvqTables& ktab, const PvqTables& vtab, PagedPool kpool, PagedPool vpool,
                       const PageTable& table, const DecodeArgs& args, Stream stream);
 

@@ -289,12 +289,18 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           }
           const std::size_t noff = page_size * cb, nend = noff + page_size * sb;
           const PagePools pp = make_pools(s, table.size() * kvh * stride, stride, noff, nend, 61 + b);
+          cuda::DecodeArgs va = a;  // product VQ: a workspace with its look-up tables
+          std::unique_ptr<DevMem> vws;
+          if (pvq) {
+            vws = std::make_unique<DevMem>(cuda::pvq_paged_decode_workspace_bytes(a, *vt));
+            va.workspace = vws->p;
+          }
           const double us = median_us(s, std::max(10, reps / 5), [&](int i) {
             const cuda::PagedPool kp{pp.k[i % pp.size()]->as<std::uint8_t>(), stride},
                 vp{pp.v[i % pp.size()]->as<std::uint8_t>(), stride};
-            if (polar) cuda::polar_paged_decode(*qt, *qt, kp, vp, pt, a, st);
-            else if (pvq) cuda::pvq_paged_decode(*vt, *vt, kp, vp, pt, a, st);
-            else cuda::rvq_paged_decode(*rt, *rt, kp, vp, pt, a, st);
+            if (polar) cuda::polar_paged_decode(*qt, *qt, kp, vp, pt, va, st);
+            else if (pvq) cuda::pvq_paged_decode(*vt, *vt, kp, vp, pt, va, st);
+            else cuda::rvq_paged_decode(*rt, *rt, kp, vp, pt, va, st);
           });
           BenchRow r = proto;
           r.op = "decode_attention", r.method = std::string(m) + " (cuda cores)", r.bits = b;

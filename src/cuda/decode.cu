@@ -311,6 +311,11 @@ void run(const char* where, const DecodeArgs& args, int cbK, int cbV, int stages
     TKV_CHECK_LAUNCH();
     ka.q = ws_q;
   }
+  if (qrot && qrot->prep) {  // look-up-table keys: the tables after the decode workspace
+    float* lut = reinterpret_cast<float*>(static_cast<char*>(args.workspace) + staged_lut_offset(args));
+    qrot->prep(*qrot, ka.q, args.batch * args.num_heads, lut, s);
+    ka.kside.tab1 = lut;
+  }
   // Lanes per token: head_dim / 16 rounded up to a power of two (decode.cuh).
   ka.tpt_shift = 0;
   while ((1 << ka.tpt_shift) < args.head_dim / 16) ++ka.tpt_shift;
@@ -594,11 +599,13 @@ void run_staged_blocks(const char* where, const VqDecodeArgs& a, int head_dim, s
   run(where, args, 16, 16, 1, ka, call.vsigns, call.vscale, s, launch, &call);
 }
 
-std::size_t staged_blocks_workspace(const char* where, const VqDecodeArgs& a, int head_dim) {
+std::size_t staged_blocks_workspace(const char* where, const VqDecodeArgs& a, int head_dim, std::size_t lut_floats) {
   splitk::check_workspace_args(where, a);
   if (a.batch == 0) return 0;
   check_arg(a.max_seq_len >= 1, where, "max_seq_len", a.max_seq_len, "must be >= 1");
-  return decode_workspace_bytes(as_decode_args(a, head_dim));
+  const DecodeArgs d = as_decode_args(a, head_dim);
+  if (lut_floats == 0) return decode_workspace_bytes(d);
+  return staged_lut_offset(d) + sizeof(float) * lut_floats * a.batch * a.num_heads;
 }
 
 }  // namespace detail

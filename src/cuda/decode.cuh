@@ -41,6 +41,7 @@ struct StagedSide {
   int off;            ///< a byte offset inside a token's row (RVQ: stage-1 bytes; PolarQuant: level-1 bytes)
   int group;          ///< KIVI: group size
   FastDiv group_div;  ///< KIVI values: division by the group size
+  std::size_t lut_floats;  ///< look-up-table keys (product VQ): floats per (sequence, query head) table
   int shift;          ///< product VQ: log2 of the sub-vector size
 };
 

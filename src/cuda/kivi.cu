@@ -158,6 +158,7 @@ __device__ __forceinline__ float dequant(const std::uint16_t* par, float code) {
 /// side.group = G, side.cb = packed(head_dim, b). Keys: the (mn16, scale16) of channel j of the
 /// token's group of G tokens; values: those of the token's channel group j / G.
 struct KiviKeyFmt {
+  static constexpr bool kLut = false;
   template <int KQ>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* blk, int ps,
                                                int slot, int lane, float* dst) {
@@ -179,6 +180,7 @@ struct KiviKeyFmt {
   }
 };
 struct KiviValueFmt {
+  static constexpr bool kLut = false;
   template <int KQ>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* blk, int ps,
                                                int slot, int lane, float* dst) {

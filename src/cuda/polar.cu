@@ -162,6 +162,7 @@ void launch_encode(const PolarTables& tab, IoType x_type, const EncArgs& a, cons
 // sin of the angle at each level (level l: angle j >> l, sin where bit l - 1 of j is set), fp32
 // products in the reference's order (level 4 first).
 struct PolarFmt {
+  static constexpr bool kLut = false;
   template <int KQ>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* blk, int ps,
                                                int slot, int lane, float* dst) {

@@ -19,10 +19,12 @@
 // The same encode kernel writes a contiguous block (pvq_encode) or pages (pvq_append: fp32, fp16 or
 // bf16 input widened exactly).
 //
-// Decode: the staged split-K kernel (staged.cuh) with PvqFmt below, on pages (pvq_paged_decode) or
-// contiguous blocks (pvq_decode): q' = Pi (lambda * q) once per query head (fp32), keys and values
-// decoded once per KV head and 32-token step into shared memory (centroid coordinates in the rotated,
-// smoothed domain), the merge applies Pi_v^T and lambda_v once.
+// Decode: the staged split-K kernel (staged.cuh), on pages (pvq_paged_decode) or contiguous blocks
+// (pvq_decode). Keys by look-up tables (PvqLutKey, VecInfer's table attend): once per query head
+// pvq_lut_kernel builds LUT[s][k] = <(Pi (lambda q))_s, C_s[k]> (fp64, stored fp32, after the decode
+// workspace) and a token's score is sum_s LUT[s][code_s]. Values (PvqFmt) decoded once per KV head and
+// 32-token step into shared memory (centroid coordinates in the rotated, smoothed domain); the merge
+// applies Pi_v^T and lambda_v once.
 #include <cmath>
 #include <vector>
 
@@ -213,9 +215,10 @@ void launch_dequantize(const PvqTables& tab, const DeqArgs& da, cudaStream_t s) 
 }
 
 // ---- Staged decode (staged.cuh): side.bits = c (code bits), side.shift = log2 g, side.cb = code
-// bytes, tab0 = the centroids [num_sub][K][g]. Element j = C_s[code_s][j mod g] (s = j / g) in the
-// rotated, smoothed domain: the host prepares q' = Pi (lambda_k q), the merge applies Pi_v^T and lambda_v.
+// bytes, tab0 = the centroids [num_sub][K][g]. Values (and any staged product-VQ rows): element j =
+// C_s[code_s][j mod g] (s = j / g) in the rotated, smoothed domain; the merge applies Pi_v^T and lambda_v.
 struct PvqFmt {
+  static constexpr bool kLut = false;
   template <int KQ>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* blk, int /*ps*/,
                                                int slot, int lane, float* dst) {
@@ -243,6 +246,64 @@ struct PvqFmt {
   }
 };
 
+/// Keys: VecInfer's table attend. Once per query head (pvq_lut_kernel) LUT[s][k] = <q'_s, C_s[k]>,
+/// q' = Pi (lambda * q), in fp64 as the reference's prepare_query, stored fp32; the score of a token
+/// is sum_s LUT[s][code_s] (side.off = num_sub, side.bits = c), no decoded keys.
+struct PvqLutKey {
+  static constexpr bool kLut = true;
+  __device__ __forceinline__ static float score(const detail::StagedSide& s, const std::uint8_t* blk, int /*ps*/,
+                                                int slot, const float* lut) {
+    const std::uint8_t* row = blk + static_cast<std::size_t>(slot) * s.cb;
+    float s0 = 0.0f, s1 = 0.0f;  // even / odd sub-vectors (num_sub is even)
+    for (int i = 0; i < s.off; i += 2) {
+      s0 += __ldg(lut + (i << s.bits) + detail::field_at(row, i * s.bits, s.bits));
+      s1 += __ldg(lut + ((i + 1) << s.bits) + detail::field_at(row, (i + 1) * s.bits, s.bits));
+    }
+    return s0 + s1;
+  }
+};
+
+// LUT[row][s][k] = <(Pi (lambda * q))_s, C_s[k]> in fp64 (Pvq::do_prepare_query's order), stored fp32.
+__global__ void pvq_lut_kernel(const float* __restrict__ q, int d, int g, int kk, const float* __restrict__ lambda,
+                               const float* __restrict__ signs, double scale, const float* __restrict__ cent,
+                               float* __restrict__ lut) {
+  extern __shared__ double lut_q[];  // [d]
+  double* y = lut_q;
+  const float* qq = q + static_cast<std::size_t>(blockIdx.x) * d;
+  for (int j = threadIdx.x; j < d; j += blockDim.x)
+    y[j] = __dmul_rn(__dmul_rn(static_cast<double>(qq[j]), static_cast<double>(lambda[j])), static_cast<double>(signs[j]));
+  for (int h = 1; h < d; h <<= 1) {
+    __syncthreads();
+    for (int p = threadIdx.x; p < d / 2; p += blockDim.x) {
+      const int j = (p / h) * 2 * h + p % h;
+      const double u = y[j], v = y[j + h];
+      y[j] = __dadd_rn(u, v);
+      y[j + h] = __dsub_rn(u, v);
+    }
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < d; j += blockDim.x) y[j] = __dmul_rn(y[j], scale);
+  __syncthreads();
+  const int nsub = d / g, ls = nsub * kk;
+  float* out = lut + static_cast<std::size_t>(blockIdx.x) * ls;
+  for (int idx = threadIdx.x; idx < ls; idx += blockDim.x) {
+    const int s = idx / kk;
+    const float* c = cent + static_cast<std::size_t>(idx) * g;  // C_s[k], idx = s * K + k
+    double acc = 0;
+    for (int i = 0; i < g; ++i) acc = __dadd_rn(acc, __dmul_rn(y[s * g + i], static_cast<double>(__ldg(c + i))));
+    out[idx] = static_cast<float>(acc);
+  }
+}
+
+/// StagedCall::prep of product-VQ keys: one pvq_lut_kernel block per (sequence, query head).
+void pvq_lut_prep(const detail::StagedCall& call, const float* q, int rows, float* lut, cudaStream_t s) {
+  const auto& t = *static_cast<const PvqTables*>(call.prep_ctx);
+  pvq_lut_kernel<<<static_cast<unsigned>(rows), 128, sizeof(double) * t.head_dim(), s>>>(
+      q, t.head_dim(), t.sub_dim(), t.num_centroids(), t.lambda(), t.signs(), static_cast<double>(t.hadamard_scale()),
+      t.centroids(), lut);
+  TKV_CHECK_LAUNCH();
+}
+
 detail::StagedSide pvq_side(const PvqTables& t) {
   detail::StagedSide s{};
   s.tab0 = t.centroids();
@@ -254,9 +315,10 @@ detail::StagedSide pvq_side(const PvqTables& t) {
 detail::StagedCall pvq_call(const PvqTables& kt, const PvqTables& vt) {
   detail::StagedCall c;
   c.kside = pvq_side(kt), c.vside = pvq_side(vt);
-  c.ksigns = kt.signs(), c.kscale = kt.hadamard_scale(), c.klambda = kt.lambda();
+  c.kside.off = kt.num_sub(), c.kside.lut_floats = kt.lut_size();
+  c.prep = pvq_lut_prep, c.prep_ctx = &kt;  // keys by look-up tables: no query rotation here
   c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale(), c.vlambda = vt.lambda();
-  c.launch = detail::launch_staged<PvqFmt, PvqFmt>;
+  c.launch = detail::launch_staged<PvqLutKey, PvqFmt>;
   return c;
 }
 
@@ -316,7 +378,12 @@ void pvq_dequantize(const PvqTables& tab, const std::uint8_t* block, std::size_t
 }
 
 std::size_t pvq_decode_workspace_bytes(const VqDecodeArgs& args, const PvqTables& ktab) {
-  return detail::staged_blocks_workspace("cuda::pvq_decode_workspace_bytes", args, ktab.head_dim());
+  return detail::staged_blocks_workspace("cuda::pvq_decode_workspace_bytes", args, ktab.head_dim(), ktab.lut_size());
+}
+
+std::size_t pvq_paged_decode_workspace_bytes(const DecodeArgs& args, const PvqTables& ktab) {
+  return detail::staged_lut_offset(args) +
+         sizeof(float) * ktab.lut_size() * static_cast<std::size_t>(args.batch) * args.num_heads;
 }
 
 void pvq_decode(const PvqTables& ktab, const PvqTables& vtab, const VqDecodeArgs& a, Stream stream) {

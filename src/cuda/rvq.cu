@@ -156,6 +156,7 @@ void launch_encode_any(const RvqTables& tab, IoType x_type, const EncArgs& a, co
 // tab0 / tab1 = the stage-1 / stage-2 centroids. Element j = ||x|| (c1[code1_j] + c2[code2_j]) in the
 // rotated domain (the sum rounded as the reference's decode, then times the fp16 norm).
 struct RvqFmt {
+  static constexpr bool kLut = false;
   template <int KQ>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* blk, int ps,
                                                int slot, int lane, float* dst) {

@@ -17,7 +17,13 @@
 // writing the quads dst[4 q .. 4 q + 3] (q = lane + 32 k, 4 q < D, k < KQ; one float4 store each) =
 // elements 4 q .. 4 q + 3 of the token at `slot` of the block `blk` (ps tokens: the page size, or the
 // contiguous block's capacity), in the domain where the logit is <q', dst> (q' the query as the host
-// prepared it: rotated and smoothed for the rotated methods) and the values accumulate. Quads, not
+// prepared it: rotated and smoothed for the rotated methods) and the values accumulate, and a
+// `static constexpr bool kLut`. A key format with kLut = true is not staged: lane t of each head's
+// warp scores its own token from the codes and the head's look-up table (product VQ: VecInfer's
+// table attend), through
+//   __device__ static float score(const StagedSide& s, const std::uint8_t* blk, int ps, int slot,
+//                                 const float* lut);
+// lut = side.tab1 + (sequence * num_heads + head) * side.lut_floats, filled by StagedCall::prep. Quads, not
 // single elements per lane: a quad's codes come from one 1-4 byte load and the per-token work (row
 // pointers, scalars) is shared (session 12: one element per lane, with a 1-2 byte load and a branch
 // each, made the staging the kernel's bottleneck). The formats live in their methods' files
@@ -126,13 +132,21 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) staged_decode_ke
       if (tt >= n) break;  // warp-uniform
       const int t = t0 + tt, slot = paged ? t & (ps - 1) : t;
       const std::size_t blk = static_cast<std::size_t>(page) * a.num_kv_heads + g;
-      KF::template stage<KQ>(a.kside, D, a.kpool + blk * a.kstride, ps, slot, lane, s_k + tt * DS);
+      if constexpr (!KF::kLut)
+        KF::template stage<KQ>(a.kside, D, a.kpool + blk * a.kstride, ps, slot, lane, s_k + tt * DS);
       VF::template stage<KQ>(a.vside, D, a.vpool + blk * a.vstride, ps, slot, lane, s_v + tt * DS);
     }
     __syncthreads();
     if (!active) continue;
     float s = -INFINITY;
-    if (lane < n) {
+    if constexpr (KF::kLut) {
+      if (lane < n) {
+        const int t = t0 + lane;
+        const std::size_t blk = static_cast<std::size_t>(my_page) * a.num_kv_heads + g;
+        s = soft_cap(a, a.qscale * KF::score(a.kside, a.kpool + blk * a.kstride, ps, paged ? t & (ps - 1) : t,
+                                             a.kside.tab1 + bh * a.kside.lut_floats));
+      }
+    } else if (lane < n) {
       const float4* kr = reinterpret_cast<const float4*>(s_k + lane * DS);
       const float4* qr = reinterpret_cast<const float4*>(s_q + wg * D);
       float dot = 0.0f;
@@ -221,7 +235,16 @@ struct StagedCall {
   const float* vlambda = nullptr;
   /// The method's instance dispatch (launch_staged<KF, VF>).
   void (*launch)(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&) = nullptr;
+  /// Look-up-table keys (KF::kLut): kside.lut_floats floats per (sequence, query head) in the workspace
+  /// at staged_lut_offset, filled before the split kernel by prep(call, q, rows, lut, stream) from the
+  /// fp32 queries q [rows][head_dim]; prep_ctx: the method's tables.
+  void (*prep)(const StagedCall&, const float* q, int rows, float* lut, cudaStream_t) = nullptr;
+  const void* prep_ctx = nullptr;
 };
+
+/// Byte offset of the look-up tables in a staged decode's workspace: decode_workspace_bytes(args)
+/// rounded up to 16.
+inline std::size_t staged_lut_offset(const DecodeArgs& args) { return (decode_workspace_bytes(args) + 15) / 16 * 16; }
 
 /// Host side of a staged decode on paged pools (decode.cu): the shared argument and page checks
 /// (pool strides must equal kstride / vstride, the layouts' values; kstride_rule / vstride_rule say
@@ -236,8 +259,10 @@ void run_staged_blocks(const char* where, const VqDecodeArgs& args, int head_dim
                        std::size_t vblock, const StagedCall& call, cudaStream_t s);
 
 /// Workspace bytes of a run_staged_blocks call (the *_decode_workspace_bytes of cuda_vq.h and
-/// cuda_polar.h): decode_workspace_bytes of the equivalent DecodeArgs; 0 when batch is 0.
-std::size_t staged_blocks_workspace(const char* where, const VqDecodeArgs& args, int head_dim);
+/// cuda_polar.h): decode_workspace_bytes of the equivalent DecodeArgs, plus lut_floats floats per
+/// (sequence, query head) at staged_lut_offset for look-up-table keys; 0 when batch is 0.
+std::size_t staged_blocks_workspace(const char* where, const VqDecodeArgs& args, int head_dim,
+                                    std::size_t lut_floats = 0);
 
 /// The paged decode entry point of a method with tables T (RvqTables, PvqTables, PolarTables: head_dim(),
 /// page_stride(page_size)): the tables' head_dim must equal args.head_dim, the pools' strides their

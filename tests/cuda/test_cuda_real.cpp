@@ -569,7 +569,8 @@ void run_vq_paged(const RealLayer& l, Method m, int kbits, int vbits, int page_s
   DevBuf<float> dq(l.q), dout(l.q.size());
   DevBuf<std::int32_t> dlens(s.lens);
   cuda::DecodeArgs a = decode_args(l, dq.p, dout.p, dlens.p);
-  DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
+  DevBuf<std::uint8_t> ws(m == Method::kPvq ? cuda::pvq_paged_decode_workspace_bytes(a, *kp)
+                                            : cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   dout.fill_byte(0xFF);  // NaN poison
   if (m == Method::kRvq) cuda::rvq_paged_decode(*kr, *vr, lp.kp, lp.vp, lp.pt, a, nullptr);

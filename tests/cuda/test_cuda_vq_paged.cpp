@@ -64,6 +64,10 @@ struct Codecs {
     if (method == Method::kPvq) return cuda::pvq_append(*(key ? kpvq : vpvq), x, batch, num_new, kvh, start, t, pool, nullptr, io);
     cuda::polar_append(*(key ? kpolar : vpolar), x, batch, num_new, kvh, start, t, pool, nullptr, io);
   }
+  /// Workspace bytes of the paged decode (product VQ: plus its look-up tables).
+  std::size_t workspace(const cuda::DecodeArgs& a) const {
+    return method == Method::kPvq ? cuda::pvq_paged_decode_workspace_bytes(a, *kpvq) : cuda::decode_workspace_bytes(a);
+  }
   void decode(cuda::PagedPool kp, cuda::PagedPool vp, const cuda::PageTable& t, const cuda::DecodeArgs& a) const {
     if (method == Method::kRvq) return cuda::rvq_paged_decode(*krvq, *vrvq, kp, vp, t, a, nullptr);
     if (method == Method::kPvq) return cuda::pvq_paged_decode(*kpvq, *vpvq, kp, vp, t, a, nullptr);
@@ -263,7 +267,7 @@ double run_decode_case(DecodeCase c, std::uint64_t seed, bool control = false) {
   a.seq_lens = dlens.p, a.max_seq_len = max_len;
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
   a.window = c.window, a.num_splits = c.splits, a.softcap = c.softcap;
-  DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
+  DevBuf<std::uint8_t> ws(cod.workspace(a));
   a.workspace = ws.p;
   auto run = [&] {
     dio.poison();
@@ -325,7 +329,8 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
 }
 
 TEST(CudaVqPaged, RejectsBadArguments) {
-  const Codecs rvq = make_codecs(Method::kRvq, 128, 2, 2, 1), polar = make_codecs(Method::kPolar, 128, 3, 3, 1);
+  const Codecs rvq = make_codecs(Method::kRvq, 128, 2, 2, 1), polar = make_codecs(Method::kPolar, 128, 3, 3, 1),
+               pvq = make_codecs(Method::kPvq, 128, 2, 2, 1);
   const cuda::RvqTables& rt = *rvq.krvq;
   DevBuf<std::uint8_t> pool(1 << 16), ws(1 << 16);
   DevBuf<std::int32_t> pages(std::vector<std::int32_t>{0, 1}), lens(std::vector<std::int32_t>{1});
@@ -373,6 +378,12 @@ TEST(CudaVqPaged, RejectsBadArguments) {
   expect_invalid([&] { cuda::polar_paged_decode(*polar.kpolar, *polar.vpolar, {pool.p, qs}, {pool.p, qvs}, pt, a,
                                                 nullptr); },
                  "softmax_scale");
+  expect_invalid([&] { cuda::pvq_paged_decode_workspace_bytes(a, *pvq.kpvq); }, "softmax_scale");
+  a.softmax_scale = 0.1f;
+  // Product VQ's workspace: the decode's, then one look-up table per query head.
+  const std::size_t base = (cuda::decode_workspace_bytes(a) + 15) / 16 * 16;
+  EXPECT_EQ(cuda::pvq_paged_decode_workspace_bytes(a, *pvq.kpvq),
+            base + sizeof(float) * pvq.kpvq->lut_size() * a.batch * a.num_heads);
   TKV_TEST_CUDA(cudaDeviceSynchronize());
 }
 
