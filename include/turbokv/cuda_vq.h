@@ -170,12 +170,14 @@ struct VqDecodeArgs {
   const std::int32_t* seq_lens = nullptr;  ///< device int32 [batch], each in 1..max_seq_len (tokens [0, len) attended)
   int max_seq_len = 0;                 ///< host-side bound on seq_lens (chooses the split count)
   float softmax_scale = 0;             ///< > 0
-  int num_splits = 0;                  ///< split-K count 1..256; 0 = min(256, ceil(max_seq_len / 128))
+  int num_splits = 0;                  ///< split-K count 1..256; 0 = chosen by the cost model of DecodeArgs::num_splits (cuda.h)
   void* workspace = nullptr;           ///< device, 16-byte aligned, *_decode_workspace_bytes bytes
 };
 
 /// Workspace bytes of rvq_decode: decode_workspace_bytes (cuda.h) of the same shapes, 0 when batch is 0.
-/// Throws std::invalid_argument naming a negative shape, num_splits outside 0..256, or head_dim.
+/// Throws std::invalid_argument naming a negative shape, num_splits outside 0..256, or (batch > 0) any
+/// field decode_workspace_bytes validates: head_dim, num_heads / num_kv_heads, max_seq_len >= 1,
+/// softmax_scale (the error then names cuda::decode_workspace_bytes).
 std::size_t rvq_decode_workspace_bytes(const VqDecodeArgs& args, int head_dim);
 
 /**
@@ -222,8 +224,9 @@ std::size_t pvq_decode_workspace_bytes(const VqDecodeArgs& args, const PvqTables
 void pvq_decode(const PvqTables& ktab, const PvqTables& vtab, const VqDecodeArgs& args, Stream stream);
 
 /// Workspace bytes of pvq_paged_decode: decode_workspace_bytes(args) (cuda.h) rounded up to 16, plus
-/// one look-up table per query head (batch * num_heads * ktab.lut_size() floats). Throws
-/// std::invalid_argument naming an invalid shape (as decode_workspace_bytes).
+/// one look-up table per query head (batch * num_heads * ktab.lut_size() floats; ktab: the key
+/// tables). Throws std::invalid_argument naming an invalid shape (as decode_workspace_bytes) or a
+/// ktab head_dim other than args.head_dim.
 std::size_t pvq_paged_decode_workspace_bytes(const DecodeArgs& args, const PvqTables& ktab);
 
 /// pvq_decode on paged pools (pvq_append's layout; page strides ktab / vtab.page_stride(page_size)),

@@ -311,8 +311,15 @@ void run(const char* where, const DecodeArgs& args, int cbK, int cbV, int stages
     TKV_CHECK_LAUNCH();
     ka.q = ws_q;
   }
-  if (qrot && qrot->prep) {  // look-up-table keys: the tables after the decode workspace
-    float* lut = reinterpret_cast<float*>(static_cast<char*>(args.workspace) + staged_lut_offset(args));
+  if (qrot && qrot->prep) {
+    // Look-up-table keys: the tables right after this call's carve-up (partials, then the query slot),
+    // rounded up to 16 bytes. That end is at most decode_workspace_bytes(args) (an upper bound over
+    // every split count), so the tables fit in the workspace sized by staged_lut_offset + tables.
+    // (Computing staged_lut_offset here cost ~250 us of host time per call: decode_workspace_bytes
+    // walks the split model for every occupancy.)
+    const std::size_t rows = std::size_t(args.batch) * args.num_heads;
+    const std::size_t end = reinterpret_cast<std::uintptr_t>(ka.ws_ml + rows * p.splits * 2 + rows * args.head_dim);
+    float* lut = reinterpret_cast<float*>((end + 15) / 16 * 16);
     qrot->prep(*qrot, ka.q, args.batch * args.num_heads, lut, s);
     ka.kside.tab1 = lut;
   }

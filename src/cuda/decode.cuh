@@ -35,10 +35,10 @@ constexpr int kMaxSubPerBlock = 2;
 /// fields it documents.
 struct StagedSide {
   const float* tab0;  ///< device tables (codebook, centroids, trig tables)
-  const float* tab1;  ///< a second table (RVQ: the stage-2 codebook)
+  const float* tab1;  ///< a second table (RVQ: the stage-2 codebook; look-up-table keys: the tables, set by the host)
   int bits, bits2;    ///< code widths
   int cb;             ///< code bytes per token
-  int off;            ///< a byte offset inside a token's row (RVQ: stage-1 bytes; PolarQuant: level-1 bytes)
+  int off;            ///< RVQ: stage-1 bytes; PolarQuant: level-1 bytes (offsets in a row); product-VQ keys: num_sub
   int group;          ///< KIVI: group size
   FastDiv group_div;  ///< KIVI values: division by the group size
   std::size_t lut_floats;  ///< look-up-table keys (product VQ): floats per (sequence, query head) table

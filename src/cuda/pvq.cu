@@ -382,6 +382,8 @@ std::size_t pvq_decode_workspace_bytes(const VqDecodeArgs& args, const PvqTables
 }
 
 std::size_t pvq_paged_decode_workspace_bytes(const DecodeArgs& args, const PvqTables& ktab) {
+  check_arg(ktab.head_dim() == args.head_dim, "cuda::pvq_paged_decode_workspace_bytes", "ktab.head_dim",
+            ktab.head_dim(), "must equal args.head_dim");
   return detail::staged_lut_offset(args) +
          sizeof(float) * ktab.lut_size() * static_cast<std::size_t>(args.batch) * args.num_heads;
 }

@@ -225,7 +225,8 @@ struct StagedCall {
   StagedSide kside{}, vside{};
   /// The query's preparation, once per (sequence, query head) before the split kernel: q' = Pi_k
   /// (klambda * q) (ksigns, kscale: the key codec's randomized Hadamard rotation, rotation.h;
-  /// klambda: product VQ's smoothing, nullptr: none). ksigns nullptr: q' = q.
+  /// klambda: a per-channel smoothing, nullptr for every current method: product VQ smooths in its
+  /// table prep). ksigns nullptr: q' = q.
   const float* ksigns = nullptr;
   float kscale = 1;
   const float* klambda = nullptr;
@@ -236,14 +237,16 @@ struct StagedCall {
   /// The method's instance dispatch (launch_staged<KF, VF>).
   void (*launch)(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&) = nullptr;
   /// Look-up-table keys (KF::kLut): kside.lut_floats floats per (sequence, query head) in the workspace
-  /// at staged_lut_offset, filled before the split kernel by prep(call, q, rows, lut, stream) from the
-  /// fp32 queries q [rows][head_dim]; prep_ctx: the method's tables.
+  /// after the call's own carve-up (at most staged_lut_offset: the workspace must hold staged_lut_offset
+  /// + the tables), filled before the split kernel by prep(call, q, rows, lut, stream) from the fp32
+  /// queries q [rows][head_dim]; prep_ctx: the method's tables.
   void (*prep)(const StagedCall&, const float* q, int rows, float* lut, cudaStream_t) = nullptr;
   const void* prep_ctx = nullptr;
 };
 
-/// Byte offset of the look-up tables in a staged decode's workspace: decode_workspace_bytes(args)
-/// rounded up to 16.
+/// Where the look-up tables may start at the latest in a staged decode's workspace (for its size):
+/// decode_workspace_bytes(args) rounded up to 16. Costly (the split model for every occupancy): size
+/// queries only, not per call.
 inline std::size_t staged_lut_offset(const DecodeArgs& args) { return (decode_workspace_bytes(args) + 15) / 16 * 16; }
 
 /// Host side of a staged decode on paged pools (decode.cu): the shared argument and page checks

@@ -6,9 +6,10 @@
 //    prefill chunk then single-token decode steps, and touches no other byte;
 //  - *_paged_decode within kPagedRelTol of attention_compressed (fp64) on the reference-encoded
 //    blocks scattered into shuffled pages: awkward lengths (1, 2, 31, 64, 65, 1000, 4097), page sizes
-//    1..256, GQA ratios 1..16 (5, 6, 7 included), head_dim 64 / 128 / 256, split counts, sliding
+//    1..256, GQA ratios 1, 2, 3, 4, 5, 6, 7, 8, 16, head_dim 64 / 128 / 256, split counts, sliding
 //    windows, soft-capping and 16-bit io;
-//  - a control: the same decode with two page-table entries swapped must leave the tolerance;
+//  - a control per method: the same decode with two page-table entries of a 1000-token sequence
+//    swapped must leave the tolerance;
 //  - bad arguments throw std::invalid_argument naming the argument.
 // Fresh random data each run (TURBOKV_TEST_SEED reproduces one; every failure prints the seed).
 #include <algorithm>
@@ -282,19 +283,22 @@ double run_decode_case(DecodeCase c, std::uint64_t seed, bool control = false) {
   const double tol = kPagedRelTol + (c.io == cuda::IoType::kF16 ? 1e-3 : c.io == cuda::IoType::kBf16 ? 8e-3 : 0.0);
   const double worst = check_decode_outputs(*cod.kref, *cod.vref, kblk, vblk, c.lens, kvh, c.nh, d, q, out, p, tol);
   if (control) {
-    // Sequence 0's first two pages swapped in the table the GPU sees: its tokens are read from the
-    // wrong slots, so its output must leave the tolerance.
-    std::swap(table[0], table[1]);
+    // The longest sequence's first two pages swapped in the table the GPU sees (both hold its tokens:
+    // keys and values at the wrong positions), so its output must leave the tolerance.
+    const int bl = static_cast<int>(std::max_element(c.lens.begin(), c.lens.end()) - c.lens.begin());
+    EXPECT_GT(c.lens[bl], ps) << "the control needs a sequence of at least two pages";
+    std::swap(table[static_cast<std::size_t>(bl) * max_pages], table[static_cast<std::size_t>(bl) * max_pages + 1]);
     dtable.upload(table);
     const std::vector<float> bad = run();
     std::vector<double> ref(static_cast<std::size_t>(c.nh) * d);
     std::vector<EncodedHead> keys, values;
     for (int g = 0; g < kvh; ++g) {
-      keys.push_back({cod.kref.get(), kblk[g].data()});
-      values.push_back({cod.vref.get(), vblk[g].data()});
+      keys.push_back({cod.kref.get(), kblk[static_cast<std::size_t>(bl) * kvh + g].data()});
+      values.push_back({cod.vref.get(), vblk[static_cast<std::size_t>(bl) * kvh + g].data()});
     }
-    attention_compressed(keys, values, c.lens[0], q.data(), c.nh, p, ref.data());
-    const double err = rel_err(bad.data(), ref.data(), ref.size());
+    const std::size_t o = static_cast<std::size_t>(bl) * c.nh * d;
+    attention_compressed(keys, values, c.lens[bl], q.data() + o, c.nh, p, ref.data());
+    const double err = rel_err(bad.data() + o, ref.data(), ref.size());
     EXPECT_GT(err, tol) << "a swapped page table stays within the tolerance: the check could not fail";
     std::printf("[ control  ] %s: swapped pages -> rel err %.3g (tolerance %.0e)\n", method_name(c.method), err, tol);
   }
@@ -310,19 +314,26 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
       {R, 64, 4, 1, 9, 3, 1, 0, 0, {65, 64}},
       {R, 256, 1, 4, 16, 1, 64, 0, 3, {4097}},
       {R, 128, 3, 3, 7, 1, 32, 100, 0, {1000, 5}, 0.0f, IO::kF16},
+      {R, 128, 2, 2, 8, 4, 16, 0, 0, {300, 17}},   // GQA 2 (2 heads per warp group)
+      {R, 64, 4, 4, 3, 3, 4, 0, 0, {129, 1}},      // GQA 1
       {P, 128, 2, 4, 32, 8, 16, 0, 0, {1, 31, 1000}},
       {P, 64, 3, 1, 6, 1, 2, 0, 5, {257, 2}},
       {P, 256, 1, 2, 5, 1, 64, 0, 0, {4097}, 5.0f},
       {P, 128, 4, 3, 10, 2, 128, 37, 0, {999, 64}, 0.0f, IO::kBf16},
+      {P, 64, 2, 2, 4, 2, 16, 0, 0, {200, 3}},     // GQA 2
       {Q, 128, 3, 2, 32, 8, 16, 0, 0, {1, 2, 31, 1000}},
       {Q, 64, 2, 4, 12, 4, 1, 0, 2, {65, 64}},
       {Q, 256, 4, 3, 16, 2, 256, 0, 0, {4097, 1}, 0.0f, IO::kF16},
       {Q, 128, 2, 2, 14, 2, 8, 100, 0, {1000}, 3.0f},
+      {Q, 256, 3, 3, 2, 1, 32, 0, 0, {333, 64}},   // GQA 2
   };
   double worst[3] = {0, 0, 0};
+  bool controlled[3] = {false, false, false};
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const int mi = cases[i].method == R ? 0 : cases[i].method == P ? 1 : 2;
-    worst[mi] = std::max(worst[mi], run_decode_case(cases[i], seed + 31 * i, i == 0 || i == 4 || i == 8));
+    const bool control = !controlled[mi];  // the first case of each method (a 1000-token sequence, pages of 16)
+    controlled[mi] = true;
+    worst[mi] = std::max(worst[mi], run_decode_case(cases[i], seed + 31 * i, control));
   }
   std::printf("[ measured ] paged decode worst relative L2 error: rvq %.3g, pvq %.3g, polar %.3g (tolerance %.0e + io)\n",
               worst[0], worst[1], worst[2], kPagedRelTol);
