@@ -1,9 +1,10 @@
-// Helpers shared by the CUDA-core split-K decode kernels of the other methods
-// (tq_prod.cu, rvq.cu, pvq.cu) and their encoders: block reductions, the
-// Hadamard rotation of a shared-memory vector, the in-register warp FWHT in the
-// reference's stage order, the per-tile online-softmax step, the split
-// partials (store, log-sum-exp merge, the merge + inverse rotation kernel), the
-// split count and the host-side argument checks. Not public API.
+// Helpers of the CUDA-core split-K decode of TurboQuant-Prod keys on contiguous blocks (tq_prod.cu)
+// and of the block encoders (rvq.cu, pvq.cu, polar.cu, tq_prod.cu): block reductions, the Hadamard
+// rotation of a shared-memory vector (also the staged decode's query rotation and the fp16 kernel's
+// epilogue), the in-register warp FWHT in the reference's stage order, the per-tile online-softmax
+// step, the split partials (store, log-sum-exp merge, the merge + inverse rotation kernel), the split
+// count and the host-side argument checks of the VqDecodeArgs / ProdDecodeArgs entry points. Not
+// public API. (The RVQ, product-VQ and PolarQuant decodes moved to staged.cuh in session 12.)
 #pragma once
 
 #include <cuda_runtime.h>
