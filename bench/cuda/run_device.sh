@@ -25,7 +25,7 @@ fi
 GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
 T0=$(date +%s)
 cmake -S . -B $B $GEN -DCMAKE_BUILD_TYPE=Release -DTURBOKV_CUDA=ON > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-cmake --build $B -j16 --target turbokv_cuda_bench test_cuda_pack test_cuda_append test_cuda_attention test_cuda_qjl test_cuda_vq test_cuda_real test_cuda_fp8 >> "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+cmake --build $B -j16 --target turbokv_cuda_bench test_cuda_pack test_cuda_append test_cuda_attention test_cuda_qjl test_cuda_vq test_cuda_real test_cuda_fp8 test_cuda_kivi test_cuda_vq_paged >> "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
 echo "build: $(( $(date +%s) - T0 )) s"
 
 if [ "$MODE" = all ] || [ "$MODE" = test ]; then
@@ -35,6 +35,8 @@ if [ "$MODE" = all ] || [ "$MODE" = test ]; then
   compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/cuda/test_cuda_pack > "$OUT/sanitizer.log" 2>&1; echo "memcheck test_cuda_pack rc=$?"
   TURBOKV_CUDA_TEST_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/cuda/test_cuda_attention --gtest_filter='CudaDecode.TqMse*' >> "$OUT/sanitizer.log" 2>&1; echo "memcheck test_cuda_attention (small) rc=$?"
   TURBOKV_CUDA_TEST_SMALL=1 compute-sanitizer --tool racecheck --error-exitcode 9 $B/tests/cuda/test_cuda_attention --gtest_filter='CudaDecode.TqMse*' >> "$OUT/sanitizer.log" 2>&1; echo "racecheck test_cuda_attention (small) rc=$?"
+  TURBOKV_CUDA_TEST_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/cuda/test_cuda_vq_paged >> "$OUT/sanitizer.log" 2>&1; echo "memcheck test_cuda_vq_paged (small) rc=$?"
+  TURBOKV_CUDA_TEST_SMALL=1 compute-sanitizer --tool racecheck --error-exitcode 9 $B/tests/cuda/test_cuda_vq_paged --gtest_filter='*Decode*' >> "$OUT/sanitizer.log" 2>&1; echo "racecheck test_cuda_vq_paged (small) rc=$?"
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer.log" | head
 fi
 if [ "$MODE" = quick ]; then
