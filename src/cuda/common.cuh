@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "turbokv/cuda.h"
@@ -205,6 +206,28 @@ inline PagedDst paged_dst(const char* where, const void* x, int batch, int num_n
   if (total > 0) d.div_heads = FastDiv(num_kv_heads), d.div_new = FastDiv(num_new);
   d.start = start, d.pages = table.pages;
   return d;
+}
+
+/// The runtime -> compile-time head_dim dispatch of the block encoders (rvq, pvq, polar): calls
+/// f(std::integral_constant<int, D>{}) for d = 64, 128 or 256 (their tables admit no other size).
+template <class F>
+void with_pow2_head_dim(int d, F&& f) {
+  switch (d) {
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+    case 256: return f(std::integral_constant<int, 256>{});
+  }
+}
+
+/// The input-type dispatch of the encoders: calls f(std::type_identity<XT>{}) with XT = float, __half
+/// or __nv_bfloat16 for x_type kF32, kF16, kBf16.
+template <class F>
+void with_io_type(IoType x_type, F&& f) {
+  switch (x_type) {
+    case IoType::kF32: return f(std::type_identity<float>{});
+    case IoType::kF16: return f(std::type_identity<__half>{});
+    case IoType::kBf16: return f(std::type_identity<__nv_bfloat16>{});
+  }
 }
 
 /// Element i of an input of type XT (float, __half, __nv_bfloat16) widened to fp32 (exact).

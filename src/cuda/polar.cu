@@ -139,21 +139,14 @@ __global__ void __launch_bounds__(kEncThreads) polar_encode_kernel(const EncArgs
 
 template <class Dst>
 void launch_encode(const PolarTables& tab, IoType x_type, const EncArgs& a, const Dst& dst, cudaStream_t s) {
-  auto go = [&](auto d_c) {
-    constexpr int D = decltype(d_c)::value;
-    const unsigned grid = detail::capped_grid(a.n, kEncWarps);
-    switch (x_type) {
-      case IoType::kF32: polar_encode_kernel<D, float><<<grid, kEncThreads, 0, s>>>(a, dst); break;
-      case IoType::kF16: polar_encode_kernel<D, __half><<<grid, kEncThreads, 0, s>>>(a, dst); break;
-      case IoType::kBf16: polar_encode_kernel<D, __nv_bfloat16><<<grid, kEncThreads, 0, s>>>(a, dst); break;
-    }
-    TKV_CHECK_LAUNCH();
-  };
-  switch (tab.head_dim()) {
-    case 64: return go(std::integral_constant<int, 64>{});
-    case 128: return go(std::integral_constant<int, 128>{});
-    case 256: return go(std::integral_constant<int, 256>{});
-  }
+  detail::with_pow2_head_dim(tab.head_dim(), [&](auto d_c) {
+    detail::with_io_type(x_type, [&](auto xt_c) {
+      constexpr int D = decltype(d_c)::value;
+      using XT = typename decltype(xt_c)::type;
+      polar_encode_kernel<D, XT><<<detail::capped_grid(a.n, kEncWarps), kEncThreads, 0, s>>>(a, dst);
+      TKV_CHECK_LAUNCH();
+    });
+  });
 }
 
 // ---- Staged decode (staged.cuh): side.bits = b (level-1 bits), side.bits2 = level 2..4 bits,

@@ -185,11 +185,7 @@ void with_dgc(const PvqTables& tab, F&& f) {
       case 4: return f(d_c, integral_constant<int, 2>{}, integral_constant<int, 8>{});
     }
   };
-  switch (tab.head_dim()) {
-    case 64: return by_bits(integral_constant<int, 64>{});
-    case 128: return by_bits(integral_constant<int, 128>{});
-    case 256: return by_bits(integral_constant<int, 256>{});
-  }
+  detail::with_pow2_head_dim(tab.head_dim(), by_bits);
 }
 
 template <class Dst>
@@ -197,11 +193,9 @@ void launch_encode(const PvqTables& tab, IoType x_type, const EncArgs& ea, const
   with_dgc(tab, [&](auto d_c, auto g_c, auto c_c) {
     constexpr int D = decltype(d_c)::value, G = decltype(g_c)::value, C = decltype(c_c)::value;
     const unsigned grid = static_cast<unsigned>((ea.n + kVecs - 1) / kVecs);
-    switch (x_type) {
-      case IoType::kF32: pvq_encode_kernel<D, G, C, float><<<grid, kThreads, 0, s>>>(ea, dst); break;
-      case IoType::kF16: pvq_encode_kernel<D, G, C, __half><<<grid, kThreads, 0, s>>>(ea, dst); break;
-      case IoType::kBf16: pvq_encode_kernel<D, G, C, __nv_bfloat16><<<grid, kThreads, 0, s>>>(ea, dst); break;
-    }
+    detail::with_io_type(x_type, [&](auto xt_c) {
+      pvq_encode_kernel<D, G, C, typename decltype(xt_c)::type><<<grid, kThreads, 0, s>>>(ea, dst);
+    });
     TKV_CHECK_LAUNCH();
   });
 }

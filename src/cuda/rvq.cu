@@ -138,18 +138,9 @@ void launch_encode_any(const RvqTables& tab, IoType x_type, const EncArgs& a, co
       case 4: return launch_encode<D, 4, XT>(a, dst, s);
     }
   };
-  auto by_type = [&](auto d_c) {
-    switch (x_type) {
-      case IoType::kF32: return go(d_c, std::type_identity<float>{});
-      case IoType::kF16: return go(d_c, std::type_identity<__half>{});
-      case IoType::kBf16: return go(d_c, std::type_identity<__nv_bfloat16>{});
-    }
-  };
-  switch (tab.head_dim()) {
-    case 64: return by_type(std::integral_constant<int, 64>{});
-    case 128: return by_type(std::integral_constant<int, 128>{});
-    case 256: return by_type(std::integral_constant<int, 256>{});
-  }
+  detail::with_pow2_head_dim(tab.head_dim(), [&](auto d_c) {
+    detail::with_io_type(x_type, [&](auto xt_c) { go(d_c, xt_c); });
+  });
 }
 
 // ---- Staged decode (staged.cuh): side.bits = b, side.off = stage bytes, side.cb = 2 stage bytes,
