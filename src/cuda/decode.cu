@@ -131,13 +131,12 @@ __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __
 }
 
 /// The staged decodes' query preparation (StagedCall): row blockIdx.x of in [rows][d] (fp32) ->
-/// out = Pi (lambda * q) (lambda nullptr: 1; rotate_shared: * signs, FWHT, * scale; fp32). in == out
+/// out = Pi q (rotate_shared: * signs, FWHT, * scale; fp32). in == out
 /// allowed (the row is read whole before it is written).
-__global__ void rotate_query_kernel(const float* in, float* out, int d, const float* __restrict__ signs, float scale,
-                                    const float* __restrict__ lambda) {
+__global__ void rotate_query_kernel(const float* in, float* out, int d, const float* __restrict__ signs, float scale) {
   extern __shared__ float rq[];
   const std::size_t row = blockIdx.x;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) rq[j] = lambda ? in[row * d + j] * lambda[j] : in[row * d + j];
+  for (int j = threadIdx.x; j < d; j += blockDim.x) rq[j] = in[row * d + j];
   splitk::rotate_shared(rq, d, signs, scale, false);  // its first step touches only this thread's j
   for (int j = threadIdx.x; j < d; j += blockDim.x) out[row * d + j] = rq[j];
 }
@@ -288,7 +287,7 @@ void fill_kernel_args(const DecodeArgs& args, const Plan& p, int nsub, DecodeKer
   ka.q = query_f32(args, ka.ws_ml + bh * p.splits * 2, s);
 }
 
-/// qrot (the staged decodes): the query preparation q' = Pi_k (klambda * q) of StagedCall, written to
+/// qrot (the staged decodes): the query preparation q' = Pi_k q of StagedCall, written to
 /// the workspace's query slot before the split kernel (nullptr or ksigns nullptr: none).
 template <class Launch>
 void run(const char* where, const DecodeArgs& args, int cbK, int cbV, int stages, DecodeKernelArgs& ka,
@@ -307,7 +306,7 @@ void run(const char* where, const DecodeArgs& args, int cbK, int cbV, int stages
     const std::size_t rows = std::size_t(args.batch) * args.num_heads;
     float* ws_q = ka.ws_ml + rows * p.splits * 2;  // fill_kernel_args' query slot
     rotate_query_kernel<<<static_cast<unsigned>(rows), 128, sizeof(float) * args.head_dim, s>>>(
-        ka.q, ws_q, args.head_dim, qrot->ksigns, qrot->kscale, qrot->klambda);
+        ka.q, ws_q, args.head_dim, qrot->ksigns, qrot->kscale);
     TKV_CHECK_LAUNCH();
     ka.q = ws_q;
   }

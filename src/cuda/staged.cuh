@@ -17,7 +17,7 @@
 // writing the quads dst[4 q .. 4 q + 3] (q = lane + 32 k, 4 q < D, k < KQ; one float4 store each) =
 // elements 4 q .. 4 q + 3 of the token at `slot` of the block `blk` (ps tokens: the page size, or the
 // contiguous block's capacity), in the domain where the logit is <q', dst> (q' the query as the host
-// prepared it: rotated and smoothed for the rotated methods) and the values accumulate, and a
+// prepared it: rotated for the rotated methods) and the values accumulate, and a
 // `static constexpr bool kLut`. A key format with kLut = true is not staged: lane t of each head's
 // warp scores its own token from the codes and the head's look-up table (product VQ: VecInfer's
 // table attend), through
@@ -223,13 +223,11 @@ void launch_staged(int hpw, const LaunchShape& shape, std::size_t /*smem*/, cuda
 /// The method-specific part of one staged decode call.
 struct StagedCall {
   StagedSide kside{}, vside{};
-  /// The query's preparation, once per (sequence, query head) before the split kernel: q' = Pi_k
-  /// (klambda * q) (ksigns, kscale: the key codec's randomized Hadamard rotation, rotation.h;
-  /// klambda: a per-channel smoothing, nullptr for every current method: product VQ smooths in its
-  /// table prep). ksigns nullptr: q' = q.
+  /// The query's preparation, once per (sequence, query head) before the split kernel: q' = Pi_k q
+  /// (ksigns, kscale: the key codec's randomized Hadamard rotation, rotation.h); ksigns nullptr:
+  /// q' = q (KIVI; product VQ smooths and rotates in its table prep).
   const float* ksigns = nullptr;
   float kscale = 1;
-  const float* klambda = nullptr;
   /// The merged rows' finish: out = vlambda * Pi_v^T y (vsigns nullptr: out = y).
   const float* vsigns = nullptr;
   float vscale = 1;
