@@ -444,13 +444,17 @@ void value_block(const Src& src, int cnt, const float* pw, float* acc, int G, in
 // tables (NibbleTables): two / four look-ups and adds per group of 8 coordinates and head instead
 // of eight FMAs. 3-bit MSE codes (b = 4) go through tq_scores_block.
 
-/// Per-head 16-entry tables for a BITS-bit (1 or 2) code stream with tokens in lanes: for head h,
-/// code group j (8 coordinates) and nibble k < 2 BITS (4 / BITS coordinates), entry e =
-/// sum_c cb[code c of e] * q_h[8j + (4 / BITS) k + c] (fp32, c ascending).
+/// Per-head 16-entry tables for a BITS-bit code stream with tokens in lanes: each look-up takes the
+/// low four bits of a lane's code group shifted by kShift * k (k < NK), which hold CPN = kShift / BITS
+/// codes: four 1-bit, two 2-bit, one 3-bit (kShift = 3; the fourth bit belongs to the next code, so
+/// every entry appears twice) or one 4-bit code. For head h, code group j (8 coordinates) and look-up
+/// k, entry e = sum_c cb[(e >> BITS c) & (2^BITS - 1)] * q_h[8j + CPN k + c] (fp32, c ascending).
 template <int BITS>
 struct NibbleTables {
-  static constexpr int NK = 2 * BITS;
-  static constexpr int CPN = 4 / BITS;
+  static_assert(BITS >= 1 && BITS <= 4);
+  static constexpr int kShift = BITS == 3 ? 3 : 4;
+  static constexpr int NK = 8 * BITS / kShift;  // look-ups per code group
+  static constexpr int CPN = kShift / BITS;     // codes per look-up
   static constexpr int kHi = W == 16 ? 0 : 8;  // second half of a table for T::lut
   std::vector<float> buf;
   float* tab = nullptr;                         // [G][ng][NK][16] in buf, 64-byte aligned
@@ -482,7 +486,7 @@ struct NibbleTables {
       const I g = src.trow(j);
       auto step = [&](auto kc) {
         constexpr int k = decltype(kc)::value;
-        const I gk = T::template srli<4 * k>(g);
+        const I gk = T::template srli<kShift * k>(g);
         for (int h = 0; h < GH; ++h) {
           const float* tb = tab + (static_cast<std::size_t>((h0 + h) * ng + j) * NK + k) * 16;
           a[k & 1][h] = T::add(a[k & 1][h], T::template lut<T::kNeedWide>(gk, T::load(tb), T::load(tb + kHi)));
@@ -511,6 +515,25 @@ struct NibbleTables {
       case 7: if constexpr (M > 7) score_t<7>(src, h0, o, seq); break;
       default: break;
     }
+  }
+};
+
+/// TurboQuant-MSE keys scored through NibbleTables (token-in-lane, like tq_scores_block): per code
+/// group and head NK look-ups and adds instead of 8 broadcast-q FMAs, so the keys leave the FMA
+/// pipes to the values. The tables are built on the first score_block (q is fixed per job).
+template <int BITS>
+struct TqTabSrc : TqSrc<BITS> {
+  static constexpr bool kOwnScores = true;
+  NibbleTables<BITS> tab;
+  bool built = false;
+  TqTabSrc(const TqState& s, const std::uint8_t* b, std::size_t n_) : TqSrc<BITS>(s, b, n_) { this->transpose = true; }
+  /// out[h * W + i] = <q_h, c[codes of token i]> (no norm); q: [G][stride], rotated.
+  void score_block(const float* q, int G, int stride, float* out) {
+    if (!built) {
+      tab.build(q, G, stride, this->ng, this->st->cb16);
+      built = true;
+    }
+    tab.score(*this, G, out);
   }
 };
 
@@ -875,7 +898,13 @@ void attend_loop(KSrc& ks, VSrc& vs, std::size_t t0, std::size_t t1, const float
 
 template <int KB, int VB>
 void attend_tq(const AttnJob& j) {
-  TqSrc<KB> ks(*j.ks, j.kcodes, j.n);
+  // Keys through look-up tables where that measured faster (docs/RESULTS.md, session 13): 1-bit at
+  // both levels (four coordinates per look-up and add instead of four broadcast-q FMAs), 2-bit at
+  // AVX-512 (at AVX2 a 16-entry look-up is two permutes and a blend, and 2-bit went 4088 -> 4311 us).
+  // 3- and 4-bit stay on FMAs: their one-code tables (8 KB a head at head_dim 128) took them from
+  // 2383 / 2508 to 3540 / 4119 us.
+  using KS = std::conditional_t<(KB == 1 || (KB == 2 && W == 16)), TqTabSrc<KB>, TqSrc<KB>>;
+  KS ks(*j.ks, j.kcodes, j.n);
   TqSrc<VB> vs(*j.vs, j.vcodes, j.n);
   ks.transpose = true;
   const int P = layout_floats(j.ks->ng, W);
