@@ -263,7 +263,7 @@ TEST(CpuVq, FusedAttentionMatchesReferenceForEveryGqaRatio) {
           fk.push_back(cpu::make_cpu_codec(*rk[g]));
           fv.push_back(cpu::make_cpu_codec(*rv[g]));
           expect_simd(*fk.back(), lvl);
-          if (lvl != SimdLevel::kScalar) {  // attention_codec takes the codec-domain path
+          if (lvl != SimdLevel::kScalar) {  // the codec domain (RVQ heads take the fused kernel instead)
             EXPECT_GT(fk.back()->domain_size(), 0u);
             EXPECT_GT(fv.back()->domain_size(), 0u);
           }

@@ -167,6 +167,12 @@ enum class CodecAttentionPath {
   /// integer-width heads of the call), as kTqMseFused's bf16 kernel (AttentionPrecision::kBf16,
   /// turbokv/attention.h); elsewhere exactly the fp32 result.
   kTqMseSplitFused,
+  /// Every key and value head RVQ (two-stage residual scalar VQ after a rotation, bits 1..4 per
+  /// stage, head_dim a multiple of 16 up to 512) at the AVX2 or AVX-512 level: one fused fp32 kernel
+  /// per GQA group and pass over the codes. A key scores ||x|| (<Pi q, c1[codes1]> + <Pi q,
+  /// c2[codes2]>), each stage token-in-lane like kTqMseFused; a value's two stages are accumulated
+  /// with the same weight in the rotated domain and rotated back once per output head.
+  kRvqFused,
   /// Anything else: the codec-domain path (a block decoded once per GQA group) where both
   /// codecs have a codec domain, per-head scores / accumulation otherwise.
   kGeneric,

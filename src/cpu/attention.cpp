@@ -1,5 +1,5 @@
 // Fused decode attention (TurboQuant-MSE at integer and fractional widths,
-// TurboQuant-Prod keys with TurboQuant-MSE values, the generic codec paths and
+// TurboQuant-Prod keys with TurboQuant-MSE values, RVQ, the generic codec paths and
 // the dense baselines) and the memory-stream baseline: argument checks, the split of (sequence, KV head,
 // head chunk, token chunk) work items over the pool, the log-sum-exp merge
 // and the final rotation back. The per-block math is in the kernels.
@@ -285,6 +285,7 @@ namespace {
 /// The path run_codec takes: every key and value head of every sequence must qualify for a fused one.
 CodecAttentionPath choose_path(const std::vector<CodecSeqView>& seqs) {
   bool mse = true, prod = kernels().attend_prod != nullptr, split = kernels().attend_split != nullptr;
+  bool rvq = kernels().attend_rvq != nullptr;
   for (const CodecSeqView& sq : seqs) {
     if (sq.keys->size() != sq.values->size()) return CodecAttentionPath::kGeneric;
     for (std::size_t g = 0; g < sq.keys->size(); ++g) {
@@ -295,11 +296,13 @@ CodecAttentionPath choose_path(const std::vector<CodecSeqView>& seqs) {
       mse = mse && v && ki;
       prod = prod && v && detail::as_tq_prod(k);
       split = split && (ki || detail::as_tq_split(k)) && (v || detail::as_tq_split(vc));
+      rvq = rvq && detail::as_rvq(k) && detail::as_rvq(vc);
     }
   }
   return mse     ? CodecAttentionPath::kTqMseFused
          : prod  ? CodecAttentionPath::kTqProdFused
          : split ? CodecAttentionPath::kTqMseSplitFused
+         : rvq   ? CodecAttentionPath::kRvqFused
                  : CodecAttentionPath::kGeneric;
 }
 
@@ -430,6 +433,48 @@ void run_split_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const
       });
 }
 
+/// RVQ keys and values (choose_path): the fused kernel (Kernels::attend_rvq), all query heads of a GQA
+/// group per pass over the codes, split like run_tq.
+void run_rvq(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
+  const int kvh = static_cast<int>(seqs[0].keys->size());
+  const int G = num_heads / kvh;
+  const int d = (*seqs[0].keys)[0].codec->head_dim();
+  const auto& k = kernels();
+  const int lanes = k.lanes;
+  const int P = detail::layout_floats(d / 8, lanes);
+  // Prepared queries [seq][head][d] = Pi q, each by its KV head's codec (the key rotation).
+  std::vector<float> states;
+  std::vector<Span> spans;
+  prepare_queries(seqs, num_heads, d, static_cast<std::size_t>(d), p, states, spans);
+  const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
+  run_split(
+      spans, kvh, G, P, threads,
+      [&](std::size_t si, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
+        const CodecHead& kh = (*seqs[si].keys)[static_cast<std::size_t>(g)];
+        const CodecHead& vh = (*seqs[si].values)[static_cast<std::size_t>(g)];
+        detail::RvqAttnJob j;
+        j.ks = detail::as_rvq(kh.codec);
+        j.vs = detail::as_rvq(vh.codec);
+        j.kcodes = kh.codes;
+        j.vcodes = vh.codes;
+        j.n = seqs[si].n;
+        j.t0 = t0;
+        j.t1 = t1;
+        j.qp = states.data() + (si * num_heads + static_cast<std::size_t>(g * G + h0)) * d;
+        j.G = hc;
+        j.scale = scale;
+        j.softcap = softcap;
+        j.m = m;
+        j.l = l;
+        j.acc = acc;
+        k.attend_rvq(j);
+      },
+      [&](std::size_t si, int h, const float* acc, double inv_l) {
+        const detail::RvqHeadState* vs = detail::as_rvq((*seqs[si].values)[static_cast<std::size_t>(h / G)].codec);
+        detail::finalize_output(vs->stage[0], acc, lanes, inv_l, seqs[si].out + static_cast<std::size_t>(h) * d);
+      });
+}
+
 /// Fused decode attention over validated sequences of any codecs (one pool job).
 void run_codec(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
   const int kvh = static_cast<int>(seqs[0].keys->size());
@@ -441,6 +486,10 @@ void run_codec(const std::vector<CodecSeqView>& seqs, int num_heads, const Atten
   }
   if (path == CodecAttentionPath::kTqMseSplitFused) {
     run_split_fused(seqs, num_heads, p, threads);
+    return;
+  }
+  if (path == CodecAttentionPath::kRvqFused) {
+    run_rvq(seqs, num_heads, p, threads);
     return;
   }
   // Every head TurboQuant-MSE at integer widths: the fused kernels (GQA group in one pass).

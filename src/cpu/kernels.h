@@ -120,6 +120,48 @@ struct ProdAttnJob {
 };
 
 /**
+ * An RVQ codec (two-stage residual scalar VQ after a rotation; src/cpu/rvq.cpp, formats.h) seen by
+ * the fused attention kernel: token t of an n-token block holds code_bytes = 2 stage_bytes code bytes
+ * at t * code_bytes ([packed(dim, bits) stage 1][packed(dim, bits) stage 2]), then its fp16 ||x|| at
+ * n * code_bytes + 2 t, like a TurboQuant-MSE block. stage[s] views stage s as a TurboQuant-MSE code
+ * stream with that token stride (dim, bits, ng, code_bytes, cb16 = the stage's centroids), starting
+ * s * stage_bytes into each token; stage[0] also holds the rotation and layouts (prepare_query and
+ * finalize_output of cpu_internal.h). A token decodes to ||x|| Pi^T (c1[code1] + c2[code2]), so its
+ * score is ||x|| (<Pi q, c1[code1]> + <Pi q, c2[code2]>) and its value is accumulated from both
+ * streams with the same weight in the rotated domain.
+ */
+struct RvqHeadState {
+  int dim = 0;   ///< head_dim, multiple of 16, <= 512
+  int bits = 0;  ///< bits per stage and coordinate, 1..4
+  std::size_t stage_bytes = 0, code_bytes = 0;
+  TqState stage[2];
+};
+
+/// One (KV head, token range) piece of decode attention with RVQ keys and values for G query heads
+/// (fields as AttnJob; qp: [G][dim] rotated queries Pi q, natural order).
+struct RvqAttnJob {
+  const RvqHeadState* ks = nullptr;
+  const RvqHeadState* vs = nullptr;
+  const std::uint8_t* kcodes = nullptr;
+  const std::uint8_t* vcodes = nullptr;
+  std::size_t n = 0, t0 = 0, t1 = 0;
+  const float* qp = nullptr;
+  int G = 1;
+  float scale = 1, softcap = 0;
+  float* m = nullptr;
+  float* l = nullptr;
+  float* acc = nullptr;  ///< [G][P] in the value layout (P = layout_floats(dim / 8, lanes))
+};
+
+/**
+ * Sets st up as the TurboQuant-MSE code stream of `bits`-wide codes of a dim-dimensional rotated
+ * vector with token stride code_bytes, centroids and boundaries from cb, and (rotation not null) the
+ * rotation fields and layouts. TqMse's state and the RVQ stages are made this way (tq_mse.cpp).
+ */
+void init_tq_state(TqState& st, int dim, int bits, std::size_t code_bytes, const ScalarCodebook& cb,
+                   const Rotation* rotation);
+
+/**
  * A fractional TurboQuant-MSE codec (width b + 0.5, the outlier split; src/cpu/tq_mse_split.cpp,
  * formats.h) seen by the fused attention kernel: token t of an n-token block holds row_bytes code
  * bytes at t * row_bytes ([packed(d_o, b + 1) outlier part][packed(d - d_o, b) rest]), then fp16
@@ -199,6 +241,8 @@ struct Kernels {
   void (*attend_prod)(const ProdAttnJob& job);
   /// Fused attention with fractional TurboQuant-MSE keys and / or values (nullptr at the scalar level).
   void (*attend_split)(const SplitAttnJob& job);
+  /// Fused attention, RVQ keys and values (nullptr at the scalar level).
+  void (*attend_rvq)(const RvqAttnJob& job);
 };
 
 /**

@@ -292,7 +292,7 @@ inline void tq_score_t(const Src& src, const float* q, int d, float* out, std::i
   F a[2][GH];
   for (int h = 0; h < GH; ++h) a[0][h] = a[1][h] = T::zero();
   for (int j = 0; j < src.ng; ++j) {
-    const I gt = src.trow(j);
+    const auto gt = src.trow(j);  // I, or a source's own group type (RvqKeySrc)
     const float* qj = q + 8 * j;
     auto step = [&](auto sc) {
       constexpr int s = decltype(sc)::value;
@@ -335,7 +335,7 @@ inline void tq_value_chunk(const Src& src, int cnt, const float* pw, float* acc,
   float* base = acc + h0 * P + (v * 8 + S0) * W;
   for (int h = 0; h < GH; ++h) ((a[h][S] = T::load(base + h * P + S * W)), ...);
   for (int i = 0; i < cnt; ++i) {
-    const I gv = src.group(i, v);
+    const auto gv = src.group(i, v);  // I, or a source's own group type (RvqValSrc)
     F w[GH];
     for (int h = 0; h < GH; ++h) w[h] = src.weight(pw[(h0 + h) * TB + i], i);
     auto step = [&](auto sc) {
@@ -536,6 +536,14 @@ struct TqTabSrc : TqSrc<BITS> {
     tab.score(*this, G, out);
   }
 };
+
+/// The source of a BITS-wide TurboQuant-MSE key stream in the fused kernels: look-up tables where that
+/// measured faster (docs/RESULTS.md, session 13): 1-bit at both levels (four coordinates per look-up
+/// and add instead of four broadcast-q FMAs), 2-bit at AVX-512 (at AVX2 a 16-entry look-up is two
+/// permutes and a blend, and 2-bit went 4088 -> 4311 us). 3- and 4-bit stay on FMAs: their one-code
+/// tables (8 KB a head at head_dim 128) took them from 2383 / 2508 to 3540 / 4119 us.
+template <int BITS>
+using KeyStream = std::conditional_t<(BITS == 1 || (BITS == 2 && W == 16)), TqTabSrc<BITS>, TqSrc<BITS>>;
 
 template <int MB>
 struct ProdSrc {
@@ -898,13 +906,7 @@ void attend_loop(KSrc& ks, VSrc& vs, std::size_t t0, std::size_t t1, const float
 
 template <int KB, int VB>
 void attend_tq(const AttnJob& j) {
-  // Keys through look-up tables where that measured faster (docs/RESULTS.md, session 13): 1-bit at
-  // both levels (four coordinates per look-up and add instead of four broadcast-q FMAs), 2-bit at
-  // AVX-512 (at AVX2 a 16-entry look-up is two permutes and a blend, and 2-bit went 4088 -> 4311 us).
-  // 3- and 4-bit stay on FMAs: their one-code tables (8 KB a head at head_dim 128) took them from
-  // 2383 / 2508 to 3540 / 4119 us.
-  using KS = std::conditional_t<(KB == 1 || (KB == 2 && W == 16)), TqTabSrc<KB>, TqSrc<KB>>;
-  KS ks(*j.ks, j.kcodes, j.n);
+  KeyStream<KB> ks(*j.ks, j.kcodes, j.n);
   TqSrc<VB> vs(*j.vs, j.vcodes, j.n);
   ks.transpose = true;
   const int P = layout_floats(j.ks->ng, W);
@@ -945,6 +947,106 @@ void attend_prod(const ProdAttnJob& j) {
     case 1: attend_prod_k<1>(j); break;
     case 2: attend_prod_k<2>(j); break;
     default: attend_prod_k<3>(j); break;
+  }
+}
+
+// ---- RVQ (two-stage residual scalar VQ, RvqHeadState in kernels.h): a token is two TurboQuant-MSE-like
+// code streams (stage 1 at 0, stage 2 at stage_bytes; each with its own codebook) and one fp16 norm.
+// Keys: score = <Pi q, c1[codes1] + c2[codes2]> token-in-lane like TurboQuant-MSE keys; values: both
+// stages' centroids summed, then accumulated with one weight.
+
+/// The two streams of an RVQ block (S: the stream type); the first reads the norms.
+template <class S>
+struct RvqStreams {
+  S s0, s1;
+  RvqStreams(const RvqHeadState& x, const std::uint8_t* b, std::size_t n)
+      : s0(x.stage[0], b, n), s1(x.stage[1], b + x.stage_bytes, n) {
+    s1.block_bytes = n * (x.code_bytes + 2) - x.stage_bytes;  // s0's is the whole block already
+    s1.scalars = false;
+  }
+  void stage(std::size_t t, int cnt) {
+    s0.stage(t, cnt);
+    s1.stage(t, cnt);
+  }
+  F norm_vec() const { return s0.norm_vec(); }
+};
+
+/// Group j (keys, token-in-lane) or group vector v (values) of both stages.
+struct RvqGroups {
+  I a, b;
+};
+
+/// RVQ keys. 1-bit: each stage scored through its own nibble tables (four coordinates per look-up);
+/// 2..4 bits: one token-in-lane pass (tq_scores_block) whose code is c1[code1] + c2[code2], so both
+/// stages share one broadcast-q FMA per head and coordinate.
+template <int BITS>
+struct RvqKeySrc : RvqStreams<std::conditional_t<BITS == 1, TqTabSrc<1>, TqSrc<BITS>>> {
+  static constexpr bool kIsTq = true;       // scores come token-in-lane (attend_block)
+  static constexpr bool kOwnScores = true;  // ... from score_block
+  static constexpr bool kHasNorm = true;
+  int ng;
+  alignas(64) float part[16 * W];
+  RvqKeySrc(const RvqHeadState& x, const std::uint8_t* b, std::size_t n)
+      : RvqStreams<std::conditional_t<BITS == 1, TqTabSrc<1>, TqSrc<BITS>>>(x, b, n), ng(x.stage[0].ng) {
+    this->s0.transpose = this->s1.transpose = true;
+  }
+  RvqGroups trow(int j) const { return {this->s0.trow(j), this->s1.trow(j)}; }
+  template <int S>
+  F code(const RvqGroups& g) const {
+    return T::add(this->s0.template code<S>(g.a), this->s1.template code<S>(g.b));
+  }
+  /// out[h * W + i] = <q_h, c1[codes1_i] + c2[codes2_i]> (no norm).
+  void score_block(const float* q, int G, int stride, float* out) {
+    if constexpr (BITS == 1) {
+      this->s0.score_block(q, G, stride, out);
+      this->s1.score_block(q, G, stride, part);
+      for (int h = 0; h < G; ++h) T::store(out + h * W, T::add(T::load(out + h * W), T::load(part + h * W)));
+    } else {
+      tq_scores_block(*this, q, G, stride, out);
+    }
+  }
+};
+
+/// RVQ values: one tq_value pass whose code is c1[code1] + c2[code2] (one FMA per head and coordinate).
+template <int BITS>
+struct RvqValSrc : RvqStreams<TqSrc<BITS>> {
+  static constexpr bool kIsTq = true;
+  static constexpr bool kHasNorm = true;
+  int nv;
+  RvqValSrc(const RvqHeadState& x, const std::uint8_t* b, std::size_t n)
+      : RvqStreams<TqSrc<BITS>>(x, b, n), nv(this->s0.nv) {}
+  RvqGroups group(int i, int v) const { return {this->s0.group(i, v), this->s1.group(i, v)}; }
+  F weight(float p, int i) const { return this->s0.weight(p, i); }
+  template <int S>
+  F code(const RvqGroups& g) const {
+    return T::add(this->s0.template code<S>(g.a), this->s1.template code<S>(g.b));
+  }
+};
+
+template <int KB, int VB>
+void attend_rvq_t(const RvqAttnJob& j) {
+  RvqKeySrc<KB> ks(*j.ks, j.kcodes, j.n);
+  RvqValSrc<VB> vs(*j.vs, j.vcodes, j.n);
+  const int P = layout_floats(j.vs->stage[0].ng, W);
+  attend_loop(ks, vs, j.t0, j.t1, j.qp, j.G, P, j.ks->dim, j.scale, j.softcap, j.m, j.l, j.acc);
+}
+
+template <int KB>
+void attend_rvq_k(const RvqAttnJob& j) {
+  switch (j.vs->bits) {
+    case 1: attend_rvq_t<KB, 1>(j); break;
+    case 2: attend_rvq_t<KB, 2>(j); break;
+    case 3: attend_rvq_t<KB, 3>(j); break;
+    default: attend_rvq_t<KB, 4>(j); break;
+  }
+}
+
+void attend_rvq(const RvqAttnJob& j) {
+  switch (j.ks->bits) {
+    case 1: attend_rvq_k<1>(j); break;
+    case 2: attend_rvq_k<2>(j); break;
+    case 3: attend_rvq_k<3>(j); break;
+    default: attend_rvq_k<4>(j); break;
   }
 }
 
@@ -1169,7 +1271,7 @@ void gemm_acc(const float* w, int G, const float* y, int cnt, int dim, float* ac
 
 /// This ISA's kernel table (kernels.h).
 const Kernels& table() {
-  static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, attend_prod, attend_split};
+  static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, attend_prod, attend_split, attend_rvq};
   return k;
 }
 

@@ -37,6 +37,11 @@ struct SplitHeadState;  // kernels.h
 /// (attention_codec then takes the fused split kernel when every other head is TurboQuant-MSE).
 const SplitHeadState* as_tq_split(const CpuCodec* c);
 
+struct RvqHeadState;  // kernels.h
+/// The fused-kernel view of a make_cpu_rvq codec (head_dim <= 512), else nullptr (attention_codec
+/// then takes the fused RVQ kernel when every key and value head is such a codec).
+const RvqHeadState* as_rvq(const CpuCodec* c);
+
 /// Wraps the reference codec (fp64 inside, fp32 at the interface): the scalar level.
 std::unique_ptr<CpuCodec> make_cpu_reference(const Codec& ref);
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../ref/rvq.h"
+#include "kernels.h"
 #include "methods.h"
 #include "rvq_internal.h"
 #include "turbokv/error.h"
@@ -67,7 +68,17 @@ class RvqCodec final : public CpuCodec {
     for (std::size_t i = 0; i < a.boundaries.size(); ++i) st_.bnd1[i] = a.boundaries[i];
     for (std::size_t i = 0; i < b.boundaries.size(); ++i) st_.bnd2[i] = b.boundaries[i];
     st_.nbnd = static_cast<int>(a.boundaries.size());
+    if (st_.dim <= 512) {  // the fused attention kernel's head_dim range (kernels.h RvqHeadState)
+      fused_.dim = st_.dim;
+      fused_.bits = st_.bits;
+      fused_.stage_bytes = st_.stage_bytes;
+      fused_.code_bytes = st_.code_bytes;
+      init_tq_state(fused_.stage[0], st_.dim, st_.bits, st_.code_bytes, a, &r.rotation());
+      init_tq_state(fused_.stage[1], st_.dim, st_.bits, st_.code_bytes, b, nullptr);
+    }
   }
+  /// The fused attention kernel's view (head_dim <= 512), else nullptr.
+  const RvqHeadState* fused_state() const { return fused_.dim ? &fused_ : nullptr; }
   const char* isa() const override { return isa_; }
   std::size_t query_state_size() const override { return static_cast<std::size_t>(st_.dim); }
   std::size_t accumulator_size() const override { return static_cast<std::size_t>(st_.dim); }
@@ -117,11 +128,17 @@ class RvqCodec final : public CpuCodec {
 
  private:
   RvqState st_;
+  RvqHeadState fused_;
   const RvqKernels& k_;
   const char* isa_;
 };
 
 }  // namespace
+
+const RvqHeadState* as_rvq(const CpuCodec* c) {
+  const auto* r = dynamic_cast<const RvqCodec*>(c);
+  return r ? r->fused_state() : nullptr;
+}
 
 std::unique_ptr<CpuCodec> make_cpu_rvq(const Codec& ref) {
   const auto* r = dynamic_cast<const turbokv::ref::Rvq*>(&ref);

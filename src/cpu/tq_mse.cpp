@@ -62,6 +62,49 @@ void finalize_output(const TqState& st, const float* acc, int lanes, double inv_
   for (int i = 0; i < d; ++i) out[i] = static_cast<float>(x[i] * inv_l);
 }
 
+void init_tq_state(TqState& st, int dim, int bits, std::size_t code_bytes, const ScalarCodebook& cb,
+                   const Rotation* rotation) {
+  st.dim = dim;
+  st.bits = bits;
+  st.ng = dim / 8;
+  st.code_bytes = code_bytes;
+  st.codebook = &cb;
+  const int k = 1 << bits;
+  for (int i = 0; i < 16; ++i) {
+    st.cb16[i] = cb.centroids[static_cast<std::size_t>(i % k)];
+    st.cbx[i] = i < k ? cb.centroids[static_cast<std::size_t>(i)] : 0.0f;
+    st.bnd16[i] = i < k - 1 ? cb.boundaries[static_cast<std::size_t>(i)] : std::numeric_limits<float>::infinity();
+  }
+  st.nbnd = k - 1;
+  st.rotation = rotation;
+  if (!rotation) return;
+  for (int w : {0, 3, 4}) {
+    const int lanes = 1 << w;
+    st.layout[w].resize(static_cast<std::size_t>(layout_floats(st.ng, lanes)));
+    for (std::size_t f = 0; f < st.layout[w].size(); ++f)
+      st.layout[w][f] = layout_coord(static_cast<int>(f), st.ng, lanes);
+  }
+  switch (rotation->kind()) {
+    case RotationKind::kHadamard:
+      st.rot = Rot::kHadamard;
+      st.signs = rotation->signs();
+      st.scale = Rotation::hadamard_scale(st.dim);
+      st.inv_scale.resize(static_cast<std::size_t>(st.dim));
+      for (int i = 0; i < st.dim; ++i) st.inv_scale[static_cast<std::size_t>(i)] = st.scale * st.signs[static_cast<std::size_t>(i)];
+      break;
+    case RotationKind::kHaar: {
+      st.rot = Rot::kDense;
+      st.mat = rotation->matrix();
+      const std::size_t d = static_cast<std::size_t>(st.dim);
+      st.mat_t.resize(d * d);
+      for (std::size_t i = 0; i < d; ++i)
+        for (std::size_t j = 0; j < d; ++j) st.mat_t[j * d + i] = st.mat[i * d + j];
+      break;
+    }
+    case RotationKind::kNone: st.rot = Rot::kNone; break;
+  }
+}
+
 }  // namespace detail
 
 namespace {
@@ -75,46 +118,11 @@ TqMse::TqMse(const CodecConfig& cfg) : cfg_(cfg), state_(std::make_unique<TqStat
             "the fast path supports integer widths 1, 2, 3, 4");
   check_arg(cfg.head_dim >= 16 && cfg.head_dim <= 512 && cfg.head_dim % 16 == 0, where, "cfg.head_dim",
             cfg.head_dim, "must be a multiple of 16 in 16..512");
-  TqState& st = *state_;
-  st.dim = cfg.head_dim;
-  st.bits = static_cast<int>(cfg.bits);
-  st.ng = st.dim / 8;
-  st.code_bytes = packed_bytes(static_cast<std::size_t>(st.dim), st.bits);
-  st.rotation_storage = std::make_unique<Rotation>(st.dim, cfg.rotation, cfg.seed);
-  st.rotation = st.rotation_storage.get();
-  st.codebook = &lloyd_max_codebook(st.dim, st.bits, cfg.codebook);
-  const int k = 1 << st.bits;
-  for (int i = 0; i < 16; ++i) {
-    st.cb16[i] = st.codebook->centroids[static_cast<std::size_t>(i % k)];
-    st.cbx[i] = i < k ? st.codebook->centroids[static_cast<std::size_t>(i)] : 0.0f;
-    st.bnd16[i] = i < k - 1 ? st.codebook->boundaries[static_cast<std::size_t>(i)] : std::numeric_limits<float>::infinity();
-  }
-  st.nbnd = k - 1;
-  for (int w : {0, 3, 4}) {
-    const int lanes = 1 << w;
-    st.layout[w].resize(static_cast<std::size_t>(detail::layout_floats(st.ng, lanes)));
-    for (std::size_t f = 0; f < st.layout[w].size(); ++f)
-      st.layout[w][f] = detail::layout_coord(static_cast<int>(f), st.ng, lanes);
-  }
-  switch (st.rotation->kind()) {
-    case RotationKind::kHadamard:
-      st.rot = detail::Rot::kHadamard;
-      st.signs = st.rotation->signs();
-      st.scale = Rotation::hadamard_scale(st.dim);
-      st.inv_scale.resize(static_cast<std::size_t>(st.dim));
-      for (int i = 0; i < st.dim; ++i) st.inv_scale[static_cast<std::size_t>(i)] = st.scale * st.signs[static_cast<std::size_t>(i)];
-      break;
-    case RotationKind::kHaar: {
-      st.rot = detail::Rot::kDense;
-      st.mat = st.rotation->matrix();
-      const std::size_t d = static_cast<std::size_t>(st.dim);
-      st.mat_t.resize(d * d);
-      for (std::size_t i = 0; i < d; ++i)
-        for (std::size_t j = 0; j < d; ++j) st.mat_t[j * d + i] = st.mat[i * d + j];
-      break;
-    }
-    case RotationKind::kNone: st.rot = detail::Rot::kNone; break;
-  }
+  state_->rotation_storage = std::make_unique<Rotation>(cfg.head_dim, cfg.rotation, cfg.seed);
+  detail::init_tq_state(*state_, cfg.head_dim, static_cast<int>(cfg.bits),
+                        packed_bytes(static_cast<std::size_t>(cfg.head_dim), static_cast<int>(cfg.bits)),
+                        lloyd_max_codebook(cfg.head_dim, static_cast<int>(cfg.bits), cfg.codebook),
+                        state_->rotation_storage.get());
 }
 
 TqMse::~TqMse() = default;
