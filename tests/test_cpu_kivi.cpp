@@ -409,7 +409,7 @@ TEST(CpuKivi, FusedAttentionMatchesReference) {
             vb.emplace_back(rv[g]->encoded_bytes(n));
             rk[g]->encode(k.data(), n, kb[g].data());
             rv[g]->encode(v.data(), n, vb[g].data());
-            // KIVI / fp8 / fp16 pairs: attention_codec takes the decode-once codec-domain path.
+            // KIVI / fp8 / fp16 pairs: the decode-once codec domain (KIVI at 1..4 bits takes its fused kernel).
             if (has_domain(kc, *fk[g]) && has_domain(vc, *fv[g])) {
               ASSERT_GT(fk[g]->domain_size(), 0u);
               ASSERT_EQ(fv[g]->domain_size(), fv[g]->accumulator_size());

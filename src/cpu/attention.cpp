@@ -1,5 +1,5 @@
 // Fused decode attention (TurboQuant-MSE at integer and fractional widths,
-// TurboQuant-Prod keys with TurboQuant-MSE values, RVQ, the generic codec paths and
+// TurboQuant-Prod keys with TurboQuant-MSE values, RVQ, KIVI, the generic codec paths and
 // the dense baselines) and the memory-stream baseline: argument checks, the split of (sequence, KV head,
 // head chunk, token chunk) work items over the pool, the log-sum-exp merge
 // and the final rotation back. The per-block math is in the kernels.
@@ -285,7 +285,7 @@ namespace {
 /// The path run_codec takes: every key and value head of every sequence must qualify for a fused one.
 CodecAttentionPath choose_path(const std::vector<CodecSeqView>& seqs) {
   bool mse = true, prod = kernels().attend_prod != nullptr, split = kernels().attend_split != nullptr;
-  bool rvq = kernels().attend_rvq != nullptr;
+  bool rvq = kernels().attend_rvq != nullptr, kivi = kernels().attend_kivi != nullptr;
   for (const CodecSeqView& sq : seqs) {
     if (sq.keys->size() != sq.values->size()) return CodecAttentionPath::kGeneric;
     for (std::size_t g = 0; g < sq.keys->size(); ++g) {
@@ -297,12 +297,16 @@ CodecAttentionPath choose_path(const std::vector<CodecSeqView>& seqs) {
       prod = prod && v && detail::as_tq_prod(k);
       split = split && (ki || detail::as_tq_split(k)) && (v || detail::as_tq_split(vc));
       rvq = rvq && detail::as_rvq(k) && detail::as_rvq(vc);
+      const detail::KiviHeadState* kk = detail::as_kivi(k);
+      const detail::KiviHeadState* kv = detail::as_kivi(vc);
+      kivi = kivi && kk && kk->key && kv && !kv->key;
     }
   }
   return mse     ? CodecAttentionPath::kTqMseFused
          : prod  ? CodecAttentionPath::kTqProdFused
          : split ? CodecAttentionPath::kTqMseSplitFused
          : rvq   ? CodecAttentionPath::kRvqFused
+         : kivi  ? CodecAttentionPath::kKiviFused
                  : CodecAttentionPath::kGeneric;
 }
 
@@ -475,6 +479,50 @@ void run_rvq(const std::vector<CodecSeqView>& seqs, int num_heads, const Attenti
       });
 }
 
+/// KIVI keys and values at 1..4 bits (choose_path): the fused kernel (Kernels::attend_kivi), all query
+/// heads of a GQA group per pass over the codes, split like run_tq; the value layout is unrotated.
+void run_kivi(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
+  const int kvh = static_cast<int>(seqs[0].keys->size());
+  const int G = num_heads / kvh;
+  const int d = (*seqs[0].keys)[0].codec->head_dim();
+  const auto& k = kernels();
+  const int lanes = k.lanes;
+  const int P = detail::layout_floats(d / 8, lanes);
+  std::vector<float> states;
+  std::vector<Span> spans;
+  prepare_queries(seqs, num_heads, d, static_cast<std::size_t>(d), p, states, spans);  // q itself
+  const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
+  run_split(
+      spans, kvh, G, P, threads,
+      [&](std::size_t si, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
+        const CodecHead& kh = (*seqs[si].keys)[static_cast<std::size_t>(g)];
+        const CodecHead& vh = (*seqs[si].values)[static_cast<std::size_t>(g)];
+        detail::KiviAttnJob j;
+        j.ks = detail::as_kivi(kh.codec);
+        j.vs = detail::as_kivi(vh.codec);
+        j.kcodes = kh.codes;
+        j.vcodes = vh.codes;
+        j.n = seqs[si].n;
+        j.t0 = t0;
+        j.t1 = t1;
+        j.q = states.data() + (si * num_heads + static_cast<std::size_t>(g * G + h0)) * d;
+        j.G = hc;
+        j.scale = scale;
+        j.softcap = softcap;
+        j.m = m;
+        j.l = l;
+        j.acc = acc;
+        k.attend_kivi(j);
+      },
+      [&](std::size_t si, int h, const float* acc, double inv_l) {
+        const detail::KiviHeadState* vs = detail::as_kivi((*seqs[si].values)[static_cast<std::size_t>(h / G)].codec);
+        const std::vector<int>& lay = vs->codes.layout_for(lanes);
+        float* out = seqs[si].out + static_cast<std::size_t>(h) * d;
+        for (std::size_t f = 0; f < lay.size(); ++f)
+          if (lay[f] >= 0) out[lay[f]] = static_cast<float>(acc[f] * inv_l);
+      });
+}
+
 /// Fused decode attention over validated sequences of any codecs (one pool job).
 void run_codec(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
   const int kvh = static_cast<int>(seqs[0].keys->size());
@@ -490,6 +538,10 @@ void run_codec(const std::vector<CodecSeqView>& seqs, int num_heads, const Atten
   }
   if (path == CodecAttentionPath::kRvqFused) {
     run_rvq(seqs, num_heads, p, threads);
+    return;
+  }
+  if (path == CodecAttentionPath::kKiviFused) {
+    run_kivi(seqs, num_heads, p, threads);
     return;
   }
   // Every head TurboQuant-MSE at integer widths: the fused kernels (GQA group in one pass).

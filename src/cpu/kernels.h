@@ -154,9 +154,46 @@ struct RvqAttnJob {
 };
 
 /**
- * Sets st up as the TurboQuant-MSE code stream of `bits`-wide codes of a dim-dimensional rotated
- * vector with token stride code_bytes, centroids and boundaries from cb, and (rotation not null) the
- * rotation fields and layouts. TqMse's state and the RVQ stages are made this way (tq_mse.cpp).
+ * A KIVI codec (Liu et al., arXiv 2402.02750; src/cpu/kivi.cpp, formats.h) at 1..4 bits seen by the
+ * fused attention kernel: token t of an n-token block holds row_bytes = packed(dim, bits) code bytes
+ * at t * row_bytes, then the fp16 (min, scale) pairs at n * row_bytes: keys per channel for each
+ * group of `group` tokens ([group][channel][min, scale]), values per token for each group of `group`
+ * channels ([token][channel group][min, scale]); x_hat = min + scale * code. `codes` views the codes
+ * as a TurboQuant-MSE code stream with the identity codebook (cb16[i] = i mod 2^bits, no rotation;
+ * layouts set for the value output). Keys score <q, x_hat> = <q * scale_g, code> + <q, min_g> for the
+ * token's group g; values accumulate sum_t p_t x_hat_t in the value layout (unrotated), each lane's
+ * (min, scale) from its channel group. Covered: head_dim a multiple of 16 up to 512; values also need
+ * group a multiple of 8 with head_dim / group <= 8.
+ */
+struct KiviHeadState {
+  int dim = 0, bits = 0, group = 1;
+  bool key = false;
+  std::size_t row_bytes = 0;
+  ScalarCodebook identity;  ///< centroids 0 .. 2^bits - 1 (codes.codebook points here)
+  TqState codes;
+};
+
+/// One (KV head, token range) piece of decode attention with KIVI keys and values for G query heads
+/// (fields as AttnJob; q: [G][dim] natural order, unrotated).
+struct KiviAttnJob {
+  const KiviHeadState* ks = nullptr;
+  const KiviHeadState* vs = nullptr;
+  const std::uint8_t* kcodes = nullptr;
+  const std::uint8_t* vcodes = nullptr;
+  std::size_t n = 0, t0 = 0, t1 = 0;
+  const float* q = nullptr;
+  int G = 1;
+  float scale = 1, softcap = 0;
+  float* m = nullptr;
+  float* l = nullptr;
+  float* acc = nullptr;  ///< [G][P] in the value layout (P = layout_floats(dim / 8, lanes))
+};
+
+/**
+ * Sets st up as the TurboQuant-MSE code stream of `bits`-wide codes of a dim-dimensional vector with
+ * token stride code_bytes, centroids and boundaries from cb (which must outlive st), the layouts, and
+ * (rotation not null) the rotation fields. TqMse's state, the RVQ stages and KIVI's code streams are
+ * made this way (tq_mse.cpp).
  */
 void init_tq_state(TqState& st, int dim, int bits, std::size_t code_bytes, const ScalarCodebook& cb,
                    const Rotation* rotation);
@@ -243,6 +280,8 @@ struct Kernels {
   void (*attend_split)(const SplitAttnJob& job);
   /// Fused attention, RVQ keys and values (nullptr at the scalar level).
   void (*attend_rvq)(const RvqAttnJob& job);
+  /// Fused attention, KIVI keys and values at 1..4 bits (nullptr at the scalar level).
+  void (*attend_kivi)(const KiviAttnJob& job);
 };
 
 /**

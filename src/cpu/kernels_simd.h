@@ -231,7 +231,7 @@ struct TqSrc {
   /// Group j of every token of the block, token i in lane i.
   I trow(int j) const { return T::loadi(gt + j * TB); }
   /// Value weight of token i (every lane): the probability (tq_value_chunk).
-  F weight(float p, int) const { return T::set1(p); }
+  F weight(float p, int, int) const { return T::set1(p); }
   template <int S>
   F code(I gv) const { return T::template lut<WIDE>(T::template srli<BITS * S>(gv), lo, hi); }
 };
@@ -337,7 +337,7 @@ inline void tq_value_chunk(const Src& src, int cnt, const float* pw, float* acc,
   for (int i = 0; i < cnt; ++i) {
     const auto gv = src.group(i, v);  // I, or a source's own group type (RvqValSrc)
     F w[GH];
-    for (int h = 0; h < GH; ++h) w[h] = src.weight(pw[(h0 + h) * TB + i], i);
+    for (int h = 0; h < GH; ++h) w[h] = src.weight(pw[(h0 + h) * TB + i], i, v);
     auto step = [&](auto sc) {
       constexpr int s = decltype(sc)::value;
       const F c = src.template code<S0 + s>(gv);
@@ -818,7 +818,7 @@ struct SplitPackedValSrc : SplitPacked<BL> {
       T::store(wn + i * W, T::select(this->sel, T::set1(this->nrm[0][i]), T::set1(this->nrm[1][i])));
   }
   I group(int i, int) const { return T::loadi(this->g + i * W); }
-  F weight(float p, int i) const { return T::mul(T::set1(p), T::load(wn + i * W)); }
+  F weight(float p, int i, int) const { return T::mul(T::set1(p), T::load(wn + i * W)); }
   template <int S>
   F code(I gv) const {
     const I idx = T::srlv(gv, sh[S]);
@@ -1016,7 +1016,7 @@ struct RvqValSrc : RvqStreams<TqSrc<BITS>> {
   RvqValSrc(const RvqHeadState& x, const std::uint8_t* b, std::size_t n)
       : RvqStreams<TqSrc<BITS>>(x, b, n), nv(this->s0.nv) {}
   RvqGroups group(int i, int v) const { return {this->s0.group(i, v), this->s1.group(i, v)}; }
-  F weight(float p, int i) const { return this->s0.weight(p, i); }
+  F weight(float p, int i, int v) const { return this->s0.weight(p, i, v); }
   template <int S>
   F code(const RvqGroups& g) const {
     return T::add(this->s0.template code<S>(g.a), this->s1.template code<S>(g.b));
@@ -1047,6 +1047,152 @@ void attend_rvq(const RvqAttnJob& j) {
     case 2: attend_rvq_k<2>(j); break;
     case 3: attend_rvq_k<3>(j); break;
     default: attend_rvq_k<4>(j); break;
+  }
+}
+
+// ---- KIVI at 1..4 bits (Liu et al., arXiv 2402.02750; KiviHeadState in kernels.h): x_hat = min + scale *
+// code with integer codes read as a TurboQuant-MSE stream of the identity codebook. Keys (per channel,
+// groups of `group` tokens): <q, x_hat_t> = <q * scale_g, code_t> + <q, min_g> for the token's group g,
+// token-in-lane with the scaled query. Values (per token, groups of `group` channels): each lane's
+// x_hat = min + scale * code from its channel group's pair, accumulated by tq_value (decoding first
+// keeps the sum as accurate as the reference's: with sum p scale code and sum p min kept apart, their
+// cancellation cost 1.09e-5 relative error on a near-zero output).
+
+/// fp16 bits at p (little-endian) -> float (F16C).
+inline float f16_at(const std::uint8_t* p) {
+  return _cvtsh_ss(static_cast<unsigned short>(p[0] | (p[1] << 8)));
+}
+
+template <int BITS>
+struct KiviKeySrc : TqSrc<BITS> {
+  static constexpr bool kOwnScores = true;  // token-in-lane scores from score_block (no norm)
+  const KiviHeadState* kx;
+  std::size_t t = 0;
+  int cnt = 0;
+  std::size_t gcur = static_cast<std::size_t>(-1);  // the token group whose query is in qs
+  std::vector<float> qs;                             // [G][dim]: q_h * scale_g
+  alignas(64) float cst[16];                         // <q_h, min_g>
+  alignas(64) float part[16 * W];
+  KiviKeySrc(const KiviHeadState& x, const std::uint8_t* b, std::size_t n) : TqSrc<BITS>(x.codes, b, n), kx(&x) {
+    this->block_bytes = n * x.row_bytes;  // loads stay inside the codes
+    this->transpose = true;
+    this->scalars = false;
+  }
+  void stage(std::size_t t_, int cnt_) {
+    TqSrc<BITS>::stage(t_, cnt_);
+    t = t_;
+    cnt = cnt_;
+  }
+  F norm_vec() const { return T::set1(1.0f); }
+  /// qs, cst for token group g (q: [G][stride]).
+  void prepare(std::size_t g, const float* q, int G, int stride) {
+    if (g == gcur) return;
+    gcur = g;
+    const int d = kx->dim;
+    qs.resize(static_cast<std::size_t>(G) * d);
+    const std::uint8_t* pr = this->block + this->n * kx->row_bytes + g * static_cast<std::size_t>(d) * 4;
+    alignas(64) float mn[kMaxDim], sc[kMaxDim];
+    for (int j = 0; j < d; ++j) mn[j] = f16_at(pr + 4 * j), sc[j] = f16_at(pr + 4 * j + 2);
+    for (int h = 0; h < G; ++h) {
+      F c = T::zero();
+      for (int k = 0; k < d; k += W) {
+        const F qv = T::load(q + static_cast<std::size_t>(h) * stride + k);
+        T::store(qs.data() + static_cast<std::size_t>(h) * d + k, T::mul(qv, T::load(sc + k)));
+        c = T::fma(qv, T::load(mn + k), c);
+      }
+      cst[h] = T::hsum(c);
+    }
+  }
+  /// out[h * W + i] = <q_h, x_hat of token t + i> for i < cnt.
+  void score_block(const float* q, int G, int stride, float* out) {
+    const std::size_t gs = static_cast<std::size_t>(kx->group);
+    const std::size_t g0 = t / gs, g1 = (t + cnt - 1) / gs;
+    for (std::size_t g = g0; g <= g1; ++g) {  // a block may straddle token groups
+      prepare(g, q, G, stride);
+      float* dst = g == g0 ? out : part;
+      tq_scores_block(*this, qs.data(), G, kx->dim, dst);
+      for (int h = 0; h < G; ++h) T::store(dst + h * W, T::add(T::load(dst + h * W), T::set1(cst[h])));
+      if (g != g0) {
+        const std::size_t a = g * gs - t, e = std::min<std::size_t>(static_cast<std::size_t>(cnt), (g + 1) * gs - t);
+        for (int h = 0; h < G; ++h)
+          for (std::size_t i = a; i < e; ++i) out[h * W + i] = part[h * W + i];
+      }
+    }
+  }
+};
+
+/// A KIVI value token's group vector with its lanes' scale and min (lane l: channel group of coordinates 8 l..).
+struct KiviGroup {
+  I g;
+  F sc, mn;
+};
+
+template <int BITS>
+struct KiviValSrc : TqSrc<BITS> {
+  static constexpr bool kHasNorm = false;
+  const KiviHeadState* vx;
+  int npairs;                        // channel groups a token
+  I sidx[kMaxNv], midx[kMaxNv];      // vector v, lane l: float index of its channel group's scale / min
+  alignas(64) float pairs[TB * 16];  // token i: its (min, scale) pairs as floats
+  KiviValSrc(const KiviHeadState& x, const std::uint8_t* b, std::size_t n)
+      : TqSrc<BITS>(x.codes, b, n), vx(&x), npairs(x.dim / x.group) {
+    this->block_bytes = n * x.row_bytes;
+    this->scalars = false;
+    alignas(64) std::int32_t is[W], im[W];
+    for (int v = 0; v < this->nv; ++v) {
+      for (int l = 0; l < W; ++l) {
+        const int c = std::min(8 * (v * W + l) / x.group, npairs - 1);  // padding lanes: the last group
+        im[l] = 2 * c;
+        is[l] = 2 * c + 1;
+      }
+      sidx[v] = T::loadi(is);
+      midx[v] = T::loadi(im);
+    }
+    std::fill(pairs, pairs + TB * 16, 0.0f);
+  }
+  void stage(std::size_t t, int cnt) {
+    TqSrc<BITS>::stage(t, cnt);
+    const std::uint8_t* pr = this->block + this->n * vx->row_bytes + t * static_cast<std::size_t>(npairs) * 4;
+    for (int i = 0; i < cnt; ++i)
+      for (int k = 0; k < 2 * npairs; ++k) pairs[i * 16 + k] = f16_at(pr + (static_cast<std::size_t>(i) * npairs * 2 + k) * 2);
+  }
+  KiviGroup group(int i, int v) const {
+    const float* o = pairs + i * 16;
+    const F lo = T::load(o), hi = T::load(o + (W == 16 ? 0 : 8));
+    return {TqSrc<BITS>::group(i, v), T::template lut<T::kNeedWide>(sidx[v], lo, hi),
+            T::template lut<T::kNeedWide>(midx[v], lo, hi)};
+  }
+  /// x_hat of coordinate 8 l + S of lane l: min + scale * code (fp32, one rounding: close to the decode's).
+  template <int S>
+  F code(const KiviGroup& x) const {
+    return T::fma(x.sc, TqSrc<BITS>::template code<S>(x.g), x.mn);
+  }
+};
+
+template <int KB, int VB>
+void attend_kivi_t(const KiviAttnJob& j) {
+  KiviKeySrc<KB> ks(*j.ks, j.kcodes, j.n);
+  KiviValSrc<VB> vs(*j.vs, j.vcodes, j.n);
+  attend_loop(ks, vs, j.t0, j.t1, j.q, j.G, layout_floats(j.vs->codes.ng, W), j.ks->dim, j.scale, j.softcap, j.m, j.l,
+              j.acc);
+}
+
+template <int KB>
+void attend_kivi_k(const KiviAttnJob& j) {
+  switch (j.vs->bits) {
+    case 1: attend_kivi_t<KB, 1>(j); break;
+    case 2: attend_kivi_t<KB, 2>(j); break;
+    case 3: attend_kivi_t<KB, 3>(j); break;
+    default: attend_kivi_t<KB, 4>(j); break;
+  }
+}
+
+void attend_kivi(const KiviAttnJob& j) {
+  switch (j.ks->bits) {
+    case 1: attend_kivi_k<1>(j); break;
+    case 2: attend_kivi_k<2>(j); break;
+    case 3: attend_kivi_k<3>(j); break;
+    default: attend_kivi_k<4>(j); break;
   }
 }
 
@@ -1271,7 +1417,7 @@ void gemm_acc(const float* w, int G, const float* y, int cnt, int dim, float* ac
 
 /// This ISA's kernel table (kernels.h).
 const Kernels& table() {
-  static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, attend_prod, attend_split, attend_rvq};
+  static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, attend_prod, attend_split, attend_rvq, attend_kivi};
   return k;
 }
 

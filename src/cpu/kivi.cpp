@@ -45,8 +45,11 @@ namespace {
 
 class LowbitCodec final : public CpuCodec {
  public:
-  LowbitCodec(const Codec& ref, const LowbitParams& p, const LowbitKernels& k, std::size_t granule, const char* isa)
-      : CpuCodec(ref), p_(p), k_(k), granule_(granule), isa_(isa) {}
+  LowbitCodec(const Codec& ref, const LowbitParams& p, const LowbitKernels& k, std::size_t granule, const char* isa,
+              std::unique_ptr<KiviHeadState> fused)
+      : CpuCodec(ref), p_(p), k_(k), granule_(granule), isa_(isa), fused_(std::move(fused)) {}
+  /// The fused attention kernel's view (KIVI at 1..4 bits where covered), else nullptr.
+  const KiviHeadState* fused_state() const { return fused_.get(); }
   const char* isa() const override { return isa_; }
   std::size_t query_state_size() const override { return static_cast<std::size_t>(p_.d); }
   std::size_t accumulator_size() const override { return static_cast<std::size_t>(p_.d); }
@@ -91,13 +94,39 @@ class LowbitCodec final : public CpuCodec {
   const LowbitKernels& k_;
   std::size_t granule_;
   const char* isa_;
+  std::unique_ptr<KiviHeadState> fused_;
 };
+
+/// The fused kernel's state of a KIVI codec with these parameters, or nullptr where the kernel does not
+/// cover them (kernels.h KiviHeadState).
+std::unique_ptr<KiviHeadState> make_kivi_state(const LowbitParams& p) {
+  const bool ok = p.bits >= 1 && p.bits <= 4 && p.d % 16 == 0 && p.d <= 512 &&
+                  (p.key || (p.group % 8 == 0 && p.d / p.group <= 8));
+  if (!ok) return nullptr;
+  auto x = std::make_unique<KiviHeadState>();
+  x->dim = p.d;
+  x->bits = p.bits;
+  x->group = p.group;
+  x->key = p.key;
+  x->row_bytes = p.row_bytes;
+  const int k = 1 << p.bits;
+  x->identity.bits = p.bits;
+  for (int i = 0; i < k; ++i) x->identity.centroids.push_back(static_cast<float>(i));
+  for (int i = 0; i + 1 < k; ++i) x->identity.boundaries.push_back(static_cast<float>(i) + 0.5f);
+  init_tq_state(x->codes, p.d, p.bits, p.row_bytes, x->identity, nullptr);
+  return x;
+}
 
 }  // namespace
 
 std::unique_ptr<CpuCodec> make_lowbit_codec(const Codec& ref, const LowbitParams& p, const LowbitKernels& k,
                                             std::size_t row_granule, const char* isa) {
-  return std::make_unique<LowbitCodec>(ref, p, k, row_granule, isa);
+  return std::make_unique<LowbitCodec>(ref, p, k, row_granule, isa, nullptr);
+}
+
+const KiviHeadState* as_kivi(const CpuCodec* c) {
+  const auto* l = dynamic_cast<const LowbitCodec*>(c);
+  return l ? l->fused_state() : nullptr;
 }
 
 std::unique_ptr<CpuCodec> make_cpu_kivi(const Codec& ref) {
@@ -116,8 +145,10 @@ std::unique_ptr<CpuCodec> make_cpu_kivi(const Codec& ref) {
   p.row_bytes = packed_bytes(static_cast<std::size_t>(c.head_dim), bits);
   const std::size_t granule = p.key ? static_cast<std::size_t>(p.group) : 1;
   switch (simd_level()) {
-    case SimdLevel::kAvx512: return make_lowbit_codec(ref, p, kivi_avx512_kernels(bits), granule, "avx512");
-    case SimdLevel::kAvx2: return make_lowbit_codec(ref, p, kivi_avx2_kernels(bits), granule, "avx2");
+    case SimdLevel::kAvx512:
+      return std::make_unique<LowbitCodec>(ref, p, kivi_avx512_kernels(bits), granule, "avx512", make_kivi_state(p));
+    case SimdLevel::kAvx2:
+      return std::make_unique<LowbitCodec>(ref, p, kivi_avx2_kernels(bits), granule, "avx2", make_kivi_state(p));
     default: return nullptr;
   }
 }

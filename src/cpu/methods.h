@@ -42,6 +42,12 @@ struct RvqHeadState;  // kernels.h
 /// then takes the fused RVQ kernel when every key and value head is such a codec).
 const RvqHeadState* as_rvq(const CpuCodec* c);
 
+struct KiviHeadState;  // kernels.h
+/// The fused-kernel view of a make_cpu_kivi codec (1..4 bits, head_dim a multiple of 16 up to 512; values:
+/// group a multiple of 8, head_dim / group <= 8), else nullptr (attention_codec then takes the fused KIVI
+/// kernel when every key and value head is such a codec).
+const KiviHeadState* as_kivi(const CpuCodec* c);
+
 /// Wraps the reference codec (fp64 inside, fp32 at the interface): the scalar level.
 std::unique_ptr<CpuCodec> make_cpu_reference(const Codec& ref);
 

@@ -76,14 +76,14 @@ void init_tq_state(TqState& st, int dim, int bits, std::size_t code_bytes, const
     st.bnd16[i] = i < k - 1 ? cb.boundaries[static_cast<std::size_t>(i)] : std::numeric_limits<float>::infinity();
   }
   st.nbnd = k - 1;
-  st.rotation = rotation;
-  if (!rotation) return;
   for (int w : {0, 3, 4}) {
     const int lanes = 1 << w;
     st.layout[w].resize(static_cast<std::size_t>(layout_floats(st.ng, lanes)));
     for (std::size_t f = 0; f < st.layout[w].size(); ++f)
       st.layout[w][f] = layout_coord(static_cast<int>(f), st.ng, lanes);
   }
+  st.rotation = rotation;
+  if (!rotation) return;
   switch (rotation->kind()) {
     case RotationKind::kHadamard:
       st.rot = Rot::kHadamard;

@@ -1,0 +1,236 @@
+// The fused KIVI attention kernel of cpu::attention_codec (CodecAttentionPath::kKiviFused,
+// kernels_simd.h KiviKeySrc / KiviValSrc) against the fp64 reference attention_compressed, within
+// 1e-5 relative per head, at every SIMD level this CPU has (the scalar level takes the generic path
+// through the reference wrappers and must agree too), 1 and 2 threads: key bits 1..4 x value bits
+// 1..4, key token groups that straddle blocks (1, 5, 20, 100, ...) and value channel groups 8..256,
+// head_dim 64/96/112/128/256, GQA 1..16, lengths 1..4097, windows that start inside a key group,
+// soft-cap, a context shorter than the block, all-0x00 / all-0xff code bytes, the batched call, the
+// dispatch decision (what the fused kernel does not cover goes generic), and negative controls (a
+// perturbed key scale or value min in the fast path's bytes must break the tolerance).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "tq_heads.h"
+#include "turbokv/attention.h"
+#include "turbokv/codec.h"
+#include "turbokv/cpu_codec.h"
+#include "turbokv/half.h"
+#include "turbokv/simd.h"
+
+using namespace turbokv;
+
+namespace {
+
+using test::max_err;
+using test::reference;
+
+constexpr double kTol = 1e-5;
+
+/// kvh heads of KIVI keys (kbits, token groups of kg) and values (vbits, channel groups of vg), n
+/// tokens, encoded by the reference codecs. fill < 0: Gaussian data with an outlier channel; fill =
+/// 0x00 / 0xff: every code byte that value and the (min, scale) pairs set by hand.
+struct KiviHeads : test::CodecHeads {
+  KiviHeads(int d_, int kvh_, int ratio_, std::size_t n_, int kbits, int vbits, std::uint64_t seed, int kg = 32,
+            int vg = 32, int fill = -1)
+      : CodecHeads(d_, kvh_, ratio_, n_) {
+    for (int g = 0; g < kvh; ++g) {
+      CodecConfig kc;
+      kc.method = Method::kKivi;
+      kc.bits = kbits;
+      kc.head_dim = d;
+      kc.group_size = kg;
+      kc.role = Role::kKey;
+      CodecConfig vc = kc;
+      vc.bits = vbits;
+      vc.group_size = vg;
+      vc.role = Role::kValue;
+      rk.push_back(make_codec(kc));
+      rv.push_back(make_codec(vc));
+      kb.emplace_back(rk[g]->encoded_bytes(n));
+      vb.emplace_back(rv[g]->encoded_bytes(n));
+      if (fill < 0) {
+        auto k = test::gaussian(n * d, seed * 31 + g), v = test::gaussian(n * d, seed * 37 + g);
+        for (std::size_t t = 0; t < n; ++t) k[t * d + 1] = k[t * d + 1] * 6 + 1;  // an outlier channel
+        rk[g]->encode(k.data(), n, kb[g].data());
+        rv[g]->encode(v.data(), n, vb[g].data());
+      } else {
+        const std::size_t krow = kb[g].size() - 4 * ((n + kg - 1) / kg) * d, vrow = vb[g].size() - 4 * n * (d / vg);
+        std::memset(kb[g].data(), fill, krow);
+        std::memset(vb[g].data(), fill, vrow);
+        for (std::size_t i = krow, k = 0; i < kb[g].size(); i += 4, ++k) {
+          store_half(kb[g].data() + i, -1.0f + (k % 5) * 0.25f);
+          store_half(kb[g].data() + i + 2, 0.125f + (k % 3) * 0.0625f);
+        }
+        for (std::size_t i = vrow, k = 0; i < vb[g].size(); i += 4, ++k) {
+          store_half(vb[g].data() + i, -0.5f - (k % 7) * 0.25f);
+          store_half(vb[g].data() + i + 2, 0.25f + (k % 4) * 0.125f);
+        }
+      }
+      keys.push_back({rk[g].get(), kb[g].data()});
+      values.push_back({rv[g].get(), vb[g].data()});
+    }
+    remake();
+  }
+};
+
+bool covered(int d, int vg) { return d % 16 == 0 && d <= 512 && vg % 8 == 0 && d / vg <= 8; }
+
+cpu::CodecAttentionPath expected_path(bool fused = true) {
+  return simd_level() == SimdLevel::kScalar || !fused ? cpu::CodecAttentionPath::kGeneric
+                                                      : cpu::CodecAttentionPath::kKiviFused;
+}
+
+/// Runs the fast path at every SIMD level and 1 / 2 threads against want.
+void check_all_levels(KiviHeads& h, const float* q, const AttentionParams& p, const std::vector<double>& want,
+                      std::size_t ctx = 0, bool fused = true) {
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    h.remake();
+    ASSERT_EQ(cpu::attention_codec_path(h.fkeys, h.fvalues), expected_path(fused)) << simd_level_name(lvl);
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::string(simd_level_name(lvl)) + " threads " + std::to_string(threads));
+      std::vector<float> got(want.size(), -7.0f);
+      cpu::attention_codec(h.fkeys, h.fvalues, h.n, q, h.heads(), p, got.data(), ctx, threads);
+      for (int hh = 0; hh < h.heads(); ++hh)
+        ASSERT_LE(test::rel_err(got.data() + hh * h.d, want.data() + hh * h.d, h.d), kTol) << "head " << hh;
+    }
+  }
+}
+
+AttentionParams plain(int d) { return AttentionParams{1.0 / std::sqrt(d), 0, 0}; }
+const AttentionParams kWindowCap{0.3, 37, 20.0};  // a 37-token window starts inside a key group
+
+}  // namespace
+
+TEST(CpuKiviFused, EveryKeyAndValueWidth) {
+  for (int kbits = 1; kbits <= 4; ++kbits)
+    for (int vbits = 1; vbits <= 4; ++vbits) {
+      SCOPED_TRACE("kbits " + std::to_string(kbits) + " vbits " + std::to_string(vbits));
+      KiviHeads h(128, 2, 4, 1000, kbits, vbits, 10 * kbits + vbits);
+      const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 5 + kbits);
+      for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_all_levels(h, q.data(), p, reference(h, q.data(), p));
+    }
+}
+
+TEST(CpuKiviFused, GroupSizes) {
+  // Key token groups of any size (blocks straddle them unless the size is a multiple of the block);
+  // value channel groups: fused for multiples of 8 with head_dim / group <= 8, generic otherwise.
+  for (int kg : {1, 5, 16, 20, 32, 100, 128})
+    for (int vg : {8, 16, 32, 64, 128}) {
+      SCOPED_TRACE("key group " + std::to_string(kg) + " value group " + std::to_string(vg));
+      KiviHeads h(128, 2, 3, 301, 1 + kg % 4, 1 + vg % 4, kg * 7 + vg, kg, vg);
+      const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 21);
+      const bool fused = covered(h.d, vg);
+      for (const AttentionParams& p : {plain(h.d), kWindowCap})
+        check_all_levels(h, q.data(), p, reference(h, q.data(), p), 0, fused);
+    }
+}
+
+TEST(CpuKiviFused, ShapesLengthsAndGqa) {
+  struct Shape {
+    int d, kvh, ratio;
+    std::size_t n;
+    int kbits, vbits, vg;
+  };
+  for (const Shape& s : std::vector<Shape>{{64, 1, 1, 1, 1, 4, 8},      {64, 2, 4, 2, 2, 3, 16},
+                                           {96, 1, 5, 31, 3, 2, 16},    {96, 2, 8, 65, 4, 1, 32},
+                                           {112, 1, 16, 64, 2, 2, 16},  {112, 3, 6, 1000, 3, 4, 56},
+                                           {128, 1, 7, 63, 1, 2, 32},   {128, 2, 3, 129, 4, 3, 128},
+                                           {128, 1, 8, 4097, 4, 4, 32}, {128, 2, 16, 65, 1, 1, 64},
+                                           {256, 1, 4, 1000, 2, 3, 32}, {256, 2, 1, 31, 4, 2, 256},
+                                           {128, 1, 5, 4097, 1, 3, 16}, {64, 1, 16, 1000, 3, 1, 64},
+                                           {128, 1, 2, 17, 2, 4, 32}}) {
+    SCOPED_TRACE("d " + std::to_string(s.d) + " kvh " + std::to_string(s.kvh) + " gqa " + std::to_string(s.ratio) +
+                 " n " + std::to_string(s.n) + " kbits " + std::to_string(s.kbits) + " vbits " +
+                 std::to_string(s.vbits) + " value group " + std::to_string(s.vg));
+    ASSERT_TRUE(covered(s.d, s.vg));
+    KiviHeads h(s.d, s.kvh, s.ratio, s.n, s.kbits, s.vbits, 7 + s.d + s.n, 32, s.vg);
+    const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 11);
+    for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_all_levels(h, q.data(), p, reference(h, q.data(), p));
+    if (s.n > 2) check_all_levels(h, q.data(), plain(h.d), reference(h, q.data(), plain(h.d), s.n - 2), s.n - 2);
+  }
+}
+
+TEST(CpuKiviFused, AllZeroAndAllOnesCodeBytes) {
+  for (int fill : {0x00, 0xff})
+    for (int kbits : {1, 2, 3, 4}) {
+      SCOPED_TRACE("fill " + std::to_string(fill) + " kbits " + std::to_string(kbits));
+      KiviHeads h(96, 2, 5, 1000, kbits, 5 - kbits, 3, 20, 16, fill);
+      const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 12);
+      for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_all_levels(h, q.data(), p, reference(h, q.data(), p));
+    }
+}
+
+TEST(CpuKiviFused, BatchedSequences) {
+  KiviHeads a(128, 2, 4, 1000, 3, 4, 41), b(128, 2, 4, 65, 2, 1, 42, 5, 16);
+  const auto qa = test::gaussian(8 * 128, 15), qb = test::gaussian(8 * 128, 16);
+  const auto wa = reference(a, qa.data(), kWindowCap), wb = reference(b, qb.data(), kWindowCap, 60);
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    a.remake(), b.remake();
+    std::vector<float> ga(wa.size()), gb(wb.size());
+    std::vector<cpu::CodecSequence> seqs(2);
+    seqs[0] = {a.fkeys, a.fvalues, a.n, 0, qa.data(), ga.data()};
+    seqs[1] = {b.fkeys, b.fvalues, b.n, 60, qb.data(), gb.data()};
+    cpu::attention_codec_batched(seqs, 8, kWindowCap, 2);
+    EXPECT_LE(max_err(ga, wa, 8, 128), kTol) << simd_level_name(lvl);
+    EXPECT_LE(max_err(gb, wb, 8, 128), kTol) << simd_level_name(lvl);
+  }
+}
+
+TEST(CpuKiviFused, DispatchDecision) {
+  KiviHeads h(64, 2, 2, 10, 2, 3, 51);
+  KiviHeads eight(64, 2, 2, 10, 8, 8, 52);  // 8-bit KIVI: the codec-domain path
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    h.remake(), eight.remake();
+    EXPECT_EQ(cpu::attention_codec_path(h.fkeys, h.fvalues), expected_path()) << simd_level_name(lvl);
+    EXPECT_EQ(cpu::attention_codec_path(eight.fkeys, eight.fvalues), cpu::CodecAttentionPath::kGeneric);
+    // Key codecs as values (or the other way round), or mixed widths across the 8-bit line: generic.
+    EXPECT_EQ(cpu::attention_codec_path(h.fkeys, h.fkeys), cpu::CodecAttentionPath::kGeneric);
+    EXPECT_EQ(cpu::attention_codec_path(h.fvalues, h.fvalues), cpu::CodecAttentionPath::kGeneric);
+    EXPECT_EQ(cpu::attention_codec_path(h.fkeys, eight.fvalues), cpu::CodecAttentionPath::kGeneric);
+  }
+}
+
+TEST(CpuKiviFused, PerturbedBytesBreakTheTolerance) {
+  // Negative controls: every key scale times 1.01, or every value min plus 0.01, in the bytes the
+  // fast path sees; the reference keeps the original bytes.
+  KiviHeads h(128, 2, 4, 1000, 3, 3, 61);
+  const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 17);
+  const auto want = reference(h, q.data(), plain(h.d));
+  std::vector<std::vector<std::uint8_t>> kb2 = h.kb, vb2 = h.vb;
+  const std::size_t row = 48;  // packed(128, 3)
+  for (int g = 0; g < h.kvh; ++g) {
+    for (std::size_t i = h.n * row; i < kb2[g].size(); i += 4) {
+      std::uint8_t* p = kb2[g].data() + i + 2;
+      store_half(p, half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8))) * 1.01f);
+    }
+    for (std::size_t i = h.n * row; i < vb2[g].size(); i += 4) {
+      std::uint8_t* p = vb2[g].data() + i;
+      store_half(p, half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8))) + 0.01f);
+    }
+  }
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    h.remake();
+    std::vector<cpu::CodecHead> pk, pv;
+    for (int g = 0; g < h.kvh; ++g) {
+      pk.push_back({h.fk[g].get(), kb2[g].data()});
+      pv.push_back({h.fv[g].get(), vb2[g].data()});
+    }
+    std::vector<float> ok(want.size()), gk(want.size()), gv(want.size());
+    cpu::attention_codec(h.fkeys, h.fvalues, h.n, q.data(), h.heads(), plain(h.d), ok.data(), 0, 2);
+    cpu::attention_codec(pk, h.fvalues, h.n, q.data(), h.heads(), plain(h.d), gk.data(), 0, 2);
+    cpu::attention_codec(h.fkeys, pv, h.n, q.data(), h.heads(), plain(h.d), gv.data(), 0, 2);
+    EXPECT_LE(max_err(ok, want, h.heads(), h.d), kTol) << simd_level_name(lvl);
+    EXPECT_GT(max_err(gk, want, h.heads(), h.d), 10 * kTol) << simd_level_name(lvl);
+    EXPECT_GT(max_err(gv, want, h.heads(), h.d), 10 * kTol) << simd_level_name(lvl);
+  }
+}
