@@ -15,12 +15,14 @@ namespace turbokv {
 
 struct BenchRow {
   std::string op;        ///< "decode_attention", "encode", "stream", ...
-  std::string method;    ///< e.g. "tq-mse", "fp16-dense", "tq-mse bf16" (AttentionPrecision::kBf16, CPU with AVX512-BF16)
+  std::string method;    ///< e.g. "tq-mse", "fp16-dense" ([tokens][kv_heads][dim]), "fp16-heads" (CPU: fp16 in
+                         ///< head-major blocks), "tq-mse bf16" (AttentionPrecision::kBf16, CPU with AVX512-BF16)
   double bits = 0;       ///< nominal bits (16 for fp16)
   std::size_t context = 0;  ///< tokens per sequence
   int head_dim = 0, num_heads = 0, num_kv_heads = 0, batch = 1, threads = 1;
   double time_us = 0;           ///< median time of one call, microseconds
-  std::string baseline;         ///< name of the baseline timed in the same run
+  std::string baseline;         ///< name of the baseline timed in the same run (CPU compressed rows: the
+                                ///< faster of fp16-dense and fp16-heads)
   double baseline_time_us = 0;  ///< its median time, microseconds
   double speedup = 0;           ///< baseline_time_us / time_us
   double gbps = 0;              ///< bytes actually read (compressed cache + queries) / time, GB/s (1e9 B/s)

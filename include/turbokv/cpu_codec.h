@@ -180,6 +180,12 @@ enum class CodecAttentionPath {
   /// per-channel (min, scale), token-in-lane like kTqMseFused; a value is decoded per coordinate
   /// (min + scale * code of its channel group, fp32) and accumulated like kTqMseFused's.
   kKiviFused,
+  /// Every key and value head an fp8 (OCP e4m3 with a per-token scale) or fp16 codec (head_dim a
+  /// multiple of 16), at the AVX2 or AVX-512 level: one fused fp32 kernel per GQA group and pass over
+  /// the codes, the structure of the dense baselines (attention_dense): each token's codes converted
+  /// once (e4m3 exactly through fp16) for all heads of the group, scores reduced per block, values
+  /// accumulated in natural order.
+  kFp8Fp16Fused,
   /// Anything else: the codec-domain path (a block decoded once per GQA group) where both
   /// codecs have a codec domain, per-head scores / accumulation otherwise.
   kGeneric,

@@ -1,5 +1,5 @@
 // Fused decode attention (TurboQuant-MSE at integer and fractional widths,
-// TurboQuant-Prod keys with TurboQuant-MSE values, RVQ, KIVI, the generic codec paths and
+// TurboQuant-Prod keys with TurboQuant-MSE values, RVQ, KIVI, fp8 / fp16 codecs, the generic codec paths and
 // the dense baselines) and the memory-stream baseline: argument checks, the split of (sequence, KV head,
 // head chunk, token chunk) work items over the pool, the log-sum-exp merge
 // and the final rotation back. The per-block math is in the kernels.
@@ -286,6 +286,7 @@ namespace {
 CodecAttentionPath choose_path(const std::vector<CodecSeqView>& seqs) {
   bool mse = true, prod = kernels().attend_prod != nullptr, split = kernels().attend_split != nullptr;
   bool rvq = kernels().attend_rvq != nullptr, kivi = kernels().attend_kivi != nullptr;
+  bool flt = kernels().attend_float != nullptr;
   for (const CodecSeqView& sq : seqs) {
     if (sq.keys->size() != sq.values->size()) return CodecAttentionPath::kGeneric;
     for (std::size_t g = 0; g < sq.keys->size(); ++g) {
@@ -300,6 +301,7 @@ CodecAttentionPath choose_path(const std::vector<CodecSeqView>& seqs) {
       const detail::KiviHeadState* kk = detail::as_kivi(k);
       const detail::KiviHeadState* kv = detail::as_kivi(vc);
       kivi = kivi && kk && kk->key && kv && !kv->key;
+      flt = flt && detail::as_float_codec(k) && detail::as_float_codec(vc);
     }
   }
   return mse     ? CodecAttentionPath::kTqMseFused
@@ -307,6 +309,7 @@ CodecAttentionPath choose_path(const std::vector<CodecSeqView>& seqs) {
          : split ? CodecAttentionPath::kTqMseSplitFused
          : rvq   ? CodecAttentionPath::kRvqFused
          : kivi  ? CodecAttentionPath::kKiviFused
+         : flt   ? CodecAttentionPath::kFp8Fp16Fused
                  : CodecAttentionPath::kGeneric;
 }
 
@@ -523,6 +526,46 @@ void run_kivi(const std::vector<CodecSeqView>& seqs, int num_heads, const Attent
       });
 }
 
+/// fp8 / fp16 codec keys and values (choose_path): the fused kernel (Kernels::attend_float), all query
+/// heads of a GQA group per pass over the codes, split like run_tq; natural-order accumulators.
+void run_float(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
+  const int kvh = static_cast<int>(seqs[0].keys->size());
+  const int G = num_heads / kvh;
+  const int d = (*seqs[0].keys)[0].codec->head_dim();
+  const auto& k = kernels();
+  std::vector<float> states;
+  std::vector<Span> spans;
+  prepare_queries(seqs, num_heads, d, static_cast<std::size_t>(d), p, states, spans);  // q itself
+  const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
+  run_split(
+      spans, kvh, G, d, threads,
+      [&](std::size_t si, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
+        const CodecHead& kh = (*seqs[si].keys)[static_cast<std::size_t>(g)];
+        const CodecHead& vh = (*seqs[si].values)[static_cast<std::size_t>(g)];
+        detail::FloatAttnJob j;
+        j.kbits = detail::as_float_codec(kh.codec);
+        j.vbits = detail::as_float_codec(vh.codec);
+        j.dim = d;
+        j.kcodes = kh.codes;
+        j.vcodes = vh.codes;
+        j.n = seqs[si].n;
+        j.t0 = t0;
+        j.t1 = t1;
+        j.q = states.data() + (si * num_heads + static_cast<std::size_t>(g * G + h0)) * d;
+        j.G = hc;
+        j.scale = scale;
+        j.softcap = softcap;
+        j.m = m;
+        j.l = l;
+        j.acc = acc;
+        k.attend_float(j);
+      },
+      [&](std::size_t si, int h, const float* acc, double inv_l) {
+        float* out = seqs[si].out + static_cast<std::size_t>(h) * d;
+        for (int i = 0; i < d; ++i) out[i] = static_cast<float>(acc[i] * inv_l);
+      });
+}
+
 /// Fused decode attention over validated sequences of any codecs (one pool job).
 void run_codec(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
   const int kvh = static_cast<int>(seqs[0].keys->size());
@@ -542,6 +585,10 @@ void run_codec(const std::vector<CodecSeqView>& seqs, int num_heads, const Atten
   }
   if (path == CodecAttentionPath::kKiviFused) {
     run_kivi(seqs, num_heads, p, threads);
+    return;
+  }
+  if (path == CodecAttentionPath::kFp8Fp16Fused) {
+    run_float(seqs, num_heads, p, threads);
     return;
   }
   // Every head TurboQuant-MSE at integer widths: the fused kernels (GQA group in one pass).

@@ -13,6 +13,7 @@ std::unique_ptr<CpuCodec> make_cpu_fp16(const Codec& ref) {
   const CodecConfig& c = ref.config();
   if (c.method != Method::kFp16 || c.bits != 16 || c.head_dim % 8 != 0 || c.head_dim > kLowbitMaxDim) return nullptr;
   LowbitParams p;
+  p.method = Method::kFp16;
   p.d = c.head_dim;
   p.bits = 16;
   p.row_bytes = 2 * static_cast<std::size_t>(c.head_dim);

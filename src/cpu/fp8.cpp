@@ -14,6 +14,7 @@ std::unique_ptr<CpuCodec> make_cpu_fp8(const Codec& ref) {
   const CodecConfig& c = ref.config();
   if (c.method != Method::kFp8 || c.bits != 8 || c.head_dim % 8 != 0 || c.head_dim > kLowbitMaxDim) return nullptr;
   LowbitParams p;
+  p.method = Method::kFp8;
   p.d = c.head_dim;
   p.bits = 8;
   p.row_bytes = static_cast<std::size_t>(c.head_dim);

@@ -190,6 +190,26 @@ struct KiviAttnJob {
 };
 
 /**
+ * One (KV head, token range) piece of decode attention on fp8 or fp16 codec blocks (formats.h:
+ * token t's d bytes of OCP e4m3 codes at t * d and its fp16 scale at n * d + 2 t, x_hat = e4m3 * scale;
+ * or token t's d fp16 values at 2 t d) for G query heads: the dense kernels' structure (coordinates
+ * in lanes, scores reduced per block, values accumulated in natural order) on per-head blocks.
+ */
+struct FloatAttnJob {
+  int kbits = 8, vbits = 8;  ///< 8: fp8 codec, 16: fp16 codec
+  int dim = 0;               ///< head_dim, multiple of 16
+  const std::uint8_t* kcodes = nullptr;
+  const std::uint8_t* vcodes = nullptr;
+  std::size_t n = 0, t0 = 0, t1 = 0;
+  const float* q = nullptr;  ///< [G][dim] natural order
+  int G = 1;
+  float scale = 1, softcap = 0;
+  float* m = nullptr;
+  float* l = nullptr;
+  float* acc = nullptr;  ///< [G][dim] natural order
+};
+
+/**
  * Sets st up as the TurboQuant-MSE code stream of `bits`-wide codes of a dim-dimensional vector with
  * token stride code_bytes, centroids and boundaries from cb (which must outlive st), the layouts, and
  * (rotation not null) the rotation fields. TqMse's state, the RVQ stages and KIVI's code streams are
@@ -282,6 +302,8 @@ struct Kernels {
   void (*attend_rvq)(const RvqAttnJob& job);
   /// Fused attention, KIVI keys and values at 1..4 bits (nullptr at the scalar level).
   void (*attend_kivi)(const KiviAttnJob& job);
+  /// Fused attention, fp8 / fp16 codec keys and values (nullptr at the scalar level).
+  void (*attend_float)(const FloatAttnJob& job);
 };
 
 /**

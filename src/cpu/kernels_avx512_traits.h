@@ -54,6 +54,12 @@ struct T {
   template <bool WIDE>
   static F lut(I idx, F lo, F) { return _mm512_permutexvar_ps(idx, lo); }
   static I load_u8(const std::uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  /// 16 OCP e4m3 bytes -> their values times 2^-8, exactly: each byte s eeee mmm becomes the fp16
+  /// s 0 eeee mmm 0000000 (bias 15 instead of 7, subnormals included), then fp32.
+  static F from_e4m3(const std::uint8_t* p) {
+    const __m256i w = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 8);
+    return _mm512_cvtph_ps(_mm256_and_si256(_mm256_srai_epi16(w, 1), _mm256_set1_epi16(static_cast<short>(0xBF80))));
+  }
   static F from_f16(const std::uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }

@@ -167,7 +167,7 @@ void gemm_acc(const float* w, int G, const float* y, int cnt, int dim, float* ac
 }
 
 const Kernels& scalar_kernels() {
-  static const Kernels k = {1, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, nullptr, nullptr, nullptr, nullptr};
+  static const Kernels k = {1, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, nullptr, nullptr, nullptr, nullptr, nullptr};
   return k;
 }
 

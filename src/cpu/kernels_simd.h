@@ -1196,6 +1196,49 @@ void attend_kivi(const KiviAttnJob& j) {
   }
 }
 
+// ---- fp8 (OCP e4m3, per-token fp16 scale) and fp16 codec blocks (FloatAttnJob): DenseSrc's structure
+// (dense_score_block / dense_value_block) on one head's contiguous block.
+
+/// fp8 codec block: get(i, k) = e4m3 codes of token t + i, coordinates [k W, k W + W), times 2^-8
+/// (T::from_e4m3); the norm is scale * 2^8, so score and value weights see x_hat exactly.
+struct Fp8Src {
+  static constexpr bool kIsTq = false;
+  static constexpr bool kHasNorm = true;
+  const std::uint8_t* block;
+  std::size_t n, t = 0;
+  int d;
+  alignas(64) float scl[TB];
+  Fp8Src(const std::uint8_t* b, std::size_t n_, int d_) : block(b), n(n_), d(d_) {}
+  int vectors() const { return d / W; }
+  void stage(std::size_t t0, int cnt) {
+    t = t0;
+    const std::uint8_t* sp = block + n * static_cast<std::size_t>(d) + 2 * t0;
+    for (int i = 0; i < TB; ++i) scl[i] = i < cnt ? f16_at(sp + 2 * i) * 256.0f : 0.0f;
+  }
+  F norm_vec() const { return T::load(scl); }
+  F get(int i, int k) const { return T::from_e4m3(block + (t + i) * static_cast<std::size_t>(d) + k * W); }
+};
+
+template <int KB, int VB>
+void attend_float_t(const FloatAttnJob& j) {
+  auto make = [&](auto tag, const std::uint8_t* codes) {
+    if constexpr (decltype(tag)::value == 8)
+      return Fp8Src(codes, j.n, j.dim);
+    else
+      return DenseSrc<true>(codes, static_cast<std::size_t>(j.dim), j.dim);
+  };
+  auto ks = make(std::integral_constant<int, KB>{}, j.kcodes);
+  auto vs = make(std::integral_constant<int, VB>{}, j.vcodes);
+  attend_loop(ks, vs, j.t0, j.t1, j.q, j.G, j.dim, j.dim, j.scale, j.softcap, j.m, j.l, j.acc);
+}
+
+void attend_float(const FloatAttnJob& j) {
+  if (j.kbits == 8)
+    j.vbits == 8 ? attend_float_t<8, 8>(j) : attend_float_t<8, 16>(j);
+  else
+    j.vbits == 8 ? attend_float_t<16, 8>(j) : attend_float_t<16, 16>(j);
+}
+
 /// A SplitAttnJob's key (transposed) or value source: a split source from the SplitHeadState, else a TqSrc.
 template <class S>
 constexpr bool kIsSplitSrc = requires { S::kSplitSrc; };
@@ -1417,7 +1460,7 @@ void gemm_acc(const float* w, int G, const float* y, int cnt, int dim, float* ac
 
 /// This ISA's kernel table (kernels.h).
 const Kernels& table() {
-  static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, attend_prod, attend_split, attend_rvq, attend_kivi};
+  static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, attend_prod, attend_split, attend_rvq, attend_kivi, attend_float};
   return k;
 }
 

@@ -50,6 +50,7 @@ class LowbitCodec final : public CpuCodec {
       : CpuCodec(ref), p_(p), k_(k), granule_(granule), isa_(isa), fused_(std::move(fused)) {}
   /// The fused attention kernel's view (KIVI at 1..4 bits where covered), else nullptr.
   const KiviHeadState* fused_state() const { return fused_.get(); }
+  const LowbitParams& params() const { return p_; }
   const char* isa() const override { return isa_; }
   std::size_t query_state_size() const override { return static_cast<std::size_t>(p_.d); }
   std::size_t accumulator_size() const override { return static_cast<std::size_t>(p_.d); }
@@ -122,6 +123,12 @@ std::unique_ptr<KiviHeadState> make_kivi_state(const LowbitParams& p) {
 std::unique_ptr<CpuCodec> make_lowbit_codec(const Codec& ref, const LowbitParams& p, const LowbitKernels& k,
                                             std::size_t row_granule, const char* isa) {
   return std::make_unique<LowbitCodec>(ref, p, k, row_granule, isa, nullptr);
+}
+
+int as_float_codec(const CpuCodec* c) {
+  const auto* l = dynamic_cast<const LowbitCodec*>(c);
+  if (!l || l->params().d % 16 != 0) return 0;
+  return l->params().method == Method::kFp8 ? 8 : l->params().method == Method::kFp16 ? 16 : 0;
 }
 
 const KiviHeadState* as_kivi(const CpuCodec* c) {

@@ -21,6 +21,7 @@ constexpr int kLowbitMaxDim = 1024;
 
 /// One KIVI / fp8 / fp16 codec as its kernels see it (prepared once).
 struct LowbitParams {
+  Method method = Method::kKivi;  ///< kKivi, kFp8 or kFp16
   int d = 0;                  ///< head_dim (multiple of 8, <= kLowbitMaxDim)
   int bits = 0;               ///< KIVI: 1, 2, 3, 4 or 8; fp8: 8; fp16: 16
   int group = 1;              ///< KIVI group size G (tokens per key group, channels per value group)

@@ -48,6 +48,10 @@ struct KiviHeadState;  // kernels.h
 /// kernel when every key and value head is such a codec).
 const KiviHeadState* as_kivi(const CpuCodec* c);
 
+/// 8 for a make_cpu_fp8 codec, 16 for a make_cpu_fp16 codec (head_dim a multiple of 16), else 0
+/// (attention_codec then takes the fused fp8 / fp16 kernel when every key and value head is one).
+int as_float_codec(const CpuCodec* c);
+
 /// Wraps the reference codec (fp64 inside, fp32 at the interface): the scalar level.
 std::unique_ptr<CpuCodec> make_cpu_reference(const Codec& ref);
 

@@ -1,0 +1,171 @@
+// The fused fp8 / fp16 codec attention kernel of cpu::attention_codec (CodecAttentionPath::kFp8Fp16Fused,
+// kernels_simd.h Fp8Src and DenseSrc on per-head blocks) against the fp64 reference attention_compressed,
+// within 1e-5 relative per head, at every SIMD level this CPU has (the scalar level takes the generic
+// path and must agree too), 1 and 2 threads: fp8 and fp16 keys x values, head_dim 64/96/112/128/256,
+// GQA 1..16, lengths 1..4097, window and soft-cap, a context shorter than the block, every finite e4m3
+// code byte (subnormals, +-0, +-448) with scales from 2^-24 to 146, the batched call, the dispatch
+// decision (head_dim not a multiple of 16 goes generic), and a negative control (a perturbed fp8 scale
+// in the fast path's bytes must break the tolerance).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "tq_heads.h"
+#include "turbokv/attention.h"
+#include "turbokv/codec.h"
+#include "turbokv/cpu_codec.h"
+#include "turbokv/half.h"
+#include "turbokv/simd.h"
+
+using namespace turbokv;
+
+namespace {
+
+using test::max_err;
+using test::reference;
+
+constexpr double kTol = 1e-5;
+
+/// kvh heads of fp8 (bits 8) or fp16 (bits 16) keys and values, n tokens. all_codes: fp8 code bytes
+/// cycling through every finite e4m3 value (0x7f / 0xff, the NaN codes, skipped) with per-token scales
+/// from 2^-24 to 146; else Gaussian data with an outlier channel, encoded by the reference codecs.
+struct FloatHeads : test::CodecHeads {
+  FloatHeads(int d_, int kvh_, int ratio_, std::size_t n_, int kbits, int vbits, std::uint64_t seed,
+             bool all_codes = false)
+      : CodecHeads(d_, kvh_, ratio_, n_) {
+    for (int g = 0; g < kvh; ++g)
+      for (int kv = 0; kv < 2; ++kv) {
+        const int bits = kv == 0 ? kbits : vbits;
+        CodecConfig c;
+        c.method = bits == 8 ? Method::kFp8 : Method::kFp16;
+        c.bits = bits;
+        c.head_dim = d;
+        c.role = kv == 0 ? Role::kKey : Role::kValue;
+        auto& refs = kv == 0 ? rk : rv;
+        auto& bufs = kv == 0 ? kb : vb;
+        refs.push_back(make_codec(c));
+        bufs.emplace_back(refs.back()->encoded_bytes(n));
+        auto& b = bufs.back();
+        if (all_codes && bits == 8) {
+          static const float kScales[] = {5.96046448e-8f, 0.001f, 0.03125f, 0.5f, 1.0f, 3.0f, 146.0f};
+          for (std::size_t i = 0; i < n * d; ++i) {
+            std::uint8_t code = static_cast<std::uint8_t>((i * 7 + seed + kv) % 256);
+            if ((code & 0x7f) == 0x7f) code ^= 1;  // not a NaN code
+            b[i] = code;
+          }
+          for (std::size_t t = 0; t < n; ++t) store_half(b.data() + n * d + 2 * t, kScales[(t + g) % 7] / (kv ? 1 : 8));
+        } else {
+          auto x = test::gaussian(n * d, seed * 31 + 7 * g + kv);
+          for (std::size_t t = 0; t < n; ++t) x[t * d + 1] = x[t * d + 1] * 6 + 1;  // an outlier channel
+          refs.back()->encode(x.data(), n, b.data());
+        }
+      }
+    for (int g = 0; g < kvh; ++g) {
+      keys.push_back({rk[g].get(), kb[g].data()});
+      values.push_back({rv[g].get(), vb[g].data()});
+    }
+    remake();
+  }
+};
+
+cpu::CodecAttentionPath expected_path(int d) {
+  return simd_level() == SimdLevel::kScalar || d % 16 != 0 ? cpu::CodecAttentionPath::kGeneric
+                                                           : cpu::CodecAttentionPath::kFp8Fp16Fused;
+}
+
+void check_all_levels(FloatHeads& h, const float* q, const AttentionParams& p, const std::vector<double>& want,
+                      std::size_t ctx = 0) {
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    h.remake();
+    ASSERT_EQ(cpu::attention_codec_path(h.fkeys, h.fvalues), expected_path(h.d)) << simd_level_name(lvl);
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::string(simd_level_name(lvl)) + " threads " + std::to_string(threads));
+      std::vector<float> got(want.size(), -7.0f);
+      cpu::attention_codec(h.fkeys, h.fvalues, h.n, q, h.heads(), p, got.data(), ctx, threads);
+      for (int hh = 0; hh < h.heads(); ++hh)
+        ASSERT_LE(test::rel_err(got.data() + hh * h.d, want.data() + hh * h.d, h.d), kTol) << "head " << hh;
+    }
+  }
+}
+
+AttentionParams plain(int d) { return AttentionParams{1.0 / std::sqrt(d), 0, 0}; }
+const AttentionParams kWindowCap{0.3, 37, 20.0};
+
+}  // namespace
+
+TEST(CpuFloatFused, ShapesLengthsAndGqa) {
+  struct Shape {
+    int d, kvh, ratio;
+    std::size_t n;
+    int kbits, vbits;
+  };
+  for (const Shape& s : std::vector<Shape>{{64, 1, 1, 1, 8, 8},      {64, 2, 4, 2, 8, 16},    {96, 1, 5, 31, 16, 8},
+                                           {96, 2, 8, 65, 16, 16},   {112, 1, 16, 64, 8, 8},  {112, 3, 6, 1000, 8, 16},
+                                           {128, 1, 7, 63, 16, 8},   {128, 2, 3, 129, 8, 8},  {128, 1, 8, 4097, 8, 8},
+                                           {128, 2, 16, 65, 16, 16}, {256, 1, 4, 1000, 8, 8}, {256, 2, 1, 31, 16, 8},
+                                           {80, 2, 4, 300, 8, 8}}) {
+    SCOPED_TRACE("d " + std::to_string(s.d) + " kvh " + std::to_string(s.kvh) + " gqa " + std::to_string(s.ratio) +
+                 " n " + std::to_string(s.n) + " kbits " + std::to_string(s.kbits) + " vbits " +
+                 std::to_string(s.vbits));
+    FloatHeads h(s.d, s.kvh, s.ratio, s.n, s.kbits, s.vbits, 7 + s.d + s.n);
+    const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 11);
+    for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_all_levels(h, q.data(), p, reference(h, q.data(), p));
+    if (s.n > 2) check_all_levels(h, q.data(), plain(h.d), reference(h, q.data(), plain(h.d), s.n - 2), s.n - 2);
+  }
+}
+
+TEST(CpuFloatFused, EveryFiniteE4m3Code) {
+  for (int vbits : {8, 16}) {
+    SCOPED_TRACE("vbits " + std::to_string(vbits));
+    FloatHeads h(128, 2, 4, 1000, 8, vbits, 3, true);
+    const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 12);
+    for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_all_levels(h, q.data(), p, reference(h, q.data(), p));
+  }
+}
+
+TEST(CpuFloatFused, BatchedSequences) {
+  FloatHeads a(128, 2, 4, 1000, 8, 8, 41), b(128, 2, 4, 65, 16, 8, 42);
+  const auto qa = test::gaussian(8 * 128, 15), qb = test::gaussian(8 * 128, 16);
+  const auto wa = reference(a, qa.data(), kWindowCap), wb = reference(b, qb.data(), kWindowCap, 60);
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    a.remake(), b.remake();
+    std::vector<float> ga(wa.size()), gb(wb.size());
+    std::vector<cpu::CodecSequence> seqs(2);
+    seqs[0] = {a.fkeys, a.fvalues, a.n, 0, qa.data(), ga.data()};
+    seqs[1] = {b.fkeys, b.fvalues, b.n, 60, qb.data(), gb.data()};
+    cpu::attention_codec_batched(seqs, 8, kWindowCap, 2);
+    EXPECT_LE(max_err(ga, wa, 8, 128), kTol) << simd_level_name(lvl);
+    EXPECT_LE(max_err(gb, wb, 8, 128), kTol) << simd_level_name(lvl);
+  }
+}
+
+TEST(CpuFloatFused, PerturbedScaleBreaksTheTolerance) {
+  // Negative control: every stored fp8 key scale times 1.01 in the bytes the fast path sees.
+  FloatHeads h(128, 2, 4, 1000, 8, 8, 61);
+  const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 17);
+  const auto want = reference(h, q.data(), plain(h.d));
+  std::vector<std::vector<std::uint8_t>> kb2 = h.kb;
+  for (int g = 0; g < h.kvh; ++g)
+    for (std::size_t t = 0; t < h.n; ++t) {
+      std::uint8_t* p = kb2[g].data() + h.n * h.d + 2 * t;
+      store_half(p, half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8))) * 1.01f);
+    }
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    h.remake();
+    std::vector<cpu::CodecHead> pk;
+    for (int g = 0; g < h.kvh; ++g) pk.push_back({h.fk[g].get(), kb2[g].data()});
+    std::vector<float> ok(want.size()), gk(want.size());
+    cpu::attention_codec(h.fkeys, h.fvalues, h.n, q.data(), h.heads(), plain(h.d), ok.data(), 0, 2);
+    cpu::attention_codec(pk, h.fvalues, h.n, q.data(), h.heads(), plain(h.d), gk.data(), 0, 2);
+    EXPECT_LE(max_err(ok, want, h.heads(), h.d), kTol) << simd_level_name(lvl);
+    EXPECT_GT(max_err(gk, want, h.heads(), h.d), 10 * kTol) << simd_level_name(lvl);
+  }
+}
