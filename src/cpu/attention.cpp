@@ -329,19 +329,17 @@ void prepare_queries(const std::vector<CodecSeqView>& seqs, int num_heads, int d
   }
 }
 
-/// TurboQuant-Prod keys + TurboQuant-MSE values (choose_path): the fused kernel (Kernels::attend_prod),
-/// all query heads of a GQA group per pass over the codes, split like run_tq.
-void run_prod(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
+/// One fused codec kernel over every (sequence, KV head, head chunk, token chunk), split like run_tq:
+/// prepared queries [seq][head][S] (prepare_queries), jobs of type Job with the common fields filled
+/// (codes, n, token range, G, scale, soft-cap, m, l, acc), set(job, key head, value head, the chunk's
+/// first prepared query) for the kernel's own fields, attend(job), and finish(value head, acc[P], 1 / l,
+/// out) per output head.
+template <class Job, class Set, class Finish>
+void run_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads,
+               std::size_t S, int P, void (*attend)(const Job&), Set set, Finish finish) {
   const int kvh = static_cast<int>(seqs[0].keys->size());
   const int G = num_heads / kvh;
   const int d = (*seqs[0].keys)[0].codec->head_dim();
-  const auto& k = kernels();
-  const int lanes = k.lanes;
-  const int P = detail::layout_floats(d / 8, lanes);
-  std::size_t S = 0;
-  for (const CodecSeqView& sq : seqs)
-    for (const CodecHead& kh : *sq.keys) S = std::max(S, kh.codec->query_state_size());
-  // Prepared queries [seq][head][S] = [Pi q (d) | S Pi q (mp)], each by its KV head's codec.
   std::vector<float> states;
   std::vector<Span> spans;
   prepare_queries(seqs, num_heads, d, S, p, states, spans);
@@ -351,37 +349,53 @@ void run_prod(const std::vector<CodecSeqView>& seqs, int num_heads, const Attent
       [&](std::size_t si, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
         const CodecHead& kh = (*seqs[si].keys)[static_cast<std::size_t>(g)];
         const CodecHead& vh = (*seqs[si].values)[static_cast<std::size_t>(g)];
-        detail::ProdAttnJob j;
-        j.ks = detail::as_tq_prod(kh.codec);
-        j.vs = &detail::as_tq_mse(vh.codec)->state();
+        Job j;
         j.kcodes = kh.codes;
         j.vcodes = vh.codes;
         j.n = seqs[si].n;
         j.t0 = t0;
         j.t1 = t1;
-        j.qs = states.data() + (si * num_heads + static_cast<std::size_t>(g * G + h0)) * S;
-        j.qstride = static_cast<int>(S);
         j.G = hc;
         j.scale = scale;
         j.softcap = softcap;
         j.m = m;
         j.l = l;
         j.acc = acc;
-        k.attend_prod(j);
+        set(j, kh, vh, states.data() + (si * num_heads + static_cast<std::size_t>(g * G + h0)) * S);
+        attend(j);
       },
       [&](std::size_t si, int h, const float* acc, double inv_l) {
-        const TqMse* vt = detail::as_tq_mse((*seqs[si].values)[static_cast<std::size_t>(h / G)].codec);
-        detail::finalize_output(vt->state(), acc, lanes, inv_l, seqs[si].out + static_cast<std::size_t>(h) * d);
+        finish((*seqs[si].values)[static_cast<std::size_t>(h / G)], acc, inv_l,
+               seqs[si].out + static_cast<std::size_t>(h) * d);
+      });
+}
+
+/// TurboQuant-Prod keys + TurboQuant-MSE values (choose_path): the fused kernel (Kernels::attend_prod).
+/// Prepared queries [Pi q (d) | S Pi q (m)], each by its KV head's codec.
+void run_prod(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
+  const int d = (*seqs[0].keys)[0].codec->head_dim();
+  const int lanes = kernels().lanes;
+  std::size_t S = 0;
+  for (const CodecSeqView& sq : seqs)
+    for (const CodecHead& kh : *sq.keys) S = std::max(S, kh.codec->query_state_size());
+  run_fused<detail::ProdAttnJob>(
+      seqs, num_heads, p, threads, S, detail::layout_floats(d / 8, lanes), kernels().attend_prod,
+      [&](detail::ProdAttnJob& j, const CodecHead& kh, const CodecHead& vh, const float* qs) {
+        j.ks = detail::as_tq_prod(kh.codec);
+        j.vs = &detail::as_tq_mse(vh.codec)->state();
+        j.qs = qs;
+        j.qstride = static_cast<int>(S);
+      },
+      [&](const CodecHead& vh, const float* acc, double inv_l, float* out) {
+        detail::finalize_output(detail::as_tq_mse(vh.codec)->state(), acc, lanes, inv_l, out);
       });
 }
 
 /// TurboQuant-MSE keys and values, some of them fractional (choose_path): the fused split kernel
 /// (Kernels::attend_split, or detail::avx512_bf16_attend_split for AttentionPrecision::kBf16 where the CPU
 /// can; heads with integer widths on both sides run the integer-width sources there with this call's
-/// accumulator stride), all query heads of a GQA group per pass over the codes, split like run_tq.
+/// accumulator stride). Prepared queries [Pi_o q_o | Pi_r q_r] for split keys, Pi q otherwise.
 void run_split_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
-  const int kvh = static_cast<int>(seqs[0].keys->size());
-  const int G = num_heads / kvh;
   const int d = (*seqs[0].keys)[0].codec->head_dim();
   const auto& k = kernels();
   const int lanes = k.lanes;
@@ -392,176 +406,78 @@ void run_split_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const
       const detail::SplitHeadState* x = detail::as_tq_split(vh.codec);
       P = std::max(P, x ? x->split_acc_floats(lanes) : detail::layout_floats(d / 8, lanes));
     }
-  // Prepared queries [seq][head][d]: [Pi_o q_o | Pi_r q_r] for split keys, Pi q otherwise (natural order).
-  std::vector<float> states;
-  std::vector<Span> spans;
-  prepare_queries(seqs, num_heads, d, static_cast<std::size_t>(d), p, states, spans);
-  const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
-  // AttentionPrecision::kBf16 where the CPU can (AVX-512 level and AVX512-BF16); else the fp32 kernel.
   void (*attend)(const detail::SplitAttnJob&) = k.attend_split;
   if (p.precision == AttentionPrecision::kBf16 && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
     attend = detail::avx512_bf16_attend_split;
-  run_split(
-      spans, kvh, G, P, threads,
-      [&](std::size_t si, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
-        const CodecHead& kh = (*seqs[si].keys)[static_cast<std::size_t>(g)];
-        const CodecHead& vh = (*seqs[si].values)[static_cast<std::size_t>(g)];
-        const float* qs = states.data() + (si * num_heads + static_cast<std::size_t>(g * G + h0)) * d;
-        const detail::SplitHeadState* kx = detail::as_tq_split(kh.codec);
-        const detail::SplitHeadState* vx = detail::as_tq_split(vh.codec);
-        detail::SplitAttnJob j;
-        j.kx = kx;
-        j.ks = kx ? nullptr : &detail::as_tq_mse(kh.codec)->state();
-        j.vx = vx;
-        j.vs = vx ? nullptr : &detail::as_tq_mse(vh.codec)->state();
-        j.kcodes = kh.codes;
-        j.vcodes = vh.codes;
-        j.n = seqs[si].n;
-        j.t0 = t0;
-        j.t1 = t1;
+  run_fused<detail::SplitAttnJob>(
+      seqs, num_heads, p, threads, static_cast<std::size_t>(d), P, attend,
+      [&](detail::SplitAttnJob& j, const CodecHead& kh, const CodecHead& vh, const float* qs) {
+        j.kx = detail::as_tq_split(kh.codec);
+        j.ks = j.kx ? nullptr : &detail::as_tq_mse(kh.codec)->state();
+        j.vx = detail::as_tq_split(vh.codec);
+        j.vs = j.vx ? nullptr : &detail::as_tq_mse(vh.codec)->state();
         j.qs = qs;
         j.qstride = d;
         j.P = P;
-        j.G = hc;
-        j.scale = scale;
-        j.softcap = softcap;
-        j.m = m;
-        j.l = l;
-        j.acc = acc;
-        attend(j);
       },
-      [&](std::size_t si, int h, const float* acc, double inv_l) {
-        const CpuCodec* vc = (*seqs[si].values)[static_cast<std::size_t>(h / G)].codec;
-        float* out = seqs[si].out + static_cast<std::size_t>(h) * d;
-        if (const detail::SplitHeadState* x = detail::as_tq_split(vc))
+      [&](const CodecHead& vh, const float* acc, double inv_l, float* out) {
+        if (const detail::SplitHeadState* x = detail::as_tq_split(vh.codec))
           detail::finalize_split_output(*x, acc, lanes, inv_l, out);
         else
-          detail::finalize_output(detail::as_tq_mse(vc)->state(), acc, lanes, inv_l, out);
+          detail::finalize_output(detail::as_tq_mse(vh.codec)->state(), acc, lanes, inv_l, out);
       });
 }
 
-/// RVQ keys and values (choose_path): the fused kernel (Kernels::attend_rvq), all query heads of a GQA
-/// group per pass over the codes, split like run_tq.
+/// RVQ keys and values (choose_path): the fused kernel (Kernels::attend_rvq); prepared queries Pi q.
 void run_rvq(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
-  const int kvh = static_cast<int>(seqs[0].keys->size());
-  const int G = num_heads / kvh;
   const int d = (*seqs[0].keys)[0].codec->head_dim();
-  const auto& k = kernels();
-  const int lanes = k.lanes;
-  const int P = detail::layout_floats(d / 8, lanes);
-  // Prepared queries [seq][head][d] = Pi q, each by its KV head's codec (the key rotation).
-  std::vector<float> states;
-  std::vector<Span> spans;
-  prepare_queries(seqs, num_heads, d, static_cast<std::size_t>(d), p, states, spans);
-  const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
-  run_split(
-      spans, kvh, G, P, threads,
-      [&](std::size_t si, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
-        const CodecHead& kh = (*seqs[si].keys)[static_cast<std::size_t>(g)];
-        const CodecHead& vh = (*seqs[si].values)[static_cast<std::size_t>(g)];
-        detail::RvqAttnJob j;
+  const int lanes = kernels().lanes;
+  run_fused<detail::RvqAttnJob>(
+      seqs, num_heads, p, threads, static_cast<std::size_t>(d), detail::layout_floats(d / 8, lanes),
+      kernels().attend_rvq,
+      [&](detail::RvqAttnJob& j, const CodecHead& kh, const CodecHead& vh, const float* qs) {
         j.ks = detail::as_rvq(kh.codec);
         j.vs = detail::as_rvq(vh.codec);
-        j.kcodes = kh.codes;
-        j.vcodes = vh.codes;
-        j.n = seqs[si].n;
-        j.t0 = t0;
-        j.t1 = t1;
-        j.qp = states.data() + (si * num_heads + static_cast<std::size_t>(g * G + h0)) * d;
-        j.G = hc;
-        j.scale = scale;
-        j.softcap = softcap;
-        j.m = m;
-        j.l = l;
-        j.acc = acc;
-        k.attend_rvq(j);
+        j.qp = qs;
       },
-      [&](std::size_t si, int h, const float* acc, double inv_l) {
-        const detail::RvqHeadState* vs = detail::as_rvq((*seqs[si].values)[static_cast<std::size_t>(h / G)].codec);
-        detail::finalize_output(vs->stage[0], acc, lanes, inv_l, seqs[si].out + static_cast<std::size_t>(h) * d);
+      [&](const CodecHead& vh, const float* acc, double inv_l, float* out) {
+        detail::finalize_output(detail::as_rvq(vh.codec)->stage[0], acc, lanes, inv_l, out);
       });
 }
 
-/// KIVI keys and values at 1..4 bits (choose_path): the fused kernel (Kernels::attend_kivi), all query
-/// heads of a GQA group per pass over the codes, split like run_tq; the value layout is unrotated.
+/// KIVI keys and values at 1..4 bits (choose_path): the fused kernel (Kernels::attend_kivi); prepared
+/// queries q itself; the value layout is unrotated.
 void run_kivi(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
-  const int kvh = static_cast<int>(seqs[0].keys->size());
-  const int G = num_heads / kvh;
   const int d = (*seqs[0].keys)[0].codec->head_dim();
-  const auto& k = kernels();
-  const int lanes = k.lanes;
-  const int P = detail::layout_floats(d / 8, lanes);
-  std::vector<float> states;
-  std::vector<Span> spans;
-  prepare_queries(seqs, num_heads, d, static_cast<std::size_t>(d), p, states, spans);  // q itself
-  const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
-  run_split(
-      spans, kvh, G, P, threads,
-      [&](std::size_t si, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
-        const CodecHead& kh = (*seqs[si].keys)[static_cast<std::size_t>(g)];
-        const CodecHead& vh = (*seqs[si].values)[static_cast<std::size_t>(g)];
-        detail::KiviAttnJob j;
+  const int lanes = kernels().lanes;
+  run_fused<detail::KiviAttnJob>(
+      seqs, num_heads, p, threads, static_cast<std::size_t>(d), detail::layout_floats(d / 8, lanes),
+      kernels().attend_kivi,
+      [&](detail::KiviAttnJob& j, const CodecHead& kh, const CodecHead& vh, const float* qs) {
         j.ks = detail::as_kivi(kh.codec);
         j.vs = detail::as_kivi(vh.codec);
-        j.kcodes = kh.codes;
-        j.vcodes = vh.codes;
-        j.n = seqs[si].n;
-        j.t0 = t0;
-        j.t1 = t1;
-        j.q = states.data() + (si * num_heads + static_cast<std::size_t>(g * G + h0)) * d;
-        j.G = hc;
-        j.scale = scale;
-        j.softcap = softcap;
-        j.m = m;
-        j.l = l;
-        j.acc = acc;
-        k.attend_kivi(j);
+        j.q = qs;
       },
-      [&](std::size_t si, int h, const float* acc, double inv_l) {
-        const detail::KiviHeadState* vs = detail::as_kivi((*seqs[si].values)[static_cast<std::size_t>(h / G)].codec);
-        const std::vector<int>& lay = vs->codes.layout_for(lanes);
-        float* out = seqs[si].out + static_cast<std::size_t>(h) * d;
+      [&](const CodecHead& vh, const float* acc, double inv_l, float* out) {
+        const std::vector<int>& lay = detail::as_kivi(vh.codec)->codes.layout_for(lanes);
         for (std::size_t f = 0; f < lay.size(); ++f)
           if (lay[f] >= 0) out[lay[f]] = static_cast<float>(acc[f] * inv_l);
       });
 }
 
-/// fp8 / fp16 codec keys and values (choose_path): the fused kernel (Kernels::attend_float), all query
-/// heads of a GQA group per pass over the codes, split like run_tq; natural-order accumulators.
+/// fp8 / fp16 codec keys and values (choose_path): the fused kernel (Kernels::attend_float); prepared
+/// queries q itself; natural-order accumulators.
 void run_float(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
-  const int kvh = static_cast<int>(seqs[0].keys->size());
-  const int G = num_heads / kvh;
   const int d = (*seqs[0].keys)[0].codec->head_dim();
-  const auto& k = kernels();
-  std::vector<float> states;
-  std::vector<Span> spans;
-  prepare_queries(seqs, num_heads, d, static_cast<std::size_t>(d), p, states, spans);  // q itself
-  const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
-  run_split(
-      spans, kvh, G, d, threads,
-      [&](std::size_t si, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
-        const CodecHead& kh = (*seqs[si].keys)[static_cast<std::size_t>(g)];
-        const CodecHead& vh = (*seqs[si].values)[static_cast<std::size_t>(g)];
-        detail::FloatAttnJob j;
+  run_fused<detail::FloatAttnJob>(
+      seqs, num_heads, p, threads, static_cast<std::size_t>(d), d, kernels().attend_float,
+      [&](detail::FloatAttnJob& j, const CodecHead& kh, const CodecHead& vh, const float* qs) {
         j.kbits = detail::as_float_codec(kh.codec);
         j.vbits = detail::as_float_codec(vh.codec);
         j.dim = d;
-        j.kcodes = kh.codes;
-        j.vcodes = vh.codes;
-        j.n = seqs[si].n;
-        j.t0 = t0;
-        j.t1 = t1;
-        j.q = states.data() + (si * num_heads + static_cast<std::size_t>(g * G + h0)) * d;
-        j.G = hc;
-        j.scale = scale;
-        j.softcap = softcap;
-        j.m = m;
-        j.l = l;
-        j.acc = acc;
-        k.attend_float(j);
+        j.q = qs;
       },
-      [&](std::size_t si, int h, const float* acc, double inv_l) {
-        float* out = seqs[si].out + static_cast<std::size_t>(h) * d;
+      [&](const CodecHead&, const float* acc, double inv_l, float* out) {
         for (int i = 0; i < d; ++i) out[i] = static_cast<float>(acc[i] * inv_l);
       });
 }
