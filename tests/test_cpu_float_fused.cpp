@@ -1,11 +1,12 @@
 // The fused fp8 / fp16 codec attention kernel of cpu::attention_codec (CodecAttentionPath::kFp8Fp16Fused,
 // kernels_simd.h Fp8Src and DenseSrc on per-head blocks) against the fp64 reference attention_compressed,
 // within 1e-5 relative per head, at every SIMD level this CPU has (the scalar level takes the generic
-// path and must agree too), 1 and 2 threads: fp8 and fp16 keys x values, head_dim 64/96/112/128/256,
-// GQA 1..16, lengths 1..4097, window and soft-cap, a context shorter than the block, every finite e4m3
-// code byte (subnormals, +-0, +-448) with scales from 2^-24 to 146, the batched call, the dispatch
-// decision (head_dim not a multiple of 16 goes generic), and a negative control (a perturbed fp8 scale
-// in the fast path's bytes must break the tolerance).
+// path and must agree too), 1 and 2 threads: fp8 and fp16 keys x values, head_dim 16..1024, GQA 1..16,
+// lengths 1..4097, window and soft-cap, a context shorter than the block, every finite e4m3 code byte
+// (subnormals, +-0, +-448) with scales from 2^-24 to 146, each finite e4m3 value decoded exactly (one
+// token: the output is the value row itself), the batched call, the dispatch decision (head_dim not a
+// multiple of 16, or another codec on either side, goes generic), and a negative control (a perturbed
+// fp8 scale in the fast path's bytes must break the tolerance).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "turbokv/formats.h"
 #include "tq_heads.h"
 #include "turbokv/attention.h"
 #include "turbokv/codec.h"
@@ -33,7 +35,8 @@ constexpr double kTol = 1e-5;
 
 /// kvh heads of fp8 (bits 8) or fp16 (bits 16) keys and values, n tokens. all_codes: fp8 code bytes
 /// cycling through every finite e4m3 value (0x7f / 0xff, the NaN codes, skipped) with per-token scales
-/// from 2^-24 to 146; else Gaussian data with an outlier channel, encoded by the reference codecs.
+/// from 2^-24 to 146 (values) and those over 8 (keys; the smallest rounds to 0 in fp16); else Gaussian
+/// data with an outlier channel, encoded by the reference codecs.
 struct FloatHeads : test::CodecHeads {
   FloatHeads(int d_, int kvh_, int ratio_, std::size_t n_, int kbits, int vbits, std::uint64_t seed,
              bool all_codes = false)
@@ -109,7 +112,8 @@ TEST(CpuFloatFused, ShapesLengthsAndGqa) {
                                            {96, 2, 8, 65, 16, 16},   {112, 1, 16, 64, 8, 8},  {112, 3, 6, 1000, 8, 16},
                                            {128, 1, 7, 63, 16, 8},   {128, 2, 3, 129, 8, 8},  {128, 1, 8, 4097, 8, 8},
                                            {128, 2, 16, 65, 16, 16}, {256, 1, 4, 1000, 8, 8}, {256, 2, 1, 31, 16, 8},
-                                           {80, 2, 4, 300, 8, 8}}) {
+                                           {80, 2, 4, 300, 8, 8},    {16, 1, 4, 100, 8, 16},  {48, 2, 5, 129, 16, 8},
+                                           {512, 1, 4, 300, 8, 8},   {1024, 1, 2, 65, 16, 8}}) {
     SCOPED_TRACE("d " + std::to_string(s.d) + " kvh " + std::to_string(s.kvh) + " gqa " + std::to_string(s.ratio) +
                  " n " + std::to_string(s.n) + " kbits " + std::to_string(s.kbits) + " vbits " +
                  std::to_string(s.vbits));
@@ -167,5 +171,48 @@ TEST(CpuFloatFused, PerturbedScaleBreaksTheTolerance) {
     cpu::attention_codec(pk, h.fvalues, h.n, q.data(), h.heads(), plain(h.d), gk.data(), 0, 2);
     EXPECT_LE(max_err(ok, want, h.heads(), h.d), kTol) << simd_level_name(lvl);
     EXPECT_GT(max_err(gk, want, h.heads(), h.d), 10 * kTol) << simd_level_name(lvl);
+  }
+}
+
+TEST(CpuFloatFused, OneTokenOutputIsTheValueRowExactly) {
+  // With one token the softmax weight is 1, so each output coordinate is e4m3(code) * scale rounded
+  // once, as the reference decodes it: every finite code byte must come back bit for bit.
+  const int d = 256;
+  FloatHeads h(d, 1, 2, 1, 8, 8, 81);
+  std::vector<std::uint8_t>& vb = h.vb[0];
+  for (int j = 0; j < d; ++j) vb[static_cast<std::size_t>(j)] = static_cast<std::uint8_t>((j & 0x7f) == 0x7f ? 0 : j);
+  store_half(vb.data() + d, 0.375f);
+  const auto q = test::gaussian(2 * static_cast<std::size_t>(d), 19);
+  const auto want = reference(h, q.data(), plain(d));
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    h.remake();
+    ASSERT_EQ(cpu::attention_codec_path(h.fkeys, h.fvalues), expected_path(d)) << simd_level_name(lvl);
+    std::vector<float> got(want.size(), -7.0f);
+    cpu::attention_codec(h.fkeys, h.fvalues, 1, q.data(), 2, plain(d), got.data());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], static_cast<float>(want[i])) << simd_level_name(lvl) << " coordinate " << i % d << " code "
+                                                     << static_cast<int>(vb[i % d]);
+  }
+}
+
+TEST(CpuFloatFused, DispatchDecision) {
+  FloatHeads h(64, 2, 2, 10, 8, 16, 91), odd(72, 2, 2, 10, 8, 8, 92), odd40(40, 1, 2, 10, 16, 16, 93);
+  CodecConfig rc;
+  rc.method = Method::kRvq;
+  rc.bits = 2;
+  rc.head_dim = 64;
+  const auto rvq = make_codec(rc);
+  std::vector<std::uint8_t> rb(rvq->encoded_bytes(10));
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    h.remake(), odd.remake(), odd40.remake();
+    EXPECT_EQ(cpu::attention_codec_path(h.fkeys, h.fvalues), expected_path(64)) << simd_level_name(lvl);
+    EXPECT_EQ(cpu::attention_codec_path(odd.fkeys, odd.fvalues), cpu::CodecAttentionPath::kGeneric);
+    EXPECT_EQ(cpu::attention_codec_path(odd40.fkeys, odd40.fvalues), cpu::CodecAttentionPath::kGeneric);
+    const auto frvq = cpu::make_cpu_codec(*rvq);
+    const std::vector<cpu::CodecHead> rv = {{frvq.get(), rb.data()}, {frvq.get(), rb.data()}};
+    EXPECT_EQ(cpu::attention_codec_path(h.fkeys, rv), cpu::CodecAttentionPath::kGeneric);
+    EXPECT_EQ(cpu::attention_codec_path(rv, h.fvalues), cpu::CodecAttentionPath::kGeneric);
   }
 }

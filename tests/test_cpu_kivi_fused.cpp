@@ -2,8 +2,8 @@
 // kernels_simd.h KiviKeySrc / KiviValSrc) against the fp64 reference attention_compressed, within
 // 1e-5 relative per head, at every SIMD level this CPU has (the scalar level takes the generic path
 // through the reference wrappers and must agree too), 1 and 2 threads: key bits 1..4 x value bits
-// 1..4, key token groups that straddle blocks (1, 5, 20, 100, ...) and value channel groups 8..256,
-// head_dim 64/96/112/128/256, GQA 1..16, lengths 1..4097, windows that start inside a key group,
+// 1..4, key token groups that straddle blocks (8, 12, 20, 100, ...; below 8 generic) and value channel
+// groups 8..512, head_dim 16/48/64/96/112/128/256/512, GQA 1..16, lengths 1..4097, windows that start inside a key group,
 // soft-cap, a context shorter than the block, all-0x00 / all-0xff code bytes, the batched call, the
 // dispatch decision (what the fused kernel does not cover goes generic), and negative controls (a
 // perturbed key scale or value min in the fast path's bytes must break the tolerance).
@@ -79,7 +79,7 @@ struct KiviHeads : test::CodecHeads {
   }
 };
 
-bool covered(int d, int vg) { return d % 16 == 0 && d <= 512 && vg % 8 == 0 && d / vg <= 8; }
+bool covered(int d, int kg, int vg) { return d % 16 == 0 && d <= 512 && kg >= 8 && vg % 8 == 0 && d / vg <= 8; }
 
 cpu::CodecAttentionPath expected_path(bool fused = true) {
   return simd_level() == SimdLevel::kScalar || !fused ? cpu::CodecAttentionPath::kGeneric
@@ -119,14 +119,14 @@ TEST(CpuKiviFused, EveryKeyAndValueWidth) {
 }
 
 TEST(CpuKiviFused, GroupSizes) {
-  // Key token groups of any size (blocks straddle them unless the size is a multiple of the block);
-  // value channel groups: fused for multiples of 8 with head_dim / group <= 8, generic otherwise.
-  for (int kg : {1, 5, 16, 20, 32, 100, 128})
+  // Key token groups: fused from 8 up (blocks straddle them unless the size is a multiple of the block),
+  // generic below; value channel groups: fused for multiples of 8 with head_dim / group <= 8.
+  for (int kg : {1, 5, 8, 12, 16, 20, 32, 100, 128})
     for (int vg : {8, 16, 32, 64, 128}) {
       SCOPED_TRACE("key group " + std::to_string(kg) + " value group " + std::to_string(vg));
       KiviHeads h(128, 2, 3, 301, 1 + kg % 4, 1 + vg % 4, kg * 7 + vg, kg, vg);
       const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 21);
-      const bool fused = covered(h.d, vg);
+      const bool fused = covered(h.d, kg, vg);
       for (const AttentionParams& p : {plain(h.d), kWindowCap})
         check_all_levels(h, q.data(), p, reference(h, q.data(), p), 0, fused);
     }
@@ -145,11 +145,13 @@ TEST(CpuKiviFused, ShapesLengthsAndGqa) {
                                            {128, 1, 8, 4097, 4, 4, 32}, {128, 2, 16, 65, 1, 1, 64},
                                            {256, 1, 4, 1000, 2, 3, 32}, {256, 2, 1, 31, 4, 2, 256},
                                            {128, 1, 5, 4097, 1, 3, 16}, {64, 1, 16, 1000, 3, 1, 64},
-                                           {128, 1, 2, 17, 2, 4, 32}}) {
+                                           {128, 1, 2, 17, 2, 4, 32},   {512, 1, 4, 300, 4, 2, 64},
+                                           {512, 2, 3, 65, 1, 3, 512},  {16, 1, 4, 100, 2, 4, 8},
+                                           {48, 2, 5, 129, 3, 1, 16}}) {
     SCOPED_TRACE("d " + std::to_string(s.d) + " kvh " + std::to_string(s.kvh) + " gqa " + std::to_string(s.ratio) +
                  " n " + std::to_string(s.n) + " kbits " + std::to_string(s.kbits) + " vbits " +
                  std::to_string(s.vbits) + " value group " + std::to_string(s.vg));
-    ASSERT_TRUE(covered(s.d, s.vg));
+    ASSERT_TRUE(covered(s.d, 32, s.vg));
     KiviHeads h(s.d, s.kvh, s.ratio, s.n, s.kbits, s.vbits, 7 + s.d + s.n, 32, s.vg);
     const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 11);
     for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_all_levels(h, q.data(), p, reference(h, q.data(), p));
@@ -168,7 +170,7 @@ TEST(CpuKiviFused, AllZeroAndAllOnesCodeBytes) {
 }
 
 TEST(CpuKiviFused, BatchedSequences) {
-  KiviHeads a(128, 2, 4, 1000, 3, 4, 41), b(128, 2, 4, 65, 2, 1, 42, 5, 16);
+  KiviHeads a(128, 2, 4, 1000, 3, 4, 41), b(128, 2, 4, 65, 2, 1, 42, 12, 16);
   const auto qa = test::gaussian(8 * 128, 15), qb = test::gaussian(8 * 128, 16);
   const auto wa = reference(a, qa.data(), kWindowCap), wb = reference(b, qb.data(), kWindowCap, 60);
   for (SimdLevel lvl : available_simd_levels()) {

@@ -2,7 +2,7 @@
 // kernels_simd.h RvqKeySrc / RvqValSrc) against the fp64 reference attention_compressed, within
 // 1e-5 relative per head, at every SIMD level this CPU has (the scalar level takes the generic path
 // through the reference wrappers and must agree too), 1 and 2 threads: key bits 1..4 x value bits
-// 1..4, head_dim 64/80/96/112/128/256, GQA 1..16, lengths 1..4097, window and soft-cap, a context
+// 1..4, head_dim 16/48/64/80/96/112/128/256/512, GQA 1..16, lengths 1..4097, window and soft-cap, a context
 // shorter than the block, every rotation kind, all-0x00 / all-0xff code bytes, an unaligned query,
 // the batched call, the dispatch decision, and negative controls (a perturbed norm or stage-2
 // code in the fast path's bytes must break the tolerance).
@@ -122,7 +122,9 @@ TEST(CpuRvqFused, ShapesLengthsAndGqa) {
                                            {80, 2, 8, 65, 4, 1},    {96, 1, 16, 64, 2, 2},   {96, 3, 6, 1000, 3, 4},
                                            {112, 1, 7, 63, 1, 2},   {112, 2, 3, 129, 4, 3},  {128, 1, 8, 4097, 4, 4},
                                            {128, 2, 16, 65, 1, 1},  {256, 1, 4, 1000, 2, 3}, {256, 2, 1, 31, 4, 2},
-                                           {128, 1, 5, 4097, 1, 3}, {64, 1, 16, 1000, 3, 1}, {128, 1, 2, 17, 2, 4}}) {
+                                           {128, 1, 5, 4097, 1, 3}, {64, 1, 16, 1000, 3, 1}, {128, 1, 2, 17, 2, 4},
+                                           {512, 1, 4, 300, 4, 2},  {512, 2, 3, 65, 1, 3},   {16, 1, 4, 100, 2, 4},
+                                           {48, 2, 5, 129, 3, 1}}) {
     SCOPED_TRACE("d " + std::to_string(s.d) + " kvh " + std::to_string(s.kvh) + " gqa " + std::to_string(s.ratio) +
                  " n " + std::to_string(s.n) + " kbits " + std::to_string(s.kbits) + " vbits " +
                  std::to_string(s.vbits));

@@ -174,8 +174,8 @@ enum class CodecAttentionPath {
   /// with the same weight in the rotated domain and rotated back once per output head.
   kRvqFused,
   /// Every key head a KIVI key codec and every value head a KIVI value codec at 1..4 bits (Liu et al.,
-  /// arXiv 2402.02750; head_dim a multiple of 16 up to 512; values with group_size a multiple of 8 and
-  /// head_dim / group_size <= 8) at the AVX2 or AVX-512 level: one fused fp32 kernel per GQA group and
+  /// arXiv 2402.02750; head_dim a multiple of 16 up to 512; keys with group_size >= 8, values with
+  /// group_size a multiple of 8 and head_dim / group_size <= 8) at the AVX2 or AVX-512 level: one fused fp32 kernel per GQA group and
   /// pass over the codes. A key scores <q * scale_g, code> + <q, min_g> with its token group g's
   /// per-channel (min, scale), token-in-lane like kTqMseFused; a value is decoded per coordinate
   /// (min + scale * code of its channel group, fp32) and accumulated like kTqMseFused's.

@@ -162,8 +162,8 @@ struct RvqAttnJob {
  * as a TurboQuant-MSE code stream with the identity codebook (cb16[i] = i mod 2^bits, no rotation;
  * layouts set for the value output). Keys score <q, x_hat> = <q * scale_g, code> + <q, min_g> for the
  * token's group g; values accumulate sum_t p_t x_hat_t in the value layout (unrotated), each lane's
- * (min, scale) from its channel group. Covered: head_dim a multiple of 16 up to 512; values also need
- * group a multiple of 8 with head_dim / group <= 8.
+ * (min, scale) from its channel group. Covered: head_dim a multiple of 16 up to 512; keys need
+ * group >= 8, values group a multiple of 8 with head_dim / group <= 8.
  */
 struct KiviHeadState {
   int dim = 0, bits = 0, group = 1;

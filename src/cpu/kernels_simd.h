@@ -9,7 +9,8 @@
 // lanes; reads group_bytes<BITS> bytes), fwht_lane (in-register Hadamard
 // stage), quantize, store_codes_u8, sumsq8 (the format's 8-lane order),
 // reduce_tokens (W vectors -> lane t = sum of vector slot(t)), exp, srlv (lane-wise
-// shifts), selecti / select (lane-wise choice by a 0 / ~0 mask; fractional TurboQuant-MSE).
+// shifts), selecti / select (lane-wise choice by a 0 / ~0 mask; fractional TurboQuant-MSE),
+// from_f16 / from_bf16 (W 16-bit values -> fp32), from_e4m3 (W e4m3 bytes -> fp32 times 2^-8, exact).
 // With TURBOKV_KERNELS_SOURCES_ONLY defined, only the encode/decode kernels and
 // the token sources (TqSrc, DenseSrc) are compiled, for other kernels built on them.
 #pragma once
@@ -537,7 +538,8 @@ struct TqTabSrc : TqSrc<BITS> {
   }
 };
 
-/// The source of a BITS-wide TurboQuant-MSE key stream in the fused kernels: look-up tables where that
+/// The source of a BITS-wide TurboQuant-MSE key stream in attend_tq and the RVQ keys' 1-bit streams
+/// (the split and Prod kernels keep their own choices): look-up tables where that
 /// measured faster (docs/RESULTS.md, session 13): 1-bit at both levels (four coordinates per look-up
 /// and add instead of four broadcast-q FMAs), 2-bit at AVX-512 (at AVX2 a 16-entry look-up is two
 /// permutes and a blend, and 2-bit went 4088 -> 4311 us). 3- and 4-bit stay on FMAs: their one-code
@@ -1156,6 +1158,7 @@ struct KiviValSrc : TqSrc<BITS> {
     for (int i = 0; i < cnt; ++i)
       for (int k = 0; k < 2 * npairs; ++k) pairs[i * 16 + k] = f16_at(pr + (static_cast<std::size_t>(i) * npairs * 2 + k) * 2);
   }
+  F norm_vec() const { return T::set1(1.0f); }  // unused (kHasNorm = false); TqSrc's reads unset norms
   KiviGroup group(int i, int v) const {
     const float* o = pairs + i * 16;
     const F lo = T::load(o), hi = T::load(o + (W == 16 ? 0 : 8));

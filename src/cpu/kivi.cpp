@@ -101,8 +101,10 @@ class LowbitCodec final : public CpuCodec {
 /// The fused kernel's state of a KIVI codec with these parameters, or nullptr where the kernel does not
 /// cover them (kernels.h KiviHeadState).
 std::unique_ptr<KiviHeadState> make_kivi_state(const LowbitParams& p) {
+  // Keys: token groups of at least 8 (a block of W tokens scores once per group it touches, so
+  // smaller groups would repeat the whole key pass up to W times; the codec-domain path is faster).
   const bool ok = p.bits >= 1 && p.bits <= 4 && p.d % 16 == 0 && p.d <= 512 &&
-                  (p.key || (p.group % 8 == 0 && p.d / p.group <= 8));
+                  (p.key ? p.group >= 8 : (p.group % 8 == 0 && p.d / p.group <= 8));
   if (!ok) return nullptr;
   auto x = std::make_unique<KiviHeadState>();
   x->dim = p.d;

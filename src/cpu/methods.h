@@ -43,8 +43,8 @@ struct RvqHeadState;  // kernels.h
 const RvqHeadState* as_rvq(const CpuCodec* c);
 
 struct KiviHeadState;  // kernels.h
-/// The fused-kernel view of a make_cpu_kivi codec (1..4 bits, head_dim a multiple of 16 up to 512; values:
-/// group a multiple of 8, head_dim / group <= 8), else nullptr (attention_codec then takes the fused KIVI
+/// The fused-kernel view of a make_cpu_kivi codec (1..4 bits, head_dim a multiple of 16 up to 512; keys:
+/// group >= 8; values: group a multiple of 8, head_dim / group <= 8), else nullptr (attention_codec then takes the fused KIVI
 /// kernel when every key and value head is such a codec).
 const KiviHeadState* as_kivi(const CpuCodec* c);
 
