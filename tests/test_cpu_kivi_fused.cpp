@@ -86,21 +86,10 @@ cpu::CodecAttentionPath expected_path(bool fused = true) {
                                                       : cpu::CodecAttentionPath::kKiviFused;
 }
 
-/// Runs the fast path at every SIMD level and 1 / 2 threads against want.
+/// test::check_fused_all_levels with this file's expected path and tolerance.
 void check_all_levels(KiviHeads& h, const float* q, const AttentionParams& p, const std::vector<double>& want,
                       std::size_t ctx = 0, bool fused = true) {
-  for (SimdLevel lvl : available_simd_levels()) {
-    ScopedSimdLevel guard(lvl);
-    h.remake();
-    ASSERT_EQ(cpu::attention_codec_path(h.fkeys, h.fvalues), expected_path(fused)) << simd_level_name(lvl);
-    for (int threads : {1, 2}) {
-      SCOPED_TRACE(std::string(simd_level_name(lvl)) + " threads " + std::to_string(threads));
-      std::vector<float> got(want.size(), -7.0f);
-      cpu::attention_codec(h.fkeys, h.fvalues, h.n, q, h.heads(), p, got.data(), ctx, threads);
-      for (int hh = 0; hh < h.heads(); ++hh)
-        ASSERT_LE(test::rel_err(got.data() + hh * h.d, want.data() + hh * h.d, h.d), kTol) << "head " << hh;
-    }
-  }
+  test::check_fused_all_levels(h, q, p, want, [&] { return expected_path(fused); }, kTol, ctx);
 }
 
 AttentionParams plain(int d) { return AttentionParams{1.0 / std::sqrt(d), 0, 0}; }
@@ -171,19 +160,7 @@ TEST(CpuKiviFused, AllZeroAndAllOnesCodeBytes) {
 
 TEST(CpuKiviFused, BatchedSequences) {
   KiviHeads a(128, 2, 4, 1000, 3, 4, 41), b(128, 2, 4, 65, 2, 1, 42, 12, 16);
-  const auto qa = test::gaussian(8 * 128, 15), qb = test::gaussian(8 * 128, 16);
-  const auto wa = reference(a, qa.data(), kWindowCap), wb = reference(b, qb.data(), kWindowCap, 60);
-  for (SimdLevel lvl : available_simd_levels()) {
-    ScopedSimdLevel guard(lvl);
-    a.remake(), b.remake();
-    std::vector<float> ga(wa.size()), gb(wb.size());
-    std::vector<cpu::CodecSequence> seqs(2);
-    seqs[0] = {a.fkeys, a.fvalues, a.n, 0, qa.data(), ga.data()};
-    seqs[1] = {b.fkeys, b.fvalues, b.n, 60, qb.data(), gb.data()};
-    cpu::attention_codec_batched(seqs, 8, kWindowCap, 2);
-    EXPECT_LE(max_err(ga, wa, 8, 128), kTol) << simd_level_name(lvl);
-    EXPECT_LE(max_err(gb, wb, 8, 128), kTol) << simd_level_name(lvl);
-  }
+  test::check_batched(a, b, kWindowCap, 60, kTol);
 }
 
 TEST(CpuKiviFused, DispatchDecision) {

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "test_util.h"
 #include "turbokv/attention.h"
@@ -15,6 +18,7 @@
 #include "turbokv/cpu_codec.h"
 #include "turbokv/formats.h"
 #include "turbokv/half.h"
+#include "turbokv/simd.h"
 
 namespace turbokv::test {
 
@@ -71,7 +75,7 @@ struct TqMseHeads {
 };
 
 /// Heads of any reference codecs with the fast codecs (cpu::make_cpu_codec) viewing the same bytes:
-/// the common part of the fused-path fixtures (test_cpu_prod_fused, test_cpu_split_fused), whose
+/// the common part of the fused-path fixtures (test_cpu_{prod,split,rvq,kivi,float}_fused), whose
 /// constructors fill rk, rv, kb, vb, keys and values and then call remake().
 struct CodecHeads {
   int d, kvh, ratio;
@@ -109,6 +113,44 @@ inline double max_err(const std::vector<float>& got, const std::vector<double>& 
   double e = 0;
   for (int h = 0; h < heads; ++h) e = std::max(e, rel_err(got.data() + h * d, want.data() + h * d, d));
   return e;
+}
+
+/// The fused-path check of the test_cpu_*_fused files: at every SIMD level this CPU has, h's fast codecs
+/// are remade, attention_codec_path must be path() (evaluated at that level), and attention_codec with
+/// 1 and 2 threads must be within tol per head (relative L2) of want.
+template <class Path>
+void check_fused_all_levels(CodecHeads& h, const float* q, const AttentionParams& p, const std::vector<double>& want,
+                      Path path, double tol, std::size_t ctx = 0) {
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    h.remake();
+    ASSERT_EQ(cpu::attention_codec_path(h.fkeys, h.fvalues), path()) << simd_level_name(lvl);
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::string(simd_level_name(lvl)) + " threads " + std::to_string(threads));
+      std::vector<float> got(want.size(), -7.0f);
+      cpu::attention_codec(h.fkeys, h.fvalues, h.n, q, h.heads(), p, got.data(), ctx, threads);
+      for (int hh = 0; hh < h.heads(); ++hh)
+        ASSERT_LE(rel_err(got.data() + hh * h.d, want.data() + hh * h.d, h.d), tol) << "head " << hh;
+    }
+  }
+}
+
+/// attention_codec_batched on two sequences (a with its whole length, b with context ctx_b; both
+/// 128-dim with 8 query heads) at every SIMD level, each within tol of the reference.
+inline void check_batched(CodecHeads& a, CodecHeads& b, const AttentionParams& p, std::size_t ctx_b, double tol) {
+  const auto qa = gaussian(8 * 128, 15), qb = gaussian(8 * 128, 16);
+  const auto wa = reference(a, qa.data(), p), wb = reference(b, qb.data(), p, ctx_b);
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    a.remake(), b.remake();
+    std::vector<float> ga(wa.size()), gb(wb.size());
+    std::vector<cpu::CodecSequence> seqs(2);
+    seqs[0] = {a.fkeys, a.fvalues, a.n, 0, qa.data(), ga.data()};
+    seqs[1] = {b.fkeys, b.fvalues, b.n, ctx_b, qb.data(), gb.data()};
+    cpu::attention_codec_batched(seqs, 8, p, 2);
+    EXPECT_LE(max_err(ga, wa, 8, 128), tol) << simd_level_name(lvl);
+    EXPECT_LE(max_err(gb, wb, 8, 128), tol) << simd_level_name(lvl);
+  }
 }
 
 }  // namespace turbokv::test
