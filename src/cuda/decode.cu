@@ -3,6 +3,8 @@
 // on the fp16 tensor-core kernel, whose FUSE instance finishes the rows itself).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include <cuda_bf16.h>
@@ -554,6 +556,32 @@ void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const 
 
 namespace detail {
 
+namespace {
+/// The raw-row plan of one staged side (StagedSide::chunk, rs, sw, per_div) for blocks of `stride`
+/// bytes from `pool`: cp.async pieces of the largest of 16, 8, 4 bytes dividing the code bytes, the
+/// stride and the pool's address (the rows and the side words are then aligned to it); none (chunk 0:
+/// rows read from global memory) if 4 does not, or for look-up-table keys (no staged rows).
+/// TURBOKV_STAGED_RAW=0 in the environment turns raw rows off (for A/B runs and tests of both paths).
+void plan_raw(StagedSide& s, const void* pool, std::size_t stride, bool lut) {
+  static const bool off = [] {
+    const char* e = std::getenv("TURBOKV_STAGED_RAW");
+    return e && std::string(e) == "0";
+  }();
+  s.chunk = 0;
+  if (off || lut || s.cb <= 0) return;
+  const std::uintptr_t addr = reinterpret_cast<std::uintptr_t>(pool);
+  for (const int c : {16, 8, 4})
+    if (s.cb % c == 0 && stride % c == 0 && addr % c == 0) {
+      s.chunk = c;
+      break;
+    }
+  if (s.chunk == 0) return;
+  s.sw = s.sb > 0 ? (s.sb + 6) / 4 : 0;                            // words holding sb bytes at any offset
+  s.rs = (s.cb + std::max(4 * s.sw, 8) + 15) / 16 * 16;            // >= 8 readable bytes after the codes
+  s.per_div = FastDiv(s.cb / s.chunk + s.sw);
+}
+}  // namespace
+
 void run_staged_paged(const char* where, PagedPool kpool, PagedPool vpool, const PageTable& table,
                       const DecodeArgs& args, std::size_t kstride, const char* kstride_rule, std::size_t vstride,
                       const char* vstride_rule, const StagedCall& call, cudaStream_t s) {
@@ -562,6 +590,8 @@ void run_staged_paged(const char* where, PagedPool kpool, PagedPool vpool, const
   ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E);
   ka.kside = call.kside;
   ka.vside = call.vside;
+  plan_raw(ka.kside, kpool.data, kstride, call.prep != nullptr);
+  plan_raw(ka.vside, vpool.data, vstride, false);
   ka.vlambda = call.vlambda;
   ka.head_dim = args.head_dim;  // the launcher sizes shared memory and picks the instance from it (also
                                 // for run's occupancy query, made before fill_kernel_args)
@@ -597,6 +627,8 @@ void run_staged_blocks(const char* where, const VqDecodeArgs& a, int head_dim, s
   ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E);
   ka.kside = call.kside;
   ka.vside = call.vside;
+  plan_raw(ka.kside, a.keys, kblock, call.prep != nullptr);
+  plan_raw(ka.vside, a.values, vblock, false);
   ka.vlambda = call.vlambda;
   ka.head_dim = head_dim;
   auto launch = [&](int hpw, const LaunchShape& shape, std::size_t smem, const DecodeKernelArgs& k) {

@@ -43,6 +43,17 @@ struct StagedSide {
   FastDiv group_div;  ///< KIVI values: division by the group size
   std::size_t lut_floats;  ///< look-up-table keys (product VQ): floats per (sequence, query head) table
   int shift;          ///< product VQ: log2 of the sub-vector size
+  // Set by the method: the per-token side data (norms, radii, KIVI value scales) copied with the codes
+  // (sb bytes at the format's side_off; 0: none, or read from global memory as KIVI's key groups), and
+  // the leading floats of tab0 / tab1 the block copies to shared memory (0: read from global memory).
+  int sb;
+  int ntab0, ntab1;
+  // Set by the host (plan_raw, decode.cu): the step's code rows copied to shared memory by cp.async in
+  // chunk-byte pieces (16, 8 or 4: the largest dividing code bytes, block stride and pool address; 0:
+  // the rows are read from global memory), rs bytes per row, sw side words per row, per = cb / chunk +
+  // sw pieces per token (per_div: division by it).
+  int chunk, rs, sw;
+  FastDiv per_div;
 };
 
 struct DecodeKernelArgs {
@@ -523,16 +534,22 @@ inline void launch_cached(void (*kernel)(DecodeKernelArgs), const LaunchShape& s
                           cudaStream_t stream, const DecodeKernelArgs& a) {
   using Key = std::pair<const void*, std::pair<std::size_t, unsigned>>;
   static std::mutex mu;
-  static std::map<Key, int> occ;  // also records the raised smem limits
+  static std::map<Key, int> occ;
+  static std::map<const void*, std::size_t> raised;  // the kernel's dynamic shared memory limit, only ever raised
   int o = 0;
   {
     std::lock_guard<std::mutex> lock(mu);
     const Key key{reinterpret_cast<const void*>(kernel), {smem, shape.block.x}};
     auto it = occ.find(key);
     if (it == occ.end()) {
-      if (smem > 48 * 1024)
+      // One kernel can be launched with several sizes (the staged decode's raw rows depend on the
+      // pools): lowering the limit for a smaller size would fail a cached launch of a larger one.
+      std::size_t& lim = raised[reinterpret_cast<const void*>(kernel)];
+      if (smem > 48 * 1024 && smem > lim) {
         TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(smem)));
+        lim = smem;
+      }
       TKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, kernel, static_cast<int>(shape.block.x), smem));
       it = occ.emplace(key, o).first;
     }

@@ -156,21 +156,23 @@ __device__ __forceinline__ float dequant(const std::uint16_t* par, float code) {
 
 /// Staged-decode formats (staged.cuh) of KIVI's page blocks (formats.h "kivi"): side.bits = b,
 /// side.group = G, side.cb = packed(head_dim, b). Keys: the (mn16, scale16) of channel j of the
-/// token's group of G tokens; values: those of the token's channel group j / G.
+/// token's group of G tokens (read from global memory: 4 head_dim bytes per group); values: those of the
+/// token's channel group j / G (side.sb = 4 head_dim / G bytes per token, copied with the codes).
 struct KiviKeyFmt {
-  static constexpr bool kLut = false;
-  template <int KQ>
-  __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* blk, int ps,
-                                               int slot, int lane, float* dst) {
-    const std::uint8_t* row = blk + static_cast<std::size_t>(slot) * s.cb;
-    const auto* par = reinterpret_cast<const std::uint16_t*>(blk + static_cast<std::size_t>(ps) * s.cb) +
-                      2 * static_cast<std::size_t>(slot / s.group) * D;
+  static constexpr bool kLut = false, kSide = true, kRawSide = false, kSmemTab = false;
+  __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
+    return static_cast<std::size_t>(ps) * s.cb + 4 * static_cast<std::size_t>(slot / s.group) * D;  // the group's
+  }
+  template <int KQ, class R>
+  __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
+                                               const std::uint8_t* side, int lane, float* dst) {
+    const auto* par = reinterpret_cast<const std::uint16_t*>(side);
     const unsigned m = (1u << s.bits) - 1u;
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
       const int q = lane + 32 * k, j = 4 * q;
       if (j < D) {
-        const unsigned u = detail::quad_fields(row, q, s.bits);
+        const unsigned u = detail::quad_fields<R>(row, q, s.bits);
         detail::store_quad(dst + j, dequant(par + 2 * j, static_cast<float>(u & m)),
                            dequant(par + 2 * j + 2, static_cast<float>((u >> s.bits) & m)),
                            dequant(par + 2 * j + 4, static_cast<float>((u >> (2 * s.bits)) & m)),
@@ -180,19 +182,20 @@ struct KiviKeyFmt {
   }
 };
 struct KiviValueFmt {
-  static constexpr bool kLut = false;
-  template <int KQ>
-  __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* blk, int ps,
-                                               int slot, int lane, float* dst) {
-    const std::uint8_t* row = blk + static_cast<std::size_t>(slot) * s.cb;
-    const auto* par = reinterpret_cast<const std::uint16_t*>(blk + static_cast<std::size_t>(ps) * s.cb) +
-                      2 * static_cast<std::size_t>(slot) * (D / s.group);
+  static constexpr bool kLut = false, kSide = true, kRawSide = true, kSmemTab = false;
+  __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
+    return static_cast<std::size_t>(ps) * s.cb + 4 * static_cast<std::size_t>(slot) * (D / s.group);
+  }
+  template <int KQ, class R>
+  __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
+                                               const std::uint8_t* side, int lane, float* dst) {
+    const auto* par = reinterpret_cast<const std::uint16_t*>(side);
     const unsigned m = (1u << s.bits) - 1u;
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
       const int q = lane + 32 * k, j = 4 * q;
       if (j < D) {
-        const unsigned u = detail::quad_fields(row, q, s.bits);
+        const unsigned u = detail::quad_fields<R>(row, q, s.bits);
         float v[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
@@ -296,6 +299,7 @@ void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpo
   call.vside.bits = static_cast<int>(vcfg.bits), call.vside.group = vcfg.group_size;
   call.vside.group_div = FastDiv(vcfg.group_size);
   call.vside.cb = args.head_dim * call.vside.bits / 8;
+  call.vside.sb = 4 * (args.head_dim / vcfg.group_size);  // each token's (min, scale) per channel group
   call.launch = detail::launch_staged<KiviKeyFmt, KiviValueFmt>;
   detail::run_staged_paged(where, kpool, vpool, table, args, kstride, "must equal kivi_page_stride(kcodec, page_size)",
                            vstride, "must equal kivi_page_stride(vcodec, page_size)", call, detail::stream_of(stream));

@@ -155,14 +155,14 @@ void launch_encode(const PolarTables& tab, IoType x_type, const EncArgs& a, cons
 // sin of the angle at each level (level l: angle j >> l, sin where bit l - 1 of j is set), fp32
 // products in the reference's order (level 4 first).
 struct PolarFmt {
-  static constexpr bool kLut = false;
-  template <int KQ>
-  __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* blk, int ps,
-                                               int slot, int lane, float* dst) {
-    const std::uint8_t* row = blk + static_cast<std::size_t>(slot) * s.cb;
+  static constexpr bool kLut = false, kSide = true, kRawSide = true, kSmemTab = true;
+  __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
+    return static_cast<std::size_t>(ps) * s.cb + 2 * static_cast<std::size_t>(slot) * (D / 16);  // fp16 radii
+  }
+  template <int KQ, class R>
+  __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
+                                               const std::uint8_t* rad, int lane, float* dst) {
     const std::uint8_t* hi = row + s.off;  // levels 2..4: [level 2: D/4][level 3: D/8][level 4: D/16]
-    const std::uint8_t* rad =
-        blk + static_cast<std::size_t>(ps) * s.cb + 2 * static_cast<std::size_t>(slot) * (D / 16);
     const float* t = s.tab0;
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
@@ -170,18 +170,18 @@ struct PolarFmt {
       if (j < D) {
         // Elements j .. j + 3 share the level-4, -3 and -2 angles (j >> 4, j >> 3, j >> 2 = q) and the
         // radius; the level-2 factor is cos for j, j + 1 and sin for j + 2, j + 3; level 1 has two angles.
-        const unsigned a4 = detail::field_at(hi, (D / 4 + D / 8 + (q >> 2)) * s.bits2, s.bits2);
-        const unsigned a3 = detail::field_at(hi, (D / 4 + (q >> 1)) * s.bits2, s.bits2);
-        const unsigned a2 = detail::field_at(hi, q * s.bits2, s.bits2);
-        const unsigned u1 = detail::span_at(row, 2 * q * s.bits, 2 * s.bits);  // level-1 angles 2 q, 2 q + 1
+        const unsigned a4 = detail::field<R>(hi, (D / 4 + D / 8 + (q >> 2)) * s.bits2, s.bits2);
+        const unsigned a3 = detail::field<R>(hi, (D / 4 + (q >> 1)) * s.bits2, s.bits2);
+        const unsigned a2 = detail::field<R>(hi, q * s.bits2, s.bits2);
+        const unsigned u1 = R::span(row, 2 * q * s.bits, 2 * s.bits);  // level-1 angles 2 q, 2 q + 1
         const unsigned m1 = (1u << s.bits) - 1u;
         const unsigned b0 = u1 & m1, b1 = (u1 >> s.bits) & m1;
         float r = detail::half_at(rad + 2 * (q >> 2));
-        r = __fmul_rn(r, __ldg(t + (((q >> 1) & 1) ? lvl_sin(4) : lvl_cos(4)) + a4));
-        r = __fmul_rn(r, __ldg(t + ((q & 1) ? lvl_sin(3) : lvl_cos(3)) + a3));
-        const float r0 = __fmul_rn(r, __ldg(t + lvl_cos(2) + a2)), r1 = __fmul_rn(r, __ldg(t + lvl_sin(2) + a2));
-        detail::store_quad(dst + j, __fmul_rn(r0, __ldg(t + kCos1 + b0)), __fmul_rn(r0, __ldg(t + kSin1 + b0)),
-                           __fmul_rn(r1, __ldg(t + kCos1 + b1)), __fmul_rn(r1, __ldg(t + kSin1 + b1)));
+        r = __fmul_rn(r, t[(((q >> 1) & 1) ? lvl_sin(4) : lvl_cos(4)) + a4]);
+        r = __fmul_rn(r, t[((q & 1) ? lvl_sin(3) : lvl_cos(3)) + a3]);
+        const float r0 = __fmul_rn(r, t[lvl_cos(2) + a2]), r1 = __fmul_rn(r, t[lvl_sin(2) + a2]);
+        detail::store_quad(dst + j, __fmul_rn(r0, t[kCos1 + b0]), __fmul_rn(r0, t[kSin1 + b0]),
+                           __fmul_rn(r1, t[kCos1 + b1]), __fmul_rn(r1, t[kSin1 + b1]));
       }
     }
   }
@@ -192,6 +192,7 @@ detail::StagedSide polar_side(const PolarTables& t) {
   s.tab0 = t.tables();
   s.bits = t.bits(), s.bits2 = t.high_bits();
   s.off = static_cast<int>(t.level1_bytes()), s.cb = static_cast<int>(t.code_bytes());
+  s.sb = 2 * (t.head_dim() / 16), s.ntab0 = PolarTables::kTableFloats;
   return s;
 }
 

@@ -212,24 +212,24 @@ void launch_dequantize(const PvqTables& tab, const DeqArgs& da, cudaStream_t s) 
 // bytes, tab0 = the centroids [num_sub][K][g]. Values (and any staged product-VQ rows): element j =
 // C_s[code_s][j mod g] (s = j / g) in the rotated, smoothed domain; the merge applies Pi_v^T and lambda_v.
 struct PvqFmt {
-  static constexpr bool kLut = false;
-  template <int KQ>
-  __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* blk, int /*ps*/,
-                                               int slot, int lane, float* dst) {
-    const std::uint8_t* row = blk + static_cast<std::size_t>(slot) * s.cb;
+  static constexpr bool kLut = false, kSide = false, kRawSide = false, kSmemTab = false;
+  __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide&, int, int, int) { return 0; }
+  template <int KQ, class R>
+  __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
+                                               const std::uint8_t* /*side*/, int lane, float* dst) {
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
       const int q = lane + 32 * k, j = 4 * q;
       if (j < D) {
         if (s.shift >= 2) {  // g = 4 or 8: the quad lies in one sub-vector (16-byte aligned centroid coordinates)
           const int sub = j >> s.shift;
-          const unsigned code = detail::field_at(row, sub * s.bits, s.bits);
+          const unsigned code = detail::field<R>(row, sub * s.bits, s.bits);
           const float4 c = __ldg(reinterpret_cast<const float4*>(
               s.tab0 + ((((static_cast<std::size_t>(sub) << s.bits) + code) << s.shift) | (j & ((1 << s.shift) - 1)))));
           detail::store_quad(dst + j, c.x, c.y, c.z, c.w);
         } else {  // g = 2: sub-vectors 2 q and 2 q + 1
-          const unsigned c0 = detail::field_at(row, 2 * q * s.bits, s.bits),
-                         c1 = detail::field_at(row, (2 * q + 1) * s.bits, s.bits);
+          const unsigned c0 = detail::field<R>(row, 2 * q * s.bits, s.bits),
+                         c1 = detail::field<R>(row, (2 * q + 1) * s.bits, s.bits);
           const float2 a = __ldg(reinterpret_cast<const float2*>(s.tab0 + (((static_cast<std::size_t>(2 * q) << s.bits) + c0) << 1)));
           const float2 b =
               __ldg(reinterpret_cast<const float2*>(s.tab0 + (((static_cast<std::size_t>(2 * q + 1) << s.bits) + c1) << 1)));
@@ -244,7 +244,7 @@ struct PvqFmt {
 /// q' = Pi (lambda * q), in fp64 as the reference's prepare_query, stored fp32; the score of a token
 /// is sum_s LUT[s][code_s] (side.off = num_sub, side.bits = c), no decoded keys.
 struct PvqLutKey {
-  static constexpr bool kLut = true;
+  static constexpr bool kLut = true, kSide = false, kRawSide = false, kSmemTab = false;
   __device__ __forceinline__ static float score(const detail::StagedSide& s, const std::uint8_t* blk, int /*ps*/,
                                                 int slot, const float* lut) {
     const std::uint8_t* row = blk + static_cast<std::size_t>(slot) * s.cb;

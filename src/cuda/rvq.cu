@@ -144,25 +144,28 @@ void launch_encode_any(const RvqTables& tab, IoType x_type, const EncArgs& a, co
 }
 
 // ---- Staged decode (staged.cuh): side.bits = b, side.off = stage bytes, side.cb = 2 stage bytes,
-// tab0 / tab1 = the stage-1 / stage-2 centroids. Element j = ||x|| (c1[code1_j] + c2[code2_j]) in the
+// tab0 / tab1 = the stage-1 / stage-2 centroids (2^b floats each, copied to shared memory), side data
+// the fp16 norm. Element j = ||x|| (c1[code1_j] + c2[code2_j]) in the
 // rotated domain (the sum rounded as the reference's decode, then times the fp16 norm).
 struct RvqFmt {
-  static constexpr bool kLut = false;
-  template <int KQ>
-  __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* blk, int ps,
-                                               int slot, int lane, float* dst) {
-    const std::uint8_t* row = blk + static_cast<std::size_t>(slot) * s.cb;
-    const float norm = detail::half_at(blk + static_cast<std::size_t>(ps) * s.cb + 2 * static_cast<std::size_t>(slot));
+  static constexpr bool kLut = false, kSide = true, kRawSide = true, kSmemTab = true;
+  __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int /*D*/, int ps, int slot) {
+    return static_cast<std::size_t>(ps) * s.cb + 2 * static_cast<std::size_t>(slot);  // the fp16 norm
+  }
+  template <int KQ, class R>
+  __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
+                                               const std::uint8_t* side, int lane, float* dst) {
+    const float norm = detail::half_at(side);
     const unsigned m = (1u << s.bits) - 1u;
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
       const int q = lane + 32 * k, j = 4 * q;
       if (j < D) {
-        const unsigned u1 = detail::quad_fields(row, q, s.bits), u2 = detail::quad_fields(row + s.off, q, s.bits);
+        const unsigned u1 = detail::quad_fields<R>(row, q, s.bits), u2 = detail::quad_fields<R>(row + s.off, q, s.bits);
         float v[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          v[i] = norm * __fadd_rn(__ldg(s.tab0 + ((u1 >> (i * s.bits)) & m)), __ldg(s.tab1 + ((u2 >> (i * s.bits)) & m)));
+          v[i] = norm * __fadd_rn(s.tab0[(u1 >> (i * s.bits)) & m], s.tab1[(u2 >> (i * s.bits)) & m]);
         detail::store_quad(dst + j, v[0], v[1], v[2], v[3]);
       }
     }
@@ -173,6 +176,7 @@ detail::StagedSide rvq_side(const RvqTables& t) {
   detail::StagedSide s{};
   s.tab0 = t.centroids1(), s.tab1 = t.centroids2();
   s.bits = t.bits(), s.off = static_cast<int>(t.stage_bytes()), s.cb = static_cast<int>(t.code_bytes());
+  s.sb = 2, s.ntab0 = s.ntab1 = 1 << t.bits();
   return s;
 }
 

@@ -12,22 +12,32 @@
 // codec's inverse rotation (and smoothing) once per output row (combine_kernel).
 //
 // A format KF / VF is a type with
-//   template <int KQ> __device__ static void stage(const StagedSide& s, int D, const std::uint8_t* blk,
-//                                                  int ps, int slot, int lane, float* dst);
-// writing the quads dst[4 q .. 4 q + 3] (q = lane + 32 k, 4 q < D, k < KQ; one float4 store each) =
-// elements 4 q .. 4 q + 3 of the token at `slot` of the block `blk` (ps tokens: the page size, or the
-// contiguous block's capacity), in the domain where the logit is <q', dst> (q' the query as the host
-// prepared it: rotated for the rotated methods) and the values accumulate, and a
-// `static constexpr bool kLut`. A key format with kLut = true is not staged: lane t of each head's
-// warp scores its own token from the codes and the head's look-up table (product VQ: VecInfer's
-// table attend), through
+//   template <int KQ, class R> __device__ static void stage(const StagedSide& s, int D,
+//       const std::uint8_t* row, const std::uint8_t* side, int lane, float* dst);
+//   __device__ static std::size_t side_off(const StagedSide& s, int D, int ps, int slot);
+// stage writes the quads dst[4 q .. 4 q + 3] (q = lane + 32 k, 4 q < D, k < KQ; one float4 store each) =
+// elements 4 q .. 4 q + 3 of one token, in the domain where the logit is <q', dst> (q' the query as the
+// host prepared it: rotated for the rotated methods) and the values accumulate, from the token's code
+// row `row` (cb bytes, read through the reader R: GlobalBytes or SharedWords) and its side data `side`
+// (norms, radii, scales: the bytes at side_off(s, D, ps, slot) of the token's block of ps tokens, the
+// page size or the contiguous block's capacity). Its constants: kLut (below), kSide (stage reads side
+// data), kRawSide (the side data, StagedSide::sb bytes per token, is copied with the raw row; else it
+// is read from global memory), kSmemTab (tab0 / tab1 are read from shared memory: the host sets
+// StagedSide::ntab0 / ntab1, 0 otherwise). A key
+// format with kLut = true is not staged: lane t of each head's warp scores its own token from the codes
+// and the head's look-up table (product VQ: VecInfer's table attend), through
 //   __device__ static float score(const StagedSide& s, const std::uint8_t* blk, int ps, int slot,
 //                                 const float* lut);
 // lut = side.tab1 + (sequence * num_heads + head) * side.lut_floats, filled by StagedCall::prep. Quads, not
-// single elements per lane: a quad's codes come from one 1-4 byte load and the per-token work (row
-// pointers, scalars) is shared (session 12: one element per lane, with a 1-2 byte load and a branch
-// each, made the staging the kernel's bottleneck). The formats live in their methods' files
-// (kivi.cu, rvq.cu, pvq.cu, polar.cu).
+// single elements per lane: the per-token work (row pointers, scalars) is shared (session 12: one
+// element per lane, with a 1-2 byte load and a branch each, made the staging the kernel's bottleneck).
+// The formats live in their methods' files (kivi.cu, rvq.cu, pvq.cu, polar.cu).
+//
+// Raw rows (session 14): where the host's plan_raw allows (StagedSide::chunk > 0), the block copies the
+// next step's code rows and side data into shared memory with cp.async (16-byte pieces where the code
+// bytes allow) while it computes the current step, and stage reads them there (SharedWords); the tables
+// of StagedSide::ntab0 / ntab1 floats are copied to shared memory once per block. Otherwise stage reads
+// the rows from global memory as before (GlobalBytes).
 #pragma once
 
 #include <functional>
@@ -64,10 +74,35 @@ __device__ __forceinline__ unsigned span_at(const std::uint8_t* p, int bit, int 
   return w >> sh;
 }
 
+/// Code readers of the staged formats. GlobalBytes: span_at (global memory; reads only the bytes
+/// holding the bits: a block's last row may end the allocation). SharedWords: the two aligned 32-bit
+/// words holding them (a row copied to shared memory, with at least 8 readable bytes after its codes).
+struct GlobalBytes {
+  __device__ __forceinline__ static unsigned span(const std::uint8_t* p, int bit, int nbits) {
+    return span_at(p, bit, nbits);
+  }
+};
+struct SharedWords {
+  __device__ __forceinline__ static unsigned span(const std::uint8_t* p, int bit, int /*nbits*/) {
+    const std::uint8_t* at = p + (bit >> 3);
+    const unsigned mis = static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(at) & 3);
+    // Pointer arithmetic (not an integer round trip), so the compiler keeps the shared address space.
+    const std::uint32_t* w = reinterpret_cast<const std::uint32_t*>(at - mis);
+    return __funnelshift_r(w[0], w[1], (mis << 3) + static_cast<unsigned>(bit & 7));
+  }
+};
+
+/// The field of `bits` (1..8) bits at bit offset `bit` of an LSB-first stream, through reader R.
+template <class R>
+__device__ __forceinline__ unsigned field(const std::uint8_t* p, int bit, int bits) {
+  return R::span(p, bit, bits) & ((1u << bits) - 1u);
+}
+
 /// The 4 fields of `bits` (1..8) bits of elements 4 q .. 4 q + 3: field i is bits [i bits, (i + 1) bits)
 /// of the result (4 q bits is a multiple of 4: the span starts at bit 0 or 4 of a byte and fits in 4 bytes).
+template <class R>
 __device__ __forceinline__ unsigned quad_fields(const std::uint8_t* p, int q, int bits) {
-  return span_at(p, 4 * q * bits, 4 * bits);
+  return R::span(p, 4 * q * bits, 4 * bits);
 }
 
 /// The fp16 at p (any alignment: PolarQuant's radii follow codes of an odd number of bytes), widened
@@ -81,12 +116,65 @@ __device__ __forceinline__ void store_quad(float* dst, float x, float y, float z
   *reinterpret_cast<float4*>(dst) = make_float4(x, y, z, w);
 }
 
-/// Shared memory of staged_decode_kernel: the block's scaled queries [4 nsub_block][D], the step's
-/// decoded keys and values [kStagedStep][D + 4] each (rows of an odd number of 16-byte units: the
-/// lanes' float4 reads of 32 different rows hit distinct bank groups), P [4 nsub_block][32].
-inline std::size_t staged_smem(int d, int nsub_block) {
-  return (std::size_t(4) * nsub_block * d + 2 * std::size_t(kStagedStep) * (d + 4) + 4 * nsub_block * kStagedStep) *
-         sizeof(float);
+/// Shared memory of staged_decode_kernel, in this order: the block's scaled queries [4 nsub_block][D],
+/// the step's decoded keys and values [kStagedStep][D + 4] each (rows of an odd number of 16-byte
+/// units: the lanes' float4 reads of 32 different rows hit distinct bank groups), P [4 nsub_block][32],
+/// the tables (kside ntab0 + ntab1, vside ntab0 + ntab1 floats, rounded up to 4), then the raw rows of
+/// each side with chunk > 0 ([kStagedStep][rs] bytes).
+struct StagedLayout {
+  std::size_t tab, rawk, rawv, total;  // byte offsets, total bytes
+  __host__ __device__ StagedLayout(int d, int nsub_block, const StagedSide& k, const StagedSide& v, bool klut) {
+    const std::size_t fl = std::size_t(4) * nsub_block * d + 2 * std::size_t(kStagedStep) * (d + 4) +
+                           4 * std::size_t(nsub_block) * kStagedStep;
+    const std::size_t nt = klut ? std::size_t(v.ntab0 + v.ntab1) : std::size_t(k.ntab0 + k.ntab1 + v.ntab0 + v.ntab1);
+    tab = fl * sizeof(float);
+    rawk = tab + (nt + 3) / 4 * 4 * sizeof(float);
+    rawv = rawk + (!klut && k.chunk > 0 ? std::size_t(kStagedStep) * k.rs : 0);
+    total = rawv + (v.chunk > 0 ? std::size_t(kStagedStep) * v.rs : 0);
+  }
+};
+
+/// The copies of one side's raw rows for tokens [t0, t0 + n) into buf ([kStagedStep][s.rs] bytes): the
+/// code row in s.chunk-byte pieces to buf + tok rs, the aligned words holding the side data (s.sb bytes
+/// at F::side_off) to buf + tok rs + cb. All threads of the block take pieces; cp.async, not waited.
+template <class F>
+__device__ __forceinline__ void issue_raw(const StagedSide& s, int D, const std::uint8_t* pool, std::size_t stride,
+                                          const DecodeKernelArgs& a, const std::int32_t* pt, int b, int g, int ps,
+                                          int t0, int n, int tid, int nthr, std::uint8_t* buf) {
+  const int cpt = s.cb / s.chunk, per = static_cast<int>(s.per_div.d);
+  for (int c = tid; c < n * per; c += nthr) {
+    const int tok = static_cast<int>(s.per_div.div(static_cast<unsigned>(c))), piece = c - tok * per;
+    const int t = t0 + tok;
+    const int page = pt ? __ldg(pt + (t >> a.page_shift)) : b;
+    const int slot = pt ? t & (ps - 1) : t;
+    const std::uint8_t* blk = pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * stride;
+    std::uint8_t* dst = buf + tok * s.rs;
+    if (piece < cpt) {
+      const std::uint8_t* src = blk + static_cast<std::size_t>(slot) * s.cb + piece * s.chunk;
+      dst += piece * s.chunk;
+      if (s.chunk == 16) cp_async_n<16>(dst, src);
+      else if (s.chunk == 8) cp_async_n<8>(dst, src);
+      else cp_async_n<4>(dst, src);
+    } else {
+      const int w = piece - cpt;
+      const std::size_t off = F::side_off(s, D, ps, slot);
+      if (4 * w < static_cast<int>(off & 3) + s.sb) cp_async_n<4>(dst + s.cb + 4 * w, blk + (off & ~std::size_t(3)) + 4 * w);
+    }
+  }
+}
+
+/// One token's staging (lanes over quads) into dst: from the raw row in shared memory (raw) or from
+/// global memory.
+template <class F, int KQ>
+__device__ __forceinline__ void stage_token(const StagedSide& s, int D, bool raw, const std::uint8_t* raw_row,
+                                            const std::uint8_t* blk, int ps, int slot, int lane, float* dst) {
+  const std::size_t off = F::side_off(s, D, ps, slot);
+  if (raw) {
+    const std::uint8_t* side = F::kRawSide ? raw_row + s.cb + (off & 3) : blk + off;
+    F::template stage<KQ, SharedWords>(s, D, raw_row, side, lane, dst);
+  } else {
+    F::template stage<KQ, GlobalBytes>(s, D, blk + static_cast<std::size_t>(slot) * s.cb, blk + off, lane, dst);
+  }
 }
 
 /// KC = ceil(head_dim / 32): the accumulator channels j = lane + 32 k (k < KC) of a lane (a template
@@ -104,10 +192,38 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) staged_decode_ke
   const int sub = blockIdx.z * kMaxSubPerBlock + sub_local;
   const int hg = sub * HPW + hw;
   const bool active = sub < a.nsub && hw < HPW && hg < a.group;  // warp-uniform
+  const StagedLayout lay(D, nsub_block, a.kside, a.vside, KF::kLut);
   float* s_q = sm;                                  // [4 nsub_block][D]
   float* s_k = s_q + 4 * nsub_block * D;            // [32][DS]
   float* s_v = s_k + kStagedStep * DS;              // [32][DS]
   float* s_p = s_v + kStagedStep * DS + wg * kStagedStep;  // this warp's [32]
+  std::uint8_t* const smb = reinterpret_cast<std::uint8_t*>(sm);
+  std::uint8_t* const rawk = smb + lay.rawk;
+  std::uint8_t* const rawv = smb + lay.rawv;
+
+  // The sides with their small tables in shared memory (read after the loop's first barrier).
+  StagedSide ks = a.kside, vs = a.vside;
+  {
+    float* t = reinterpret_cast<float*>(smb + lay.tab);
+    auto put = [&](const float*& p, int nf) {  // an unconditional pointer: the loads stay ld.shared
+      for (int i = tid; i < nf; i += nthr) t[i] = __ldg(p + i);
+      p = t;
+      t += nf;
+    };
+    if constexpr (KF::kSmemTab) {
+      put(ks.tab0, ks.ntab0);
+      put(ks.tab1, ks.ntab1);
+    }
+    if constexpr (VF::kSmemTab) {
+      put(vs.tab0, vs.ntab0);
+      put(vs.tab1, vs.ntab1);
+    }
+  }
+  const bool rawK = !KF::kLut && ks.chunk > 0, rawV = vs.chunk > 0;  // block-uniform
+  // Page ids through the warps' shuffles: the look-up-table keys, the rows read from global memory, and
+  // side data left there (KIVI's key groups).
+  const bool need_pg =
+      KF::kLut || !rawK || (KF::kSide && !KF::kRawSide) || !rawV || (VF::kSide && !VF::kRawSide);
 
   int t_begin, t_end;
   split_range(a, b, split, t_begin, t_end);
@@ -120,12 +236,21 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) staged_decode_ke
   const bool paged = a.pages != nullptr;  // otherwise: block b * num_kv_heads + g holds a.capacity tokens
   const std::int32_t* pt = paged ? a.pages + static_cast<std::size_t>(b) * a.max_pages : nullptr;
   const int ps = paged ? 1 << a.page_shift : a.capacity;
+  auto issue = [&](int t0) {
+    const int n = min(kStagedStep, t_end - t0);
+    if constexpr (!KF::kLut)
+      if (rawK) issue_raw<KF>(ks, D, a.kpool, a.kstride, a, pt, b, g, ps, t0, n, tid, nthr, rawk);
+    if (rawV) issue_raw<VF>(vs, D, a.vpool, a.vstride, a, pt, b, g, ps, t0, n, tid, nthr, rawv);
+    cp_async_commit();
+  };
+  if ((rawK || rawV) && t_begin < t_end) issue(t_begin);
   for (int t0 = t_begin; t0 < t_end; t0 += kStagedStep) {
     const int n = min(kStagedStep, t_end - t0);
-    __syncthreads();  // the previous step's keys and values are consumed
+    if (rawK || rawV) cp_async_wait<0>();  // this step's raw rows (issued a step ahead)
+    __syncthreads();  // the previous step's keys and values are consumed; the raw rows have landed
     // The step's page ids: lane l loads token t0 + l's (one coalesced load), a token's is a shuffle.
     const int nw = nthr / 32;
-    const int my_page = lane < n ? (paged ? __ldg(pt + ((t0 + lane) >> a.page_shift)) : b) : 0;
+    const int my_page = need_pg && lane < n ? (paged ? __ldg(pt + ((t0 + lane) >> a.page_shift)) : b) : 0;
 #pragma unroll 4
     for (int tt = wg; tt < kStagedStep; tt += nw) {
       const int page = __shfl_sync(0xffffffffu, my_page, tt);
@@ -133,10 +258,11 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) staged_decode_ke
       const int t = t0 + tt, slot = paged ? t & (ps - 1) : t;
       const std::size_t blk = static_cast<std::size_t>(page) * a.num_kv_heads + g;
       if constexpr (!KF::kLut)
-        KF::template stage<KQ>(a.kside, D, a.kpool + blk * a.kstride, ps, slot, lane, s_k + tt * DS);
-      VF::template stage<KQ>(a.vside, D, a.vpool + blk * a.vstride, ps, slot, lane, s_v + tt * DS);
+        stage_token<KF, KQ>(ks, D, rawK, rawk + tt * ks.rs, a.kpool + blk * a.kstride, ps, slot, lane, s_k + tt * DS);
+      stage_token<VF, KQ>(vs, D, rawV, rawv + tt * vs.rs, a.vpool + blk * a.vstride, ps, slot, lane, s_v + tt * DS);
     }
-    __syncthreads();
+    __syncthreads();  // keys and values staged; the raw rows are free for the next step's copies
+    if ((rawK || rawV) && t0 + kStagedStep < t_end) issue(t0 + kStagedStep);
     if (!active) continue;
     float s = -INFINITY;
     if constexpr (KF::kLut) {
@@ -193,11 +319,12 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) staged_decode_ke
 }
 
 /// The dispatch of one (KF, VF) pair: HPW 1..4 x KC = ceil(head_dim / 32) (2..8), shared memory from
-/// staged_smem (the smem argument of the run() launch signature is not used).
+/// StagedLayout (the smem argument of the run() launch signature is not used).
 template <class KF, class VF>
 void launch_staged(int hpw, const LaunchShape& shape, std::size_t /*smem*/, cudaStream_t s,
                    const DecodeKernelArgs& a) {
-  const std::size_t smem = staged_smem(a.head_dim, static_cast<int>(shape.block.x) / kSubThreads);
+  const std::size_t smem =
+      StagedLayout(a.head_dim, static_cast<int>(shape.block.x) / kSubThreads, a.kside, a.vside, KF::kLut).total;
   auto go = [&](auto hpw_c) {
     constexpr int H = decltype(hpw_c)::value;
     switch ((a.head_dim + 31) / 32) {
