@@ -251,7 +251,10 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) staged_decode_ke
     // The step's page ids: lane l loads token t0 + l's (one coalesced load), a token's is a shuffle.
     const int nw = nthr / 32;
     const int my_page = need_pg && lane < n ? (paged ? __ldg(pt + ((t0 + lane) >> a.page_shift)) : b) : 0;
-#pragma unroll 4
+    // Not unrolled (session 14): unrolled by 4 with both paths in the loop, ptxas gave PolarQuant's
+    // instance 128 registers and RVQ's spills (-Xptxas -v, HPW 4, KC 4), halving PolarQuant's occupancy
+    // (its d128 decode went 5.6 -> 9.2 ms, run s14-2); not unrolled, 52-64 registers and no spills.
+#pragma unroll 1
     for (int tt = wg; tt < kStagedStep; tt += nw) {
       const int page = __shfl_sync(0xffffffffu, my_page, tt);
       if (tt >= n) break;  // warp-uniform
