@@ -162,20 +162,10 @@ void run_tq(const std::vector<SeqView>& seqs, int num_heads, const AttentionPara
         detail::AttnJob j;
         const TqHead& kh = (*seqs[s].keys)[static_cast<std::size_t>(g)];
         const TqHead& vh = (*seqs[s].values)[static_cast<std::size_t>(g)];
+        static_cast<detail::AttnPiece&>(j) = {kh.codes, vh.codes, seqs[s].n, t0, t1, hc, scale, softcap, m, l, acc};
         j.ks = &kh.codec->state();
         j.vs = &vh.codec->state();
-        j.kcodes = kh.codes;
-        j.vcodes = vh.codes;
-        j.n = seqs[s].n;
-        j.t0 = t0;
-        j.t1 = t1;
         j.qp = qp.data() + (s * num_heads + static_cast<std::size_t>(g * G + h0)) * d;
-        j.G = hc;
-        j.scale = scale;
-        j.softcap = softcap;
-        j.m = m;
-        j.l = l;
-        j.acc = acc;
         attend(j);
       },
       [&](std::size_t s, int h, const float* acc, double inv_l) {
@@ -350,17 +340,7 @@ void run_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const Atten
         const CodecHead& kh = (*seqs[si].keys)[static_cast<std::size_t>(g)];
         const CodecHead& vh = (*seqs[si].values)[static_cast<std::size_t>(g)];
         Job j;
-        j.kcodes = kh.codes;
-        j.vcodes = vh.codes;
-        j.n = seqs[si].n;
-        j.t0 = t0;
-        j.t1 = t1;
-        j.G = hc;
-        j.scale = scale;
-        j.softcap = softcap;
-        j.m = m;
-        j.l = l;
-        j.acc = acc;
+        static_cast<detail::AttnPiece&>(j) = {kh.codes, vh.codes, seqs[si].n, t0, t1, hc, scale, softcap, m, l, acc};
         set(j, kh, vh, states.data() + (si * num_heads + static_cast<std::size_t>(g * G + h0)) * S);
         attend(j);
       },

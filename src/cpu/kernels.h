@@ -50,19 +50,25 @@ struct TqState {
   const std::vector<int>& layout_for(int lanes) const { return layout[lanes == 1 ? 0 : lanes == 8 ? 3 : 4]; }
 };
 
-/// One (KV head, token range) piece of decode attention for G query heads.
-struct AttnJob {
-  const TqState* ks = nullptr;
-  const TqState* vs = nullptr;
+/// What every fused attention job holds: one (KV head, token range) piece of decode attention for G
+/// query heads over n-token key and value blocks (attention.cpp's run_fused fills it; each method's job
+/// adds its codec states and prepared queries).
+struct AttnPiece {
   const std::uint8_t* kcodes = nullptr;  ///< key block of n tokens
   const std::uint8_t* vcodes = nullptr;  ///< value block of n tokens
-  std::size_t n = 0, t0 = 0, t1 = 0;
-  const float* qp = nullptr;  ///< [G][dim] rotated queries, natural order
-  int G = 1;
-  float scale = 1, softcap = 0;
+  std::size_t n = 0, t0 = 0, t1 = 0;     ///< block tokens; this piece's range [t0, t1)
+  int G = 1;                             ///< query heads
+  float scale = 1, softcap = 0;          ///< softmax scale; logit soft-cap (0 = off)
   float* m = nullptr;    ///< [G] running max of logits (out)
   float* l = nullptr;    ///< [G] sum of exp(logit - m) (out)
-  float* acc = nullptr;  ///< [G][P] sum of exp(logit - m) * norm * c[code] (out)
+  float* acc = nullptr;  ///< [G][P] sum of exp(logit - m) * x_hat (out; the method's layout)
+};
+
+/// TurboQuant-MSE keys and values (acc: sum of exp(logit - m) * norm * c[code] in the value layout).
+struct AttnJob : AttnPiece {
+  const TqState* ks = nullptr;
+  const TqState* vs = nullptr;
+  const float* qp = nullptr;  ///< [G][dim] rotated queries, natural order
 };
 
 /// Dense baseline job: rows of [tokens, kv_heads, dim] from kv head 0 of the job; the
@@ -104,19 +110,11 @@ struct ProdKeyState {
 
 /// One (KV head, token range) piece of decode attention with TurboQuant-Prod keys and
 /// TurboQuant-MSE values for G query heads (fields as AttnJob).
-struct ProdAttnJob {
+struct ProdAttnJob : AttnPiece {  // acc: [G][P] in the value layout (P = layout_floats(dim / 8, lanes))
   const ProdKeyState* ks = nullptr;
   const TqState* vs = nullptr;
-  const std::uint8_t* kcodes = nullptr;
-  const std::uint8_t* vcodes = nullptr;
-  std::size_t n = 0, t0 = 0, t1 = 0;
   const float* qs = nullptr;  ///< [G][qstride] prepared queries: Pi q (dim floats), then S Pi q (m floats)
   int qstride = 0;
-  int G = 1;
-  float scale = 1, softcap = 0;
-  float* m = nullptr;
-  float* l = nullptr;
-  float* acc = nullptr;  ///< [G][P] in the value layout (P = layout_floats(dim / 8, lanes))
 };
 
 /**
@@ -139,18 +137,10 @@ struct RvqHeadState {
 
 /// One (KV head, token range) piece of decode attention with RVQ keys and values for G query heads
 /// (fields as AttnJob; qp: [G][dim] rotated queries Pi q, natural order).
-struct RvqAttnJob {
+struct RvqAttnJob : AttnPiece {  // acc: [G][P] in the value layout (P = layout_floats(dim / 8, lanes))
   const RvqHeadState* ks = nullptr;
   const RvqHeadState* vs = nullptr;
-  const std::uint8_t* kcodes = nullptr;
-  const std::uint8_t* vcodes = nullptr;
-  std::size_t n = 0, t0 = 0, t1 = 0;
   const float* qp = nullptr;
-  int G = 1;
-  float scale = 1, softcap = 0;
-  float* m = nullptr;
-  float* l = nullptr;
-  float* acc = nullptr;  ///< [G][P] in the value layout (P = layout_floats(dim / 8, lanes))
 };
 
 /**
@@ -175,18 +165,10 @@ struct KiviHeadState {
 
 /// One (KV head, token range) piece of decode attention with KIVI keys and values for G query heads
 /// (fields as AttnJob; q: [G][dim] natural order, unrotated).
-struct KiviAttnJob {
+struct KiviAttnJob : AttnPiece {  // acc: [G][P] in the value layout (P = layout_floats(dim / 8, lanes))
   const KiviHeadState* ks = nullptr;
   const KiviHeadState* vs = nullptr;
-  const std::uint8_t* kcodes = nullptr;
-  const std::uint8_t* vcodes = nullptr;
-  std::size_t n = 0, t0 = 0, t1 = 0;
   const float* q = nullptr;
-  int G = 1;
-  float scale = 1, softcap = 0;
-  float* m = nullptr;
-  float* l = nullptr;
-  float* acc = nullptr;  ///< [G][P] in the value layout (P = layout_floats(dim / 8, lanes))
 };
 
 /**
@@ -195,18 +177,10 @@ struct KiviAttnJob {
  * or token t's d fp16 values at 2 t d) for G query heads: the dense kernels' structure (coordinates
  * in lanes, scores reduced per block, values accumulated in natural order) on per-head blocks.
  */
-struct FloatAttnJob {
+struct FloatAttnJob : AttnPiece {  // acc: [G][dim] natural order
   int kbits = 8, vbits = 8;  ///< 8: fp8 codec, 16: fp16 codec
   int dim = 0;               ///< head_dim, multiple of 16
-  const std::uint8_t* kcodes = nullptr;
-  const std::uint8_t* vcodes = nullptr;
-  std::size_t n = 0, t0 = 0, t1 = 0;
   const float* q = nullptr;  ///< [G][dim] natural order
-  int G = 1;
-  float scale = 1, softcap = 0;
-  float* m = nullptr;
-  float* l = nullptr;
-  float* acc = nullptr;  ///< [G][dim] natural order
 };
 
 /**
@@ -257,22 +231,14 @@ struct SplitHeadState {
  * state, or Pi q for integer keys); acc: [G][P] with P >= the value accumulator's floats
  * (layout_floats(vs->ng, lanes) or vx->split_acc_floats(lanes)).
  */
-struct SplitAttnJob {
+struct SplitAttnJob : AttnPiece {
   const SplitHeadState* kx = nullptr;
   const TqState* ks = nullptr;
   const SplitHeadState* vx = nullptr;
   const TqState* vs = nullptr;
-  const std::uint8_t* kcodes = nullptr;
-  const std::uint8_t* vcodes = nullptr;
-  std::size_t n = 0, t0 = 0, t1 = 0;
   const float* qs = nullptr;
   int qstride = 0;
   int P = 0;
-  int G = 1;
-  float scale = 1, softcap = 0;
-  float* m = nullptr;
-  float* l = nullptr;
-  float* acc = nullptr;
 };
 
 struct Kernels {
