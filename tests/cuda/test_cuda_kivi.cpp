@@ -230,6 +230,8 @@ TEST(CudaKivi, DecodeMatchesReference) {
       {112, 2, 4, 2, 16, 14, 2, 2, 37, 0, {1000}},
       {128, 2, 2, 32, 32, 64, 4, 32, 0, 0, {700}, 5.0f, IO::kF16},
       {128, 4, 2, 128, 32, 10, 2, 128, 0, 5, {4097, 1}, 0.0f, IO::kBf16},
+      {64, 2, 3, 16, 2, 8, 2, 16, 0, 0, {517, 40}},  // value groups of 2 channels: a quad spans two groups
+      {96, 8, 4, 8, 6, 6, 3, 8, 0, 0, {301}},        // groups of 6: quads across group edges
   };
   double worst = 0;
   for (std::size_t i = 0; i < cases.size(); ++i) {
