@@ -174,6 +174,7 @@ __device__ __forceinline__ void dequant4(const uint4& p, const float (&code)[4],
 /// pair per quad when 4 divides G).
 struct KiviKeyFmt {
   static constexpr bool kLut = false, kSide = true, kRawSide = false, kSmemTab = false;
+  static constexpr int kMinBlocks = 1;  // __launch_bounds__ minimum blocks per SM (staged_decode_kernel)
   static constexpr unsigned kWidths = 0x11e;  // 1, 2, 3, 4, 8 bits (check_kivi)
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 4 * static_cast<std::size_t>(slot / s.group) * D;  // the group's
@@ -205,6 +206,7 @@ struct KiviKeyFmt {
 };
 struct KiviValueFmt {
   static constexpr bool kLut = false, kSide = true, kRawSide = true, kSmemTab = false;
+  static constexpr int kMinBlocks = 1;  // __launch_bounds__ minimum blocks per SM (staged_decode_kernel)
   static constexpr unsigned kWidths = 0x11e;  // 1, 2, 3, 4, 8 bits (check_kivi)
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 4 * static_cast<std::size_t>(slot) * (D / s.group);

@@ -149,6 +149,7 @@ void launch_encode_any(const RvqTables& tab, IoType x_type, const EncArgs& a, co
 // rotated domain (the sum rounded as the reference's decode, then times the fp16 norm).
 struct RvqFmt {
   static constexpr bool kLut = false, kSide = true, kRawSide = true, kSmemTab = true;
+  static constexpr int kMinBlocks = 1;  // __launch_bounds__ minimum blocks per SM (staged_decode_kernel)
   static constexpr unsigned kWidths = 0x1e;  // 1..4 bits (RvqTables)
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int /*D*/, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 2 * static_cast<std::size_t>(slot);  // the fp16 norm

@@ -21,7 +21,8 @@
 // row `row` (cb bytes, read through the reader R: GlobalBytes or SharedWords) and its side data `side`
 // (norms, radii, scales: the bytes at side_off(s, D, ps, slot) of the token's block of ps tokens, the
 // page size or the contiguous block's capacity), at code width B (a compile-time s.bits for the widths
-// of the format's kWidths mask, see with_width; B = 0: the runtime s.bits). Its constants: kWidths, kLut (below), kSide (stage reads side
+// of the format's kWidths mask, see with_width; B = 0: the runtime s.bits). Its constants: kWidths, kMinBlocks (the
+// key format's sets the kernel's __launch_bounds__ minimum blocks per SM), kLut (below), kSide (stage reads side
 // data), kRawSide (the side data, StagedSide::sb bytes per token, is copied with the raw row; else it
 // is read from global memory), kSmemTab (tab0 / tab1 are read from shared memory: the host sets
 // StagedSide::ntab0 / ntab1, 0 otherwise). A key
@@ -168,7 +169,7 @@ struct StagedLayout {
 /// page * num_kv_heads + g of token t0 + l); cp.async, not waited. Session 15: with a page-table load,
 /// 64-bit block arithmetic and a branch tree per piece this issue cost ~80 instructions per piece.
 template <class F>
-__device__ __noinline__ void issue_raw(const StagedSide& s, int D, const std::uint8_t* pool, std::size_t stride,
+__device__ __forceinline__ void issue_raw(const StagedSide& s, int D, const std::uint8_t* pool, std::size_t stride,
                                           int pg, int ps, bool paged, int t0, int n, int tid, int nthr,
                                           std::uint8_t* buf) {
   const int cpt = s.cb / s.chunk, per = static_cast<int>(s.per_div.d), total = kStagedStep * per;
@@ -216,7 +217,7 @@ __device__ __forceinline__ void stage_token(const StagedSide& s, int D, bool raw
 /// constant: with a runtime bound of 8 the loops issued 8 predicated iterations at every head_dim);
 /// KQ = ceil(head_dim / 128): the quads a lane stages per token.
 template <class KF, class VF, int HPW, int KC>
-__global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) staged_decode_kernel(const DecodeKernelArgs a) {
+__global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock, KF::kMinBlocks) staged_decode_kernel(const DecodeKernelArgs a) {
   constexpr int KQ = (KC + 3) / 4;
   extern __shared__ __align__(16) float sm[];
   const int D = a.head_dim, DS = D + 4;
