@@ -576,8 +576,7 @@ void plan_raw(StagedSide& s, const void* pool, std::size_t stride, bool lut) {
       break;
     }
   if (s.chunk == 0) return;
-  const int mis = 4 - std::clamp(s.sa, 1, 4);                       // the side data's worst offset in a word
-  s.sw = s.sb > 0 ? (s.sb + mis + 3) / 4 : 0;                      // words holding sb bytes at such an offset
+  s.sw = s.sb > 0 ? (s.sb + 6) / 4 : 0;                            // words holding sb bytes at any offset
   s.rs = (s.cb + std::max(4 * s.sw, 8) + 15) / 16 * 16;            // >= 8 readable bytes after the codes
   s.per_div = FastDiv(s.cb / s.chunk + s.sw);
 }

@@ -47,8 +47,6 @@ struct StagedSide {
   // (sb bytes at the format's side_off; 0: none, or read from global memory as KIVI's key groups), and
   // the leading floats of tab0 / tab1 the block copies to shared memory (0: read from global memory).
   int sb;
-  int sa;      ///< the side data's alignment in bytes (1, 2 or 4; 0 taken as 1): fewer side words to copy
-  int side16;  ///< KIVI keys: a quad's side data is 16-byte aligned in global memory
   int ntab0, ntab1;
   // Set by the host (plan_raw, decode.cu): the step's code rows copied to shared memory by cp.async in
   // chunk-byte pieces (16, 8 or 4: the largest dividing code bytes, block stride and pool address; 0:

@@ -154,86 +154,53 @@ __device__ __forceinline__ float dequant(const std::uint16_t* par, float code) {
   return __fadd_rn(f.x, __fmul_rn(f.y, code));
 }
 
-/// dequant of the four pairs in one 16-byte word p (pair i: (mn16, scale16) of code i).
-__device__ __forceinline__ void dequant4(const uint4& p, const float (&code)[4], float (&out)[4]) {
-  const unsigned w[4] = {p.x, p.y, p.z, p.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    __half2 h;
-    memcpy(&h, &w[i], 4);
-    const float2 f = __half22float2(h);
-    out[i] = __fadd_rn(f.x, __fmul_rn(f.y, code[i]));
-  }
-}
-
 /// Staged-decode formats (staged.cuh) of KIVI's page blocks (formats.h "kivi"): side.bits = b,
 /// side.group = G, side.cb = packed(head_dim, b). Keys: the (mn16, scale16) of channel j of the
-/// token's group of G tokens (read from global memory: 4 head_dim bytes per group; side.side16 = 1 when
-/// they are 16-byte aligned, so a quad's four pairs are one 16-byte load); values: those of the
-/// token's channel group j / G (side.sb = 4 head_dim / G bytes per token, copied with the codes; one
-/// pair per quad when 4 divides G).
+/// token's group of G tokens (read from global memory: 4 head_dim bytes per group); values: those of the
+/// token's channel group j / G (side.sb = 4 head_dim / G bytes per token, copied with the codes).
 struct KiviKeyFmt {
   static constexpr bool kLut = false, kSide = true, kRawSide = false, kSmemTab = false;
-  static constexpr int kMinBlocks = 1;  // __launch_bounds__ minimum blocks per SM (staged_decode_kernel)
-  static constexpr unsigned kWidths = 0x11e;  // 1, 2, 3, 4, 8 bits (check_kivi)
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 4 * static_cast<std::size_t>(slot / s.group) * D;  // the group's
   }
-  template <int KQ, int B, class R>
+  template <int KQ, class R>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
                                                const std::uint8_t* side, int lane, float* dst) {
-    const int bits = B > 0 ? B : s.bits;
     const auto* par = reinterpret_cast<const std::uint16_t*>(side);
-    const unsigned m = (1u << bits) - 1u;
+    const unsigned m = (1u << s.bits) - 1u;
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
       const int q = lane + 32 * k, j = 4 * q;
       if (j < D) {
-        const unsigned u = detail::quad_fields<R>(row, q, bits);
-        const float c[4] = {static_cast<float>(u & m), static_cast<float>((u >> bits) & m),
-                            static_cast<float>((u >> (2 * bits)) & m), static_cast<float>((u >> (3 * bits)) & m)};
-        float v[4];
-        if (s.side16) {
-          dequant4(__ldg(reinterpret_cast<const uint4*>(par + 2 * j)), c, v);
-        } else {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) v[i] = dequant(par + 2 * (j + i), c[i]);
-        }
-        detail::store_quad(dst + j, v[0], v[1], v[2], v[3]);
+        const unsigned u = detail::quad_fields<R>(row, q, s.bits);
+        detail::store_quad(dst + j, dequant(par + 2 * j, static_cast<float>(u & m)),
+                           dequant(par + 2 * j + 2, static_cast<float>((u >> s.bits) & m)),
+                           dequant(par + 2 * j + 4, static_cast<float>((u >> (2 * s.bits)) & m)),
+                           dequant(par + 2 * j + 6, static_cast<float>((u >> (3 * s.bits)) & m)));
       }
     }
   }
 };
 struct KiviValueFmt {
   static constexpr bool kLut = false, kSide = true, kRawSide = true, kSmemTab = false;
-  static constexpr int kMinBlocks = 1;  // __launch_bounds__ minimum blocks per SM (staged_decode_kernel)
-  static constexpr unsigned kWidths = 0x11e;  // 1, 2, 3, 4, 8 bits (check_kivi)
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 4 * static_cast<std::size_t>(slot) * (D / s.group);
   }
-  template <int KQ, int B, class R>
+  template <int KQ, class R>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
                                                const std::uint8_t* side, int lane, float* dst) {
-    const int bits = B > 0 ? B : s.bits;
     const auto* par = reinterpret_cast<const std::uint16_t*>(side);
-    const unsigned m = (1u << bits) - 1u;
-    const bool quad_group = (s.group & 3) == 0;  // warp-uniform: a quad lies in one channel group
+    const unsigned m = (1u << s.bits) - 1u;
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
       const int q = lane + 32 * k, j = 4 * q;
       if (j < D) {
-        const unsigned u = detail::quad_fields<R>(row, q, bits);
+        const unsigned u = detail::quad_fields<R>(row, q, s.bits);
         float v[4];
-        if (quad_group) {
-          const std::uint16_t* pj = par + 2 * s.group_div.div(static_cast<unsigned>(j));
 #pragma unroll
-          for (int i = 0; i < 4; ++i) v[i] = dequant(pj, static_cast<float>((u >> (i * bits)) & m));
-        } else {
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-            v[i] = dequant(par + 2 * s.group_div.div(static_cast<unsigned>(j + i)),
-                           static_cast<float>((u >> (i * bits)) & m));
-        }
+        for (int i = 0; i < 4; ++i)
+          v[i] = dequant(par + 2 * s.group_div.div(static_cast<unsigned>(j + i)),
+                         static_cast<float>((u >> (i * s.bits)) & m));
         detail::store_quad(dst + j, v[0], v[1], v[2], v[3]);
       }
     }
@@ -329,15 +296,10 @@ void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpo
   detail::StagedCall call;
   call.kside.bits = static_cast<int>(kcfg.bits), call.kside.group = kcfg.group_size;
   call.kside.cb = args.head_dim * call.kside.bits / 8;
-  // A key group's pairs start at page_size * cb + 4 head_dim * group index in the block: 16-byte aligned
-  // when the pool, its stride and page_size * cb are.
-  call.kside.side16 = reinterpret_cast<std::uintptr_t>(kpool.data) % 16 == 0 && kstride % 16 == 0 &&
-                      (static_cast<std::size_t>(table.page_size) * call.kside.cb) % 16 == 0;
   call.vside.bits = static_cast<int>(vcfg.bits), call.vside.group = vcfg.group_size;
   call.vside.group_div = FastDiv(vcfg.group_size);
   call.vside.cb = args.head_dim * call.vside.bits / 8;
   call.vside.sb = 4 * (args.head_dim / vcfg.group_size);  // each token's (min, scale) per channel group
-  call.vside.sa = 2;
   call.launch = detail::launch_staged<KiviKeyFmt, KiviValueFmt>;
   detail::run_staged_paged(where, kpool, vpool, table, args, kstride, "must equal kivi_page_stride(kcodec, page_size)",
                            vstride, "must equal kivi_page_stride(vcodec, page_size)", call, detail::stream_of(stream));

@@ -156,15 +156,10 @@ void launch_encode(const PolarTables& tab, IoType x_type, const EncArgs& a, cons
 // products in the reference's order (level 4 first).
 struct PolarFmt {
   static constexpr bool kLut = false, kSide = true, kRawSide = true, kSmemTab = true;
-  // 4 blocks per SM (at most 64 registers): uncapped, ptxas gave the HPW 4 / KC >= 4 instances 128
-  // registers after session 15's staging changes (d128 decode 0.81x); capped, its spills stay out of the
-  // staging loop (SASS).
-  static constexpr int kMinBlocks = 4;
-  static constexpr unsigned kWidths = 0;  // runtime widths (two of them: s.bits, s.bits2)
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 2 * static_cast<std::size_t>(slot) * (D / 16);  // fp16 radii
   }
-  template <int KQ, int /*B*/, class R>
+  template <int KQ, class R>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
                                                const std::uint8_t* rad, int lane, float* dst) {
     const std::uint8_t* hi = row + s.off;  // levels 2..4: [level 2: D/4][level 3: D/8][level 4: D/16]

@@ -213,10 +213,8 @@ void launch_dequantize(const PvqTables& tab, const DeqArgs& da, cudaStream_t s) 
 // C_s[code_s][j mod g] (s = j / g) in the rotated, smoothed domain; the merge applies Pi_v^T and lambda_v.
 struct PvqFmt {
   static constexpr bool kLut = false, kSide = false, kRawSide = false, kSmemTab = false;
-  static constexpr int kMinBlocks = 1;  // __launch_bounds__ minimum blocks per SM (staged_decode_kernel)
-  static constexpr unsigned kWidths = 0;  // runtime width
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide&, int, int, int) { return 0; }
-  template <int KQ, int /*B*/, class R>
+  template <int KQ, class R>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
                                                const std::uint8_t* /*side*/, int lane, float* dst) {
 #pragma unroll
@@ -247,8 +245,6 @@ struct PvqFmt {
 /// is sum_s LUT[s][code_s] (side.off = num_sub, side.bits = c), no decoded keys.
 struct PvqLutKey {
   static constexpr bool kLut = true, kSide = false, kRawSide = false, kSmemTab = false;
-  static constexpr int kMinBlocks = 1;  // __launch_bounds__ minimum blocks per SM (staged_decode_kernel)
-  static constexpr unsigned kWidths = 0;
   __device__ __forceinline__ static float score(const detail::StagedSide& s, const std::uint8_t* blk, int /*ps*/,
                                                 int slot, const float* lut) {
     const std::uint8_t* row = blk + static_cast<std::size_t>(slot) * s.cb;

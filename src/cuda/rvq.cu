@@ -149,26 +149,23 @@ void launch_encode_any(const RvqTables& tab, IoType x_type, const EncArgs& a, co
 // rotated domain (the sum rounded as the reference's decode, then times the fp16 norm).
 struct RvqFmt {
   static constexpr bool kLut = false, kSide = true, kRawSide = true, kSmemTab = true;
-  static constexpr int kMinBlocks = 1;  // __launch_bounds__ minimum blocks per SM (staged_decode_kernel)
-  static constexpr unsigned kWidths = 0x1e;  // 1..4 bits (RvqTables)
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int /*D*/, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 2 * static_cast<std::size_t>(slot);  // the fp16 norm
   }
-  template <int KQ, int B, class R>
+  template <int KQ, class R>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
                                                const std::uint8_t* side, int lane, float* dst) {
-    const int bits = B > 0 ? B : s.bits;
-    const float norm = detail::half_at2(side);  // side_off is even
-    const unsigned m = (1u << bits) - 1u;
+    const float norm = detail::half_at(side);
+    const unsigned m = (1u << s.bits) - 1u;
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
       const int q = lane + 32 * k, j = 4 * q;
       if (j < D) {
-        const unsigned u1 = detail::quad_fields<R>(row, q, bits), u2 = detail::quad_fields<R>(row + s.off, q, bits);
+        const unsigned u1 = detail::quad_fields<R>(row, q, s.bits), u2 = detail::quad_fields<R>(row + s.off, q, s.bits);
         float v[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          v[i] = norm * __fadd_rn(s.tab0[(u1 >> (i * bits)) & m], s.tab1[(u2 >> (i * bits)) & m]);
+          v[i] = norm * __fadd_rn(s.tab0[(u1 >> (i * s.bits)) & m], s.tab1[(u2 >> (i * s.bits)) & m]);
         detail::store_quad(dst + j, v[0], v[1], v[2], v[3]);
       }
     }
@@ -179,7 +176,7 @@ detail::StagedSide rvq_side(const RvqTables& t) {
   detail::StagedSide s{};
   s.tab0 = t.centroids1(), s.tab1 = t.centroids2();
   s.bits = t.bits(), s.off = static_cast<int>(t.stage_bytes()), s.cb = static_cast<int>(t.code_bytes());
-  s.sb = 2, s.sa = 2, s.ntab0 = s.ntab1 = 1 << t.bits();
+  s.sb = 2, s.ntab0 = s.ntab1 = 1 << t.bits();
   return s;
 }
 

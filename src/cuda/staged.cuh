@@ -12,7 +12,7 @@
 // codec's inverse rotation (and smoothing) once per output row (combine_kernel).
 //
 // A format KF / VF is a type with
-//   template <int KQ, int B, class R> __device__ static void stage(const StagedSide& s, int D,
+//   template <int KQ, class R> __device__ static void stage(const StagedSide& s, int D,
 //       const std::uint8_t* row, const std::uint8_t* side, int lane, float* dst);
 //   __device__ static std::size_t side_off(const StagedSide& s, int D, int ps, int slot);
 // stage writes the quads dst[4 q .. 4 q + 3] (q = lane + 32 k, 4 q < D, k < KQ; one float4 store each) =
@@ -20,9 +20,7 @@
 // host prepared it: rotated for the rotated methods) and the values accumulate, from the token's code
 // row `row` (cb bytes, read through the reader R: GlobalBytes or SharedWords) and its side data `side`
 // (norms, radii, scales: the bytes at side_off(s, D, ps, slot) of the token's block of ps tokens, the
-// page size or the contiguous block's capacity), at code width B (a compile-time s.bits for the widths
-// of the format's kWidths mask, see with_width; B = 0: the runtime s.bits). Its constants: kWidths, kMinBlocks (the
-// key format's sets the kernel's __launch_bounds__ minimum blocks per SM), kLut (below), kSide (stage reads side
+// page size or the contiguous block's capacity). Its constants: kLut (below), kSide (stage reads side
 // data), kRawSide (the side data, StagedSide::sb bytes per token, is copied with the raw row; else it
 // is read from global memory), kSmemTab (tab0 / tab1 are read from shared memory: the host sets
 // StagedSide::ntab0 / ntab1, 0 otherwise). A key
@@ -113,35 +111,9 @@ __device__ __forceinline__ float half_at(const std::uint8_t* p) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(p[0] | (p[1] << 8))));
 }
 
-/// The fp16 at a 2-byte aligned p, widened (exact): one 16-bit load instead of half_at's two bytes.
-__device__ __forceinline__ float half_at2(const std::uint8_t* p) {
-  return __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short*>(p)));
-}
-
-/// Calls fn(std::integral_constant<int, B>{}) with B = bits as a compile-time constant, so a format's
-/// field shifts and masks are immediates (session 15: with runtime widths the staging of one RVQ quad
-/// took ~80 instructions). MASK holds the widths (bit w: width w, 1..8) the format's host side accepts;
-/// a width not in MASK below its highest takes the highest (the host never passes one). MASK = 0:
-/// B = 0, the format reads the runtime width s.bits. The branch is warp-uniform.
-template <unsigned MASK, int W = 1, class Fn>
-__device__ __forceinline__ void with_width(int bits, Fn&& fn) {
-  if constexpr (MASK == 0) {
-    fn(std::integral_constant<int, 0>{});
-  } else if constexpr ((MASK >> (W + 1)) == 0) {  // W is the highest width of MASK
-    fn(std::integral_constant<int, W>{});
-  } else if constexpr (((MASK >> W) & 1u) == 0) {
-    with_width<MASK, W + 1>(bits, fn);
-  } else {
-    if (bits == W) fn(std::integral_constant<int, W>{});
-    else with_width<MASK, W + 1>(bits, fn);
-  }
-}
-
-/// Stores a quad of staged elements (dst: shared memory, 16-byte aligned) in one 16-byte store. (As a
-/// float4 assignment the compiler split most of these into four 4-byte stores, session 15's SASS.)
+/// Stores a quad of staged elements (dst 16-byte aligned).
 __device__ __forceinline__ void store_quad(float* dst, float x, float y, float z, float w) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(a), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
+  *reinterpret_cast<float4*>(dst) = make_float4(x, y, z, w);
 }
 
 /// Shared memory of staged_decode_kernel, in this order: the block's scaled queries [4 nsub_block][D],
@@ -164,23 +136,18 @@ struct StagedLayout {
 
 /// The copies of one side's raw rows for tokens [t0, t0 + n) into buf ([kStagedStep][s.rs] bytes): the
 /// code row in s.chunk-byte pieces to buf + tok rs, the aligned words holding the side data (s.sb bytes
-/// at F::side_off) to buf + tok rs + cb. All threads of the block take pieces, in the same number of
-/// rounds (warp-uniform: the token's block comes by a shuffle of pg, lane l holding the block index
-/// page * num_kv_heads + g of token t0 + l); cp.async, not waited. Session 15: with a page-table load,
-/// 64-bit block arithmetic and a branch tree per piece this issue cost ~80 instructions per piece.
+/// at F::side_off) to buf + tok rs + cb. All threads of the block take pieces; cp.async, not waited.
 template <class F>
 __device__ __forceinline__ void issue_raw(const StagedSide& s, int D, const std::uint8_t* pool, std::size_t stride,
-                                          int pg, int ps, bool paged, int t0, int n, int tid, int nthr,
-                                          std::uint8_t* buf) {
-  const int cpt = s.cb / s.chunk, per = static_cast<int>(s.per_div.d), total = kStagedStep * per;
-#pragma unroll 1
-  for (int c0 = 0; c0 < total; c0 += nthr) {  // block-uniform trip count
-    const int c = c0 + tid;
+                                          const DecodeKernelArgs& a, const std::int32_t* pt, int b, int g, int ps,
+                                          int t0, int n, int tid, int nthr, std::uint8_t* buf) {
+  const int cpt = s.cb / s.chunk, per = static_cast<int>(s.per_div.d);
+  for (int c = tid; c < n * per; c += nthr) {
     const int tok = static_cast<int>(s.per_div.div(static_cast<unsigned>(c))), piece = c - tok * per;
-    const int blk_id = __shfl_sync(0xffffffffu, pg, tok & 31);
-    if (c >= total || tok >= n) continue;
-    const int t = t0 + tok, slot = paged ? t & (ps - 1) : t;
-    const std::uint8_t* blk = pool + static_cast<std::size_t>(blk_id) * stride;
+    const int t = t0 + tok;
+    const int page = pt ? __ldg(pt + (t >> a.page_shift)) : b;
+    const int slot = pt ? t & (ps - 1) : t;
+    const std::uint8_t* blk = pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * stride;
     std::uint8_t* dst = buf + tok * s.rs;
     if (piece < cpt) {
       const std::uint8_t* src = blk + static_cast<std::size_t>(slot) * s.cb + piece * s.chunk;
@@ -197,27 +164,24 @@ __device__ __forceinline__ void issue_raw(const StagedSide& s, int D, const std:
 }
 
 /// One token's staging (lanes over quads) into dst: from the raw row in shared memory (raw) or from
-/// global memory, at the width F::kWidths makes a compile-time constant (with_width).
+/// global memory.
 template <class F, int KQ>
 __device__ __forceinline__ void stage_token(const StagedSide& s, int D, bool raw, const std::uint8_t* raw_row,
                                             const std::uint8_t* blk, int ps, int slot, int lane, float* dst) {
   const std::size_t off = F::side_off(s, D, ps, slot);
-  with_width<F::kWidths>(s.bits, [&](auto w) {
-    constexpr int B = decltype(w)::value;
-    if (raw) {
-      const std::uint8_t* side = F::kRawSide ? raw_row + s.cb + (off & 3) : blk + off;
-      F::template stage<KQ, B, SharedWords>(s, D, raw_row, side, lane, dst);
-    } else {
-      F::template stage<KQ, B, GlobalBytes>(s, D, blk + static_cast<std::size_t>(slot) * s.cb, blk + off, lane, dst);
-    }
-  });
+  if (raw) {
+    const std::uint8_t* side = F::kRawSide ? raw_row + s.cb + (off & 3) : blk + off;
+    F::template stage<KQ, SharedWords>(s, D, raw_row, side, lane, dst);
+  } else {
+    F::template stage<KQ, GlobalBytes>(s, D, blk + static_cast<std::size_t>(slot) * s.cb, blk + off, lane, dst);
+  }
 }
 
 /// KC = ceil(head_dim / 32): the accumulator channels j = lane + 32 k (k < KC) of a lane (a template
 /// constant: with a runtime bound of 8 the loops issued 8 predicated iterations at every head_dim);
 /// KQ = ceil(head_dim / 128): the quads a lane stages per token.
 template <class KF, class VF, int HPW, int KC>
-__global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock, KF::kMinBlocks) staged_decode_kernel(const DecodeKernelArgs a) {
+__global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) staged_decode_kernel(const DecodeKernelArgs a) {
   constexpr int KQ = (KC + 3) / 4;
   extern __shared__ __align__(16) float sm[];
   const int D = a.head_dim, DS = D + 4;
@@ -274,11 +238,9 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock, KF::kMinBlocks) 
   const int ps = paged ? 1 << a.page_shift : a.capacity;
   auto issue = [&](int t0) {
     const int n = min(kStagedStep, t_end - t0);
-    // Lane l: the block index (page * num_kv_heads + g) of token t0 + l, one coalesced load per warp.
-    const int pg = (paged ? (lane < n ? __ldg(pt + ((t0 + lane) >> a.page_shift)) : 0) : b) * a.num_kv_heads + g;
     if constexpr (!KF::kLut)
-      if (rawK) issue_raw<KF>(ks, D, a.kpool, a.kstride, pg, ps, paged, t0, n, tid, nthr, rawk);
-    if (rawV) issue_raw<VF>(vs, D, a.vpool, a.vstride, pg, ps, paged, t0, n, tid, nthr, rawv);
+      if (rawK) issue_raw<KF>(ks, D, a.kpool, a.kstride, a, pt, b, g, ps, t0, n, tid, nthr, rawk);
+    if (rawV) issue_raw<VF>(vs, D, a.vpool, a.vstride, a, pt, b, g, ps, t0, n, tid, nthr, rawv);
     cp_async_commit();
   };
   if ((rawK || rawV) && t_begin < t_end) issue(t_begin);
