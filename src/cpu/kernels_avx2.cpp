@@ -129,6 +129,10 @@ struct T {
       code = _mm256_sub_epi32(code, _mm256_castps_si256(_mm256_cmp_ps(t, _mm256_set1_ps(st.bnd16[k]), _CMP_GT_OQ)));
     return code;
   }
+  /// Bit i = (lane i of t > b) (the 1-bit quantize: one boundary).
+  static std::uint8_t gt_bits(F t, float b) {
+    return static_cast<std::uint8_t>(_mm256_movemask_ps(_mm256_cmp_ps(t, _mm256_set1_ps(b), _CMP_GT_OQ)));
+  }
   static void store_codes_u8(std::uint8_t* p, I code) {
     const __m256i w = _mm256_packus_epi32(code, code);
     const __m256i b = _mm256_packus_epi16(w, w);

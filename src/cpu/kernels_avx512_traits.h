@@ -126,6 +126,8 @@ struct T {
   static void store_codes_u8(std::uint8_t* p, I code) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(code));
   }
+  /// Bit i = (lane i of t > b) (the 1-bit quantize: one boundary).
+  static std::uint16_t gt_bits(F t, float b) { return _mm512_cmp_ps_mask(t, _mm512_set1_ps(b), _CMP_GT_OQ); }
 
   // ---- attention
   static bool any_gt(F v, float m) { return _mm512_cmp_ps_mask(v, _mm512_set1_ps(m), _CMP_GT_OQ) != 0; }
