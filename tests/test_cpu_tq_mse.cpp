@@ -193,6 +193,14 @@ TEST(CpuTqMseErrors, NamesArgumentAndValue) {
   x[64 + 5] = NAN;
   std::vector<std::uint8_t> out(c.encoded_bytes(3));
   EXPECT_NE(msg([&] { c.encode(x.data(), 3, out.data()); }).find("x[69]"), std::string::npos);
+  for (float bad : {INFINITY, -INFINITY}) {  // the vectorized finiteness check: every lane position
+    for (int at : {0, 69, 131, 191}) {
+      std::vector<float> y(64 * 3, 1.0f);
+      y[at] = bad;
+      EXPECT_NE(msg([&] { c.encode(y.data(), 3, out.data()); }).find("x[" + std::to_string(at) + "]"),
+                std::string::npos);
+    }
+  }
   x[69] = 1e30f;
   EXPECT_NE(msg([&] { c.encode(x.data(), 3, out.data()); }).find("||x[t]||"), std::string::npos);
   std::vector<float> s(4);

@@ -1,5 +1,7 @@
 // TqMse: argument checks at the boundary, threading, and the per-ISA kernels
 // (kernels.h) for encode, decode and scores. Built for baseline x86-64.
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -23,8 +25,19 @@ using detail::TqState;
 namespace detail {
 
 void check_finite_f32(const char* where, const char* arg, const float* x, std::size_t n) {
-  std::uint32_t bad = 0;
-  for (std::size_t i = 0; i < n; ++i) {
+  // x - x is +0 (no bits set) for every finite x and NaN for +-inf and NaN: OR-ing the differences
+  // flags any non-finite value in two SSE2 operations per 4 floats (the exponent mask and compare took
+  // five: 27% of a d64 1-bit encode, session 15). Baseline x86-64: SSE2 only.
+  __m128 acc0 = _mm_setzero_ps(), acc1 = _mm_setzero_ps();
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128 a = _mm_loadu_ps(x + i), b = _mm_loadu_ps(x + i + 4);
+    acc0 = _mm_or_ps(acc0, _mm_sub_ps(a, a));
+    acc1 = _mm_or_ps(acc1, _mm_sub_ps(b, b));
+  }
+  std::uint32_t bad = static_cast<std::uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi32(_mm_castps_si128(_mm_or_ps(acc0, acc1)),
+                                                                                  _mm_setzero_si128())) != 0xffff);
+  for (; i < n; ++i) {
     std::uint32_t u;
     std::memcpy(&u, x + i, 4);
     bad |= static_cast<std::uint32_t>((u & 0x7f800000u) == 0x7f800000u);
