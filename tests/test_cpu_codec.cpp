@@ -6,6 +6,7 @@
 // and GQA ratios. Methods without a SIMD path are checked through the wrapper.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -212,6 +213,75 @@ TEST(CpuCodec, RejectsBadInputAndLeavesOutputUntouched) {
     for (auto b : out) ASSERT_EQ(b, 0x5a) << method_name(c.method) << ": output written on error";
     std::vector<float> st(fast->query_state_size()), s(2);
     EXPECT_THROW(fast->scores(st.data(), out.data(), 4, 3, 5, s.data()), std::invalid_argument);
+  }
+}
+
+// CpuCodec::validate's one-scan shortcut (detail::validate_fast) must accept and reject exactly what the
+// reference's Codec::validate does, with its messages: non-finite values at several lane positions, row
+// norms at and around the fp16 limit, a large |x| with a small norm (the scan cannot settle it), KIVI
+// group scales, and a centered codec (||x - mu||, which the scan must leave to the reference).
+TEST(CpuCodec, ValidateAgreesWithTheReference) {
+  auto outcome = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const int d = 64;
+  std::vector<std::vector<float>> inputs;
+  auto base = [&] { return test::gaussian(4 * d, 7); };
+  for (float bad : {NAN, INFINITY, -INFINITY})
+    for (int at : {0, 3, 4, 7, 64 + 5, 4 * d - 1}) {
+      auto x = base();
+      x[at] = bad;
+      inputs.push_back(x);
+    }
+  for (float v : {32767.0f, 32768.0f, 40000.0f, 5000.0f, 4100.0f, 4096.5f}) {
+    auto x = base();
+    x[2 * d + 9] = v;  // one large coordinate: the norm is about v
+    inputs.push_back(x);
+  }
+  for (float v : {4000.0f, 4095.0f, 4096.0f, 4200.0f}) {  // a whole row of v: norm 8 v
+    auto x = base();
+    for (int j = 0; j < d; ++j) x[d + j] = (j % 2) ? v : -v;
+    inputs.push_back(x);
+  }
+  int accepted = 0, rejected = 0;
+  for (const MethodCase& c : all_cases()) {
+    auto ref = make_ref(c, d, Role::kKey, 3);
+    auto fast = cpu::make_cpu_codec(*ref);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      std::vector<std::uint8_t> a(ref->encoded_bytes(4)), b(fast->encoded_bytes(4), 0x5a);
+      const std::string want = outcome([&] { ref->encode(inputs[i].data(), 4, a.data()); });
+      const std::string got = outcome([&] { fast->encode(inputs[i].data(), 4, b.data()); });
+      EXPECT_EQ(got, want) << method_name(c.method) << " bits " << c.bits << " input " << i;
+      if (got != "accepted")  // rejected before anything is written
+        for (auto v : b) ASSERT_EQ(v, 0x5a) << method_name(c.method) << " input " << i << ": output written on error";
+      (want == "accepted" ? accepted : rejected)++;
+    }
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(rejected, 0);
+  // Centered: rows near the calibrated mean have small ||x - mu|| but a large ||x||, and the reverse.
+  CodecConfig cfg;
+  cfg.method = Method::kTurboMse;
+  cfg.bits = 4;
+  cfg.head_dim = d;
+  cfg.center = true;
+  auto cref = make_codec(cfg);
+  std::vector<float> cal(64 * d);
+  for (std::size_t i = 0; i < cal.size(); ++i) cal[i] = 3000.0f + ((i * 7919) % 13) * 0.1f;
+  cref->calibrate(cal.data(), 64);
+  auto cfast = cpu::make_cpu_codec(*cref);
+  for (float v : {3000.0f, -3000.0f, 0.0f}) {
+    std::vector<float> x(2 * d, v);
+    std::vector<std::uint8_t> a(cref->encoded_bytes(2)), b(cfast->encoded_bytes(2), 0x5a);
+    const std::string got = outcome([&] { cfast->encode(x.data(), 2, b.data()); });
+    EXPECT_EQ(got, outcome([&] { cref->encode(x.data(), 2, a.data()); })) << "centered, v = " << v;
+    if (got != "accepted")
+      for (auto u : b) ASSERT_EQ(u, 0x5a) << "centered, v = " << v << ": output written on error";
   }
 }
 

@@ -92,9 +92,10 @@ class CpuCodec {
 
  protected:
   explicit CpuCodec(const Codec& ref) : ref_(&ref) {}
-  /// The checks of Codec::validate (default: reference().validate(x, n)); a
-  /// method may override it with a faster scan that throws the same errors.
-  virtual void validate(const float* x, std::size_t n) const { ref_->validate(x, n); }
+  /// The checks of Codec::validate, with the same errors (default: one scan for Inf / NaN and the
+  /// largest |x| that settles most blocks; reference().validate(x, n) when it cannot, for centered
+  /// codecs and for a missing calibration). A method may override it.
+  virtual void validate(const float* x, std::size_t n) const;
   /// Encodes rows [t0, t1) of an n-token block x (x points at row 0) into the
   /// block buffer out (encoded_bytes(n) bytes, zeroed before the first call).
   /// Input already validated. Called concurrently for disjoint row ranges whose

@@ -6,11 +6,17 @@
 
 #include "kernels.h"
 #include "thread_pool.h"
+#include "turbokv/codec.h"
 
 namespace turbokv::cpu::detail {
 
 /// Throws like turbokv::check_finite if x[0..n) holds Inf/NaN (fast scan first).
 void check_finite_f32(const char* where, const char* arg, const float* x, std::size_t n);
+/// ref.validate(x, n) semantics, fast (CpuCodec::validate's default): one SSE2 scan for Inf / NaN and
+/// max |x|; the reference's own checks run only when that scan cannot rule out an error (so the thrown
+/// messages are the reference's), and always for centered codecs, a missing calibration and methods
+/// it does not know. Defined in codec.cpp.
+void validate_fast(const Codec& ref, const float* x, std::size_t n);
 /// Same for fp16 (bf16 = false) or bf16 bits.
 void check_finite_16(const char* where, const char* arg, const std::uint16_t* x, std::size_t n, bool bf16);
 /// qp[dim] = Pi q (rotated in fp64, then fp32), natural order (every kernel scores from it).

@@ -96,11 +96,6 @@ struct SplitKernels {
 const SplitKernels& tq_split_avx2_kernels();
 const SplitKernels& tq_split_avx512_kernels();
 
-/// ref.validate(x, n) semantics, fast: one scan for Inf/NaN and max |x|; the
-/// reference's own checks run only when that scan cannot rule out an error
-/// (so the thrown messages are the reference's). Defined in kivi.cpp.
-void validate_fast(const Codec& ref, const float* x, std::size_t n);
-
 /// A CpuCodec running kernels k (query state: q itself; accumulator: the
 /// original domain, [head_dim]); row_granule: encode/decode range alignment.
 /// isa: "avx2" or "avx512". Defined in kivi.cpp.

@@ -115,7 +115,6 @@ class TqMseSplitCodec final : public CpuCodec {
   }
 
  protected:
-  void validate(const float* x, std::size_t n) const override { validate_fast(reference(), x, n); }
   void do_encode(const float* x, std::size_t n, std::size_t t0, std::size_t t1, std::uint8_t* out) const override {
     const std::size_t d = static_cast<std::size_t>(head_dim());
     const auto& k = kernels();
