@@ -69,6 +69,26 @@ inline void pack_groups(const std::uint8_t* cb, int ng, std::uint8_t* out) {
   }
 }
 
+/// The inverse: ng groups of BITS packed bytes at p -> 8 one-byte codes each at cb.
+template <int BITS>
+inline void unpack_groups(const std::uint8_t* p, int ng, std::uint8_t* cb) {
+  for (int g = 0; g < ng; ++g) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, p + g * BITS, BITS);
+    const std::uint64_t u = _pdep_u64(v, kByteMask[BITS]);
+    std::memcpy(cb + 8 * g, &u, 8);
+  }
+}
+
+inline void unpack_groups(int bits, const std::uint8_t* p, int ng, std::uint8_t* cb) {
+  switch (bits) {
+    case 1: return unpack_groups<1>(p, ng, cb);
+    case 2: return unpack_groups<2>(p, ng, cb);
+    case 3: return unpack_groups<3>(p, ng, cb);
+    default: return unpack_groups<4>(p, ng, cb);
+  }
+}
+
 inline void pack_groups(int bits, const std::uint8_t* cb, int ng, std::uint8_t* out) {
   switch (bits) {
     case 1: return pack_groups<1>(cb, ng, out);
@@ -182,13 +202,7 @@ void decode(const TqState& st, const std::uint8_t* codes, const std::uint8_t* no
   alignas(64) float y[kMaxDim];
   const F lo = T::load(st.cbx), hi = T::load(st.cbx + (W == 16 ? 0 : 8));
   for (std::size_t t = 0; t < count; ++t) {
-    const std::uint8_t* p = codes + t * st.code_bytes;
-    for (int g = 0; g < st.ng; ++g) {
-      std::uint64_t v = 0;
-      std::memcpy(&v, p + g * bits, static_cast<std::size_t>(bits));
-      const std::uint64_t u = _pdep_u64(v, kByteMask[bits]);
-      std::memcpy(cb + 8 * g, &u, 8);
-    }
+    unpack_groups(bits, codes + t * st.code_bytes, st.ng, cb);
     for (int k = 0; k < d; k += W) T::store(y + k, T::template lut<true>(T::load_u8(cb + k), lo, hi));
     const float norm = half_to_float(static_cast<std::uint16_t>(norms16[2 * t] | (norms16[2 * t + 1] << 8)));
     float* o = out + t * static_cast<std::size_t>(d);
