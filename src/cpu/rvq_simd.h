@@ -7,8 +7,8 @@
 //
 // Traits V (VAvx2: W = 8, VAvx512: W = 16): F/I vector types, load/store,
 // add/sub/mul (the format's separately rounded ops) and fma (scores and
-// accumulation only), lut16 (16-entry table look-up by 32-bit index), quantize
-// (number of fp32 boundaries strictly below the value), u8 <-> 32-bit code
+// accumulation only), lut16 (16-entry table look-up by 32-bit index), quantize_b<B>
+// (number of the 2^B - 1 fp32 boundaries strictly below the value), u8 <-> 32-bit code
 // conversion, fwht_lane (a Hadamard butterfly stage inside one register),
 // gather, hsum.
 #pragma once
@@ -80,6 +80,9 @@ struct VAvx2 {
       c = _mm256_sub_epi32(c, _mm256_castps_si256(_mm256_cmp_ps(v, _mm256_set1_ps(bnd[j]), _CMP_GT_OQ)));
     return c;
   }
+  /// quantize at width B (nb = 2^B - 1 sorted boundaries).
+  template <int B>
+  static I quantize_b(F v, const float* bnd) { return quantize(v, bnd, (1 << B) - 1); }
   static F gather(const float* base, I idx) { return _mm256_i32gather_ps(base, idx, 4); }
   /// One butterfly stage of distance h < W inside the register: lanes without bit h get a + b, with it a - b.
   static F fwht_lane(F v, int h) {
@@ -124,11 +127,17 @@ struct VAvx512 {
   static I addi(I a, I b) { return _mm512_add_epi32(a, b); }
   static I loadi(const std::int32_t* p) { return _mm512_loadu_si512(p); }
   static F lut16(I idx, const float* tab) { return _mm512_permutexvar_ps(idx, _mm512_loadu_ps(tab)); }
-  static I quantize(F v, const float* bnd, int nb) {
+  /// The number of the nb = 2^B - 1 sorted boundaries bnd[0..nb) strictly below each lane (bnd: 16
+  /// floats), by binary search: B compare steps with the boundary picked in-register (vpermps) instead
+  /// of 2^B - 1 compares (session 15).
+  template <int B>
+  static I quantize_b(F v, const float* bnd) {
+    const F b = _mm512_loadu_ps(bnd);
     I c = _mm512_setzero_si512();
-    const I one = _mm512_set1_epi32(1);
-    for (int j = 0; j < nb; ++j)
-      c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(v, _mm512_set1_ps(bnd[j]), _CMP_GT_OQ), c, one);
+    for (int step = 1 << (B - 1); step >= 1; step >>= 1) {
+      const F bv = _mm512_permutexvar_ps(_mm512_add_epi32(c, _mm512_set1_epi32(step - 1)), b);
+      c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(v, bv, _CMP_GT_OQ), c, _mm512_set1_epi32(step));
+    }
     return c;
   }
   static F gather(const float* base, I idx) { return _mm512_i32gather_ps(idx, base, 4); }
@@ -327,10 +336,10 @@ void rvq_encode(const RvqState& st, const float* x, std::size_t count, std::uint
     const auto inv = V::set1(norm > 0 ? 1.0f / norm : 0.0f);
     for (int k = 0; k < d; k += W) {
       const auto u = V::mul(V::load(y + k), inv);
-      const auto c1 = V::quantize(u, st.bnd1, st.nbnd);
+      const auto c1 = V::template quantize_b<B>(u, st.bnd1);
       const auto r = V::sub(u, V::lut16(c1, st.c1));
       V::store_u8(cb1 + k, c1);
-      V::store_u8(cb2 + k, V::quantize(r, st.bnd2, st.nbnd));
+      V::store_u8(cb2 + k, V::template quantize_b<B>(r, st.bnd2));
     }
     std::uint8_t* out = codes + t * st.code_bytes;
     pack_groups<B>(cb1, d, out);
