@@ -1,7 +1,5 @@
 // CpuCodec: the checks and threading every method shares, the reference
 // wrapper (scalar level), and make_cpu_codec's dispatch. Baseline x86-64.
-#include <emmintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -30,26 +28,8 @@ void validate_fast(const Codec& ref, const float* x, std::size_t n) {
   }
   if (!known || count == 0 || x == nullptr || c.center || (ref.needs_calibration() && !ref.calibrated()))
     return ref.validate(x, n);
-  // One SSE2 pass (baseline x86-64): x - x is +0 for finite x and NaN otherwise (OR-ed: any bit set
-  // flags a non-finite value); max |x| by maxps on the sign-cleared values.
-  const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
-  __m128 bad0 = _mm_setzero_ps(), bad1 = _mm_setzero_ps(), top0 = _mm_setzero_ps(), top1 = _mm_setzero_ps();
-  std::size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    const __m128 a = _mm_loadu_ps(x + i), b = _mm_loadu_ps(x + i + 4);
-    bad0 = _mm_or_ps(bad0, _mm_sub_ps(a, a));
-    bad1 = _mm_or_ps(bad1, _mm_sub_ps(b, b));
-    top0 = _mm_max_ps(top0, _mm_and_ps(a, abs_mask));
-    top1 = _mm_max_ps(top1, _mm_and_ps(b, abs_mask));
-  }
-  bool bad = _mm_movemask_epi8(_mm_cmpeq_epi32(_mm_castps_si128(_mm_or_ps(bad0, bad1)), _mm_setzero_si128())) != 0xffff;
-  alignas(16) float t4[4];
-  _mm_store_ps(t4, _mm_max_ps(top0, top1));
-  float m = std::max(std::max(t4[0], t4[1]), std::max(t4[2], t4[3]));
-  for (; i < count; ++i) {
-    bad = bad || !std::isfinite(x[i]);
-    m = std::max(m, std::fabs(x[i]));
-  }
+  float m = 0.0f;
+  const bool bad = !all_finite_f32(x, count, &m);
   // Every row norm is at most max|x| sqrt(head_dim), and every KIVI group scale at most 2 max|x|: below
   // the limits with margin the reference cannot throw.
   if (!bad && double(m) * std::sqrt(double(d)) < 32768.0 * 0.999) return;

@@ -12,6 +12,9 @@ namespace turbokv::cpu::detail {
 
 /// Throws like turbokv::check_finite if x[0..n) holds Inf/NaN (fast scan first).
 void check_finite_f32(const char* where, const char* arg, const float* x, std::size_t n);
+/// True if x[0..n) are all finite (one SSE2 pass); with max_abs, also sets *max_abs = max |x[i]| (valid
+/// when true). Defined in tq_mse.cpp.
+bool all_finite_f32(const float* x, std::size_t n, float* max_abs = nullptr);
 /// ref.validate(x, n) semantics, fast (CpuCodec::validate's default): one SSE2 scan for Inf / NaN and
 /// max |x|; the reference's own checks run only when that scan cannot rule out an error (so the thrown
 /// messages are the reference's), and always for centered codecs, a missing calibration and methods

@@ -80,21 +80,15 @@ inline void unpack_groups(const std::uint8_t* p, int ng, std::uint8_t* cb) {
   }
 }
 
-inline void unpack_groups(int bits, const std::uint8_t* p, int ng, std::uint8_t* cb) {
+/// fn(std::integral_constant<int, B>{}) with B = bits (1..4; anything else is taken as 4): the one
+/// place a runtime width becomes a compile-time one in this file.
+template <class Fn>
+inline decltype(auto) with_bits(int bits, Fn&& fn) {
   switch (bits) {
-    case 1: return unpack_groups<1>(p, ng, cb);
-    case 2: return unpack_groups<2>(p, ng, cb);
-    case 3: return unpack_groups<3>(p, ng, cb);
-    default: return unpack_groups<4>(p, ng, cb);
-  }
-}
-
-inline void pack_groups(int bits, const std::uint8_t* cb, int ng, std::uint8_t* out) {
-  switch (bits) {
-    case 1: return pack_groups<1>(cb, ng, out);
-    case 2: return pack_groups<2>(cb, ng, out);
-    case 3: return pack_groups<3>(cb, ng, out);
-    default: return pack_groups<4>(cb, ng, out);
+    case 1: return fn(std::integral_constant<int, 1>{});
+    case 2: return fn(std::integral_constant<int, 2>{});
+    case 3: return fn(std::integral_constant<int, 3>{});
+    default: return fn(std::integral_constant<int, 4>{});
   }
 }
 
@@ -139,25 +133,16 @@ void encode_hadamard(const TqState& st, const float* x, std::size_t count, std::
   }
 }
 
-template <int D>
-void encode_hadamard(const TqState& st, const float* x, std::size_t count, std::uint8_t* codes, float* norms) {
-  switch (st.bits) {
-    case 1: return encode_hadamard<D, 1>(st, x, count, codes, norms);
-    case 2: return encode_hadamard<D, 2>(st, x, count, codes, norms);
-    case 3: return encode_hadamard<D, 3>(st, x, count, codes, norms);
-    default: return encode_hadamard<D, 4>(st, x, count, codes, norms);
-  }
-}
-
 void encode(const TqState& st, const float* x, std::size_t count, std::uint8_t* codes, float* norms) {
-  if (st.rot == Rot::kHadamard) {
-    switch (st.dim) {
-      case 64: return encode_hadamard<64>(st, x, count, codes, norms);
-      case 128: return encode_hadamard<128>(st, x, count, codes, norms);
-      case 256: return encode_hadamard<256>(st, x, count, codes, norms);
-      default: break;
-    }
-  }
+  if (st.rot == Rot::kHadamard && (st.dim == 64 || st.dim == 128 || st.dim == 256))
+    return with_bits(st.bits, [&](auto b) {
+      constexpr int B = decltype(b)::value;
+      switch (st.dim) {
+        case 64: return encode_hadamard<64, B>(st, x, count, codes, norms);
+        case 128: return encode_hadamard<128, B>(st, x, count, codes, norms);
+        default: return encode_hadamard<256, B>(st, x, count, codes, norms);
+      }
+    });
   const int d = st.dim, bits = st.bits;
   alignas(64) float y[kMaxDim];
   alignas(64) std::uint8_t cb[kMaxDim];
@@ -181,7 +166,7 @@ void encode(const TqState& st, const float* x, std::size_t count, std::uint8_t* 
     }
     const F inv = T::set1(norm > 0 ? 1.0f / norm : 0.0f);
     for (int k = 0; k < d; k += W) T::store_codes_u8(cb + k, T::quantize(T::mul(T::load(y + k), inv), st));
-    pack_groups(bits, cb, st.ng, codes + t * st.code_bytes);
+    with_bits(bits, [&](auto b) { pack_groups<decltype(b)::value>(cb, st.ng, codes + t * st.code_bytes); });
     norms[t] = norm;
   }
 }
@@ -202,7 +187,7 @@ void decode(const TqState& st, const std::uint8_t* codes, const std::uint8_t* no
   alignas(64) float y[kMaxDim];
   const F lo = T::load(st.cbx), hi = T::load(st.cbx + (W == 16 ? 0 : 8));
   for (std::size_t t = 0; t < count; ++t) {
-    unpack_groups(bits, codes + t * st.code_bytes, st.ng, cb);
+    with_bits(bits, [&](auto b) { unpack_groups<decltype(b)::value>(codes + t * st.code_bytes, st.ng, cb); });
     for (int k = 0; k < d; k += W) T::store(y + k, T::template lut<true>(T::load_u8(cb + k), lo, hi));
     const float norm = half_to_float(static_cast<std::uint16_t>(norms16[2 * t] | (norms16[2 * t + 1] << 8)));
     float* o = out + t * static_cast<std::size_t>(d);
