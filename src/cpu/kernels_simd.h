@@ -24,6 +24,7 @@
 #include <vector>
 #include <utility>
 
+#include "byte_groups.h"
 #include "kernels.h"
 #include "turbokv/half.h"
 
@@ -36,9 +37,6 @@ constexpr int W = T::W;
 constexpr int TB = W;                  // tokens per block
 constexpr int kMaxDim = 512;
 constexpr int kMaxNv = kMaxDim / 8 / W;  // group vectors per token at most
-
-inline constexpr std::uint64_t kByteMask[5] = {0, 0x0101010101010101ull, 0x0303030303030303ull,
-                                               0x0707070707070707ull, 0x0f0f0f0f0f0f0f0full};
 
 // ---------------------------------------------------------------- encode
 
@@ -54,29 +52,6 @@ inline void fwht(float* y, int d) {
           T::store(y + j + h, T::sub(a, b));
         }
     }
-  }
-}
-
-/// The packed bytes (LSB-first, turbokv/pack.h) of ng groups of 8 one-byte codes cb[8 g .. 8 g + 7] into
-/// out (BITS bytes a group), BITS a compile-time width (a runtime-sized memcpy was a libc call per group).
-template <int BITS>
-inline void pack_groups(const std::uint8_t* cb, int ng, std::uint8_t* out) {
-  for (int g = 0; g < ng; ++g) {
-    std::uint64_t v;
-    std::memcpy(&v, cb + 8 * g, 8);
-    const std::uint64_t p = _pext_u64(v, kByteMask[BITS]);
-    std::memcpy(out + g * BITS, &p, BITS);  // little-endian host
-  }
-}
-
-/// The inverse: ng groups of BITS packed bytes at p -> 8 one-byte codes each at cb.
-template <int BITS>
-inline void unpack_groups(const std::uint8_t* p, int ng, std::uint8_t* cb) {
-  for (int g = 0; g < ng; ++g) {
-    std::uint64_t v = 0;
-    std::memcpy(&v, p + g * BITS, BITS);
-    const std::uint64_t u = _pdep_u64(v, kByteMask[BITS]);
-    std::memcpy(cb + 8 * g, &u, 8);
   }
 }
 
@@ -127,7 +102,7 @@ void encode_hadamard(const TqState& st, const float* x, std::size_t count, std::
     } else {
       alignas(64) std::uint8_t cb[D];
       for (int i = 0; i < NV; ++i) T::store_codes_u8(cb + i * W, T::quantize(T::mul(T::mul(y[i], sc), inv), st));
-      pack_groups<BITS>(cb, D / 8, out);
+      pack_groups<BITS>(cb, D, out);
     }
     norms[t] = norm;
   }
@@ -166,7 +141,7 @@ void encode(const TqState& st, const float* x, std::size_t count, std::uint8_t* 
     }
     const F inv = T::set1(norm > 0 ? 1.0f / norm : 0.0f);
     for (int k = 0; k < d; k += W) T::store_codes_u8(cb + k, T::quantize(T::mul(T::load(y + k), inv), st));
-    with_bits(bits, [&](auto b) { pack_groups<decltype(b)::value>(cb, st.ng, codes + t * st.code_bytes); });
+    with_bits(bits, [&](auto b) { pack_groups<decltype(b)::value>(cb, d, codes + t * st.code_bytes); });
     norms[t] = norm;
   }
 }
@@ -187,7 +162,7 @@ void decode(const TqState& st, const std::uint8_t* codes, const std::uint8_t* no
   alignas(64) float y[kMaxDim];
   const F lo = T::load(st.cbx), hi = T::load(st.cbx + (W == 16 ? 0 : 8));
   for (std::size_t t = 0; t < count; ++t) {
-    with_bits(bits, [&](auto b) { unpack_groups<decltype(b)::value>(codes + t * st.code_bytes, st.ng, cb); });
+    with_bits(bits, [&](auto b) { unpack_groups<decltype(b)::value>(codes + t * st.code_bytes, d, cb); });
     for (int k = 0; k < d; k += W) T::store(y + k, T::template lut<true>(T::load_u8(cb + k), lo, hi));
     const float norm = half_to_float(static_cast<std::uint16_t>(norms16[2 * t] | (norms16[2 * t + 1] << 8)));
     float* o = out + t * static_cast<std::size_t>(d);
