@@ -150,10 +150,9 @@ def main():
                 name = f"turbokv tq-prod K{r['bits']} V{r['bits']} cc"
             elif r["method"].startswith("fp8"):
                 name = "turbokv fp8 cc"
-            elif r["method"].startswith("kivi"):
-                name = f"turbokv kivi K{r['bits']}V{r['bits']} cc"
-            elif r["method"].startswith(("rvq", "pvq", "polar")):
-                name = f"turbokv {r['method'].split()[0]} K{r['bits']}V{r['bits']} cc"
+            elif r["method"].startswith(("kivi", "rvq", "pvq", "polar")):
+                name = f"turbokv {r['method'].split()[0]} K{r['bits']}V{r['bits']}" + (
+                    " cc" if "cuda cores" in r["method"] else "")
             else:
                 name = f"turbokv tq-mse K{r['bits']}V{r['bits']}" + (" cc" if "cuda cores" in r["method"] else " 3xtf32" if "3xtf32" in r["method"] else "")
             rows.append((name, float(r["bits"]), us, float(r["gbps"]) * us * 1e3))

@@ -217,6 +217,9 @@ struct DecodeArgs {
   /// weights rounded to fp16, fp32 accumulation; decode_h16.cuh), 1 = CUDA cores (fp32),
   /// 2 = 3xTF32 tensor cores (fp32-accurate, decode_mma.cuh). Other values throw. At head_dim not a
   /// power of two (dense rotations) 2 throws, and 0 means 1 except at 80, 96 and 112.
+  /// The staged decodes (kivi_decode, rvq_paged_decode, polar_paged_decode, pvq_paged_decode): 0 = fp16
+  /// tensor cores (default; product VQ's look-up-table keys: CUDA cores), 1 = CUDA cores (fp32); others
+  /// throw. fp8_decode: 0 or 1, both the CUDA-core kernel.
   int kernel = 0;
 };
 

@@ -47,13 +47,14 @@ void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, 
 
 /**
  * Split-K decode attention on paged KIVI keys and values: logit_t = softmax_scale * <q, k_hat_t>,
- * k_hat = min16 + scale16 * code (fp32, rounded as the reference's decode), values likewise, online
- * softmax and fp32 accumulation on CUDA cores: per step of 32 tokens the block dequantizes keys and
- * values once into shared memory (all query heads of the block's GQA group read them), one warp per
- * query head scores the step (lane = token) and accumulates it (lanes over channels); split partials
- * merged by log-sum-exp. Shapes, GQA, windows, soft-cap, io types, splits
- * and workspace as tq_mse_decode (decode_workspace_bytes); args.kernel must be 0. Within 2e-5
- * relative of the fp64 reference (tests/cuda/test_cuda_kivi.cpp). A baseline: not tuned.
+ * k_hat = min16 + scale16 * code (fp32, rounded as the reference's decode), values likewise; per step
+ * the block dequantizes keys and values once into shared memory (all query heads of the block's GQA
+ * group read them), online softmax, split partials merged by log-sum-exp. args.kernel 0 (default):
+ * 64-token steps staged as fp16, scores and value sums by fp16 tensor-core MMAs, fp32 accumulation
+ * (the staged elements, the scaled query and the softmax weights rounded to fp16): within 3e-3 relative
+ * of the fp64 reference; 1: 32-token steps on CUDA cores, one warp per query head, fp32: within 2e-5
+ * (tests/cuda/test_cuda_kivi.cpp). Shapes, GQA, windows, soft-cap, io types, splits and workspace as
+ * tq_mse_decode (decode_workspace_bytes). A baseline: not tuned.
  * Throws std::invalid_argument naming the argument.
  */
 void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpool, PagedPool vpool,

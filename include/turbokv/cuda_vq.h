@@ -13,10 +13,13 @@
 // rounded intrinsic), into one contiguous block (*_encode) or straight into pages
 // (*_append: cuda.h's paged layout, a (page, KV head) block being the reference's
 // encoding of page_size tokens). pvq_dequantize writes exactly the reference decode's floats.
-// The fused decode-attention kernels (the staged split-K kernel of src/cuda/staged.cuh:
-// keys and values decoded once per KV head and 32-token step into shared memory, every
-// query head of the GQA group served from them) are fp32 (the reference accumulates in
-// fp64); tests/cuda/test_cuda_vq.cpp checks them against attention_compressed.
+// The fused decode-attention kernels (the staged split-K kernels of src/cuda/staged.cuh:
+// keys and values decoded once per KV head and step into shared memory, every query head of
+// the GQA group served from them): kernel 0 (default; VqDecodeArgs::kernel, DecodeArgs::kernel)
+// stages fp16 tiles and computes scores and value sums with fp16 tensor-core MMAs (fp32
+// accumulation), kernel 1 stages fp32 and runs on CUDA cores (fp32 throughout); product VQ's
+// look-up-table keys always run kernel 1. tests/cuda/test_cuda_vq.cpp checks both against
+// attention_compressed (fp64).
 //
 // Every function takes device pointers and a stream, validates its arguments on
 // the host (std::invalid_argument naming the argument and value), launches
@@ -172,6 +175,10 @@ struct VqDecodeArgs {
   float softmax_scale = 0;             ///< > 0
   int num_splits = 0;                  ///< split-K count 1..256; 0 = chosen by the cost model of DecodeArgs::num_splits (cuda.h)
   void* workspace = nullptr;           ///< device, 16-byte aligned, *_decode_workspace_bytes bytes
+  /// The decode kernel, as DecodeArgs::kernel of the staged decodes (cuda.h): 0 = fp16 tensor cores
+  /// (default; RVQ and PolarQuant; product VQ's look-up-table keys run the CUDA-core kernel), 1 = CUDA
+  /// cores (fp32). Other values throw.
+  int kernel = 0;
 };
 
 /// Workspace bytes of rvq_decode: decode_workspace_bytes (cuda.h) of the same shapes, 0 when batch is 0.
@@ -185,13 +192,15 @@ std::size_t rvq_decode_workspace_bytes(const VqDecodeArgs& args, int head_dim);
  * head_dim; bit widths may differ) in contiguous blocks. Pi_k q once per query head (fp32),
  * logit_t = softmax_scale * ||k_t|| <Pi_k q, c1[code1_t] + c2[code2_t]>, online softmax, values
  * accumulated in the value rotation's domain (weight * ||v_t|| * (c1 + c2)); the splits merge by
- * log-sum-exp and the result is rotated back once (Pi_v^T). The staged CUDA-core kernel: per 32-token
- * step the keys and values of a KV head are decoded once into shared memory and every query head of
- * its GQA group (any ratio) reads them. fp32 throughout; tested against attention_compressed (fp64,
- * context = seq_len): relative L2 error <= 1e-4 per sequence (kVqDecodeRelTol in
- * tests/cuda/test_cuda_vq.cpp). Not tuned (docs/RESULTS.md).
+ * log-sum-exp and the result is rotated back once (Pi_v^T). The staged kernels: per step the keys and
+ * values of a KV head are decoded once into shared memory and every query head of its GQA group (any
+ * ratio) reads them. args.kernel 0 (default): 64-token steps staged as fp16, scores and value sums by
+ * fp16 tensor-core MMAs with fp32 accumulation (Pi_k q, the staged elements and the softmax weights
+ * rounded to fp16): relative L2 error <= 3e-3 per sequence (kVqDecodeH16RelTol); 1: 32-token steps on
+ * CUDA cores, fp32 throughout: <= 1e-4 (kVqDecodeRelTol), both against attention_compressed (fp64,
+ * context = seq_len; tests/cuda/test_cuda_vq.cpp). Not tuned (docs/RESULTS.md).
  * Throws std::invalid_argument naming the argument (shapes, scale, splits,
- * capacity < max_seq_len, null or misaligned pointers, head_dim mismatch).
+ * capacity < max_seq_len, null or misaligned pointers, head_dim mismatch, kernel not 0 or 1).
  */
 void rvq_decode(const RvqTables& ktab, const RvqTables& vtab, const VqDecodeArgs& args, Stream stream);
 
@@ -199,7 +208,7 @@ void rvq_decode(const RvqTables& ktab, const RvqTables& vtab, const VqDecodeArgs
  * rvq_decode on paged pools (rvq_append's layout): kpool / vpool page strides ktab.page_stride(page_size)
  * and vtab.page_stride(page_size); shapes, GQA, sliding window, soft-cap, fp32 / fp16 / bf16 io,
  * splits and workspace (decode_workspace_bytes) as tq_mse_decode (cuda.h); args.head_dim must equal
- * the tables' and args.kernel must be 0. Tolerance as rvq_decode (plus the 16-bit output rounding).
+ * the tables', args.kernel 0 or 1 as rvq_decode. Tolerance as rvq_decode (plus the 16-bit output rounding).
  * Throws std::invalid_argument naming the argument.
  */
 void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kpool, PagedPool vpool,
@@ -218,8 +227,9 @@ std::size_t pvq_decode_workspace_bytes(const VqDecodeArgs& args, const PvqTables
  * step the values of a KV head are decoded once into shared memory as centroid coordinates in their
  * codec's rotated, smoothed domain and every query head of the GQA group accumulates them;
  * log-sum-exp merge, then Pi_v^T and lambda_v once. fp32 accumulation; tested against
- * attention_compressed: relative L2 error <= 1e-4 per sequence. Throws std::invalid_argument like
- * rvq_decode.
+ * attention_compressed: relative L2 error <= 1e-4 per sequence. args.kernel 0 or 1: both run this
+ * CUDA-core kernel (the tensor-core staged kernel has no table-scored keys). Throws
+ * std::invalid_argument like rvq_decode.
  */
 void pvq_decode(const PvqTables& ktab, const PvqTables& vtab, const VqDecodeArgs& args, Stream stream);
 

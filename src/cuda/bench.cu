@@ -231,8 +231,9 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         rows.push_back(r);
       }
 
-      // KIVI (kivi_decode: CUDA cores), keys and values at the same integer width, groups of 16 (key
-      // groups of 16 tokens fill a page; value groups of 16 channels divide every head_dim here).
+      // KIVI (kivi_decode: the fp16 tensor-core staged kernel, kernel 0, and the CUDA-core one, kernel 1),
+      // keys and values at the same integer width, groups of 16 (key groups of 16 tokens fill a page; value
+      // groups of 16 channels divide every head_dim here).
       for (double bits_d : opt.bits) {
         if (!want("kivi") || bits_d != std::floor(bits_d)) continue;
         CodecConfig kc;
@@ -244,19 +245,24 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         const std::size_t noff = page_size * cb;
         const PagePools kp = make_pools(s, table.size() * kvh * ks, ks, noff, ks, 81);
         const PagePools vp = make_pools(s, table.size() * kvh * vs, vs, noff, vs, 91);
-        const double us = median_us(s, reps, [&](int i) {
-          cuda::kivi_decode(kc, vc, {kp.k[i % kp.size()]->as<std::uint8_t>(), ks},
-                            {vp.v[i % vp.size()]->as<std::uint8_t>(), vs}, pt, a, st);
-        });
-        BenchRow r = proto;
-        r.op = "decode_attention", r.method = "kivi (cuda cores)", r.bits = bits_d;
-        r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
-        r.gbps = (std::size_t(batch) * kvh * max_pages * (ks + vs) + q_bytes + table.size() * 4) / (us * 1e3);
-        rows.push_back(r);
+        for (int kernel : {0, 1}) {
+          cuda::DecodeArgs ka = a;
+          ka.kernel = kernel;
+          const double us = median_us(s, kernel == 0 ? reps : std::max(10, reps / 5), [&](int i) {
+            cuda::kivi_decode(kc, vc, {kp.k[i % kp.size()]->as<std::uint8_t>(), ks},
+                              {vp.v[i % vp.size()]->as<std::uint8_t>(), vs}, pt, ka, st);
+          });
+          BenchRow r = proto;
+          r.op = "decode_attention", r.method = kernel == 0 ? "kivi" : "kivi (cuda cores)", r.bits = bits_d;
+          r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
+          r.gbps = (std::size_t(batch) * kvh * max_pages * (ks + vs) + q_bytes + table.size() * 4) / (us * 1e3);
+          rows.push_back(r);
+        }
       }
 
       // RVQ, product VQ and PolarQuant (rvq_paged_decode, pvq_paged_decode, polar_paged_decode: the
-      // staged CUDA-core kernel of staged.cuh, untuned) on the same page table, keys and values at the
+      // staged kernels of staged.cuh, fp16 tensor cores (kernel 0; not product VQ's look-up-table keys)
+      // and CUDA cores (kernel 1)) on the same page table, keys and values at the
       // same integer width; random code bytes, fp16 scalars in [0.5, 1.5). Product VQ's tables come from
       // a reference codec calibrated on 1200 Gaussian rows (3 k-means iterations).
       for (double bits_d : opt.bits) {
@@ -295,18 +301,23 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             vws = std::make_unique<DevMem>(cuda::pvq_paged_decode_workspace_bytes(a, *vt));
             va.workspace = vws->p;
           }
-          const double us = median_us(s, std::max(10, reps / 5), [&](int i) {
-            const cuda::PagedPool kp{pp.k[i % pp.size()]->as<std::uint8_t>(), stride},
-                vp{pp.v[i % pp.size()]->as<std::uint8_t>(), stride};
-            if (polar) cuda::polar_paged_decode(*qt, *qt, kp, vp, pt, va, st);
-            else if (pvq) cuda::pvq_paged_decode(*vt, *vt, kp, vp, pt, va, st);
-            else cuda::rvq_paged_decode(*rt, *rt, kp, vp, pt, va, st);
-          });
-          BenchRow r = proto;
-          r.op = "decode_attention", r.method = std::string(m) + " (cuda cores)", r.bits = b;
-          r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
-          r.gbps = (std::size_t(batch) * kvh * max_pages * 2 * stride + q_bytes + table.size() * 4) / (us * 1e3);
-          rows.push_back(r);
+          for (int kernel : {0, 1}) {
+            if (pvq && kernel == 0) continue;  // look-up-table keys: the CUDA-core kernel either way
+            va.kernel = kernel;
+            const double us = median_us(s, kernel == 0 ? reps : std::max(10, reps / 5), [&](int i) {
+              const cuda::PagedPool kp{pp.k[i % pp.size()]->as<std::uint8_t>(), stride},
+                  vp{pp.v[i % pp.size()]->as<std::uint8_t>(), stride};
+              if (polar) cuda::polar_paged_decode(*qt, *qt, kp, vp, pt, va, st);
+              else if (pvq) cuda::pvq_paged_decode(*vt, *vt, kp, vp, pt, va, st);
+              else cuda::rvq_paged_decode(*rt, *rt, kp, vp, pt, va, st);
+            });
+            BenchRow r = proto;
+            r.op = "decode_attention", r.method = kernel == 0 ? std::string(m) : std::string(m) + " (cuda cores)";
+            r.bits = b;
+            r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
+            r.gbps = (std::size_t(batch) * kvh * max_pages * 2 * stride + q_bytes + table.size() * 4) / (us * 1e3);
+            rows.push_back(r);
+          }
         }
       }
 

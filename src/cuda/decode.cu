@@ -289,6 +289,50 @@ void fill_kernel_args(const DecodeArgs& args, const Plan& p, int nsub, DecodeKer
   ka.q = query_f32(args, ka.ws_ml + bh * p.splits * 2, s);
 }
 
+/// The staged decodes' query preparation (StagedCall), after fill_kernel_args: q' = Pi_k q into the
+/// workspace's query slot (ksigns set), or the look-up tables of look-up-table keys (prep set).
+void prepare_staged_query(const DecodeArgs& args, int splits, const StagedCall& call, DecodeKernelArgs& ka,
+                          cudaStream_t s) {
+  const std::size_t rows = std::size_t(args.batch) * args.num_heads;
+  if (call.ksigns) {
+    float* ws_q = ka.ws_ml + rows * splits * 2;  // fill_kernel_args' query slot
+    rotate_query_kernel<<<static_cast<unsigned>(rows), 128, sizeof(float) * args.head_dim, s>>>(
+        ka.q, ws_q, args.head_dim, call.ksigns, call.kscale);
+    TKV_CHECK_LAUNCH();
+    ka.q = ws_q;
+  }
+  if (call.prep) {
+    // Look-up-table keys: the tables right after this call's carve-up (partials, then the query slot),
+    // rounded up to 16 bytes. That end is at most decode_workspace_bytes(args) (an upper bound over
+    // every split count), so the tables fit in the workspace sized by staged_lut_offset + tables.
+    // (Computing staged_lut_offset here cost ~250 us of host time per call: decode_workspace_bytes
+    // walks the split model for every occupancy.)
+    const std::size_t end = reinterpret_cast<std::uintptr_t>(ka.ws_ml + rows * splits * 2 + rows * args.head_dim);
+    float* lut = reinterpret_cast<float*>((end + 15) / 16 * 16);
+    call.prep(call, ka.q, args.batch * args.num_heads, lut, s);
+    ka.kside.tab1 = lut;
+  }
+}
+
+/// The fp16 tensor-core staged decode (staged_tc_kernel): the plan of the tensor-core kernels (grid z =
+/// ceil(group / 8), 128 threads, 64-token steps), the query preparation, the split kernel and the merge.
+void run_staged_tc(const char* where, const DecodeArgs& args, DecodeKernelArgs& ka, const StagedCall& call,
+                   cudaStream_t s) {
+  validate(where, args);
+  Plan p = make_plan(args);
+  if (args.num_splits == 0) {
+    int occ = 0, tile = kTcStep;
+    LaunchShape query{dim3(1), dim3(32 * kTcWarps), 1, &occ, &tile};
+    call.launch_tc(query, s, ka);
+    p = make_plan(args, occ, tile);
+  }
+  fill_kernel_args(args, p, p.zdim, ka, s);
+  prepare_staged_query(args, p.splits, call, ka, s);
+  const LaunchShape shape{dim3(p.splits, args.batch * args.num_kv_heads, p.zdim), dim3(32 * kTcWarps), 1};
+  call.launch_tc(shape, s, ka);
+  launch_combine(args, ka, p.splits, call.vsigns, call.vscale, s);
+}
+
 /// qrot (the staged decodes): the query preparation q' = Pi_k q of StagedCall, written to
 /// the workspace's query slot before the split kernel (nullptr or ksigns nullptr: none).
 template <class Launch>
@@ -304,26 +348,7 @@ void run(const char* where, const DecodeArgs& args, int cbK, int cbV, int stages
     p = make_plan(args, occ);
   }
   fill_kernel_args(args, p, p.nsub, ka, s);
-  if (qrot && qrot->ksigns) {
-    const std::size_t rows = std::size_t(args.batch) * args.num_heads;
-    float* ws_q = ka.ws_ml + rows * p.splits * 2;  // fill_kernel_args' query slot
-    rotate_query_kernel<<<static_cast<unsigned>(rows), 128, sizeof(float) * args.head_dim, s>>>(
-        ka.q, ws_q, args.head_dim, qrot->ksigns, qrot->kscale);
-    TKV_CHECK_LAUNCH();
-    ka.q = ws_q;
-  }
-  if (qrot && qrot->prep) {
-    // Look-up-table keys: the tables right after this call's carve-up (partials, then the query slot),
-    // rounded up to 16 bytes. That end is at most decode_workspace_bytes(args) (an upper bound over
-    // every split count), so the tables fit in the workspace sized by staged_lut_offset + tables.
-    // (Computing staged_lut_offset here cost ~250 us of host time per call: decode_workspace_bytes
-    // walks the split model for every occupancy.)
-    const std::size_t rows = std::size_t(args.batch) * args.num_heads;
-    const std::size_t end = reinterpret_cast<std::uintptr_t>(ka.ws_ml + rows * p.splits * 2 + rows * args.head_dim);
-    float* lut = reinterpret_cast<float*>((end + 15) / 16 * 16);
-    qrot->prep(*qrot, ka.q, args.batch * args.num_heads, lut, s);
-    ka.kside.tab1 = lut;
-  }
+  if (qrot) prepare_staged_query(args, p.splits, *qrot, ka, s);
   // Lanes per token: head_dim / 16 rounded up to a power of two (decode.cuh).
   ka.tpt_shift = 0;
   while ((1 << ka.tpt_shift) < args.head_dim / 16) ++ka.tpt_shift;
@@ -557,10 +582,11 @@ void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const 
 namespace detail {
 
 namespace {
-/// The raw-row plan of one staged side (StagedSide::chunk, rs, sw, per_div) for blocks of `stride`
+/// The raw-row plan of one staged side (StagedSide::chunk, cpt, rs, sw, per_div) for blocks of `stride`
 /// bytes from `pool`: cp.async pieces of the largest of 16, 8, 4 bytes dividing the code bytes, the
-/// stride and the pool's address (the rows and the side words are then aligned to it); none (chunk 0:
-/// rows read from global memory) if 4 does not, or for look-up-table keys (no staged rows).
+/// stride and the pool's address (the rows and the side words are then aligned to it); else, if 4
+/// divides the stride and the address, the aligned 4-byte words holding each row; none (chunk 0: rows
+/// read from global memory) otherwise, or for look-up-table keys (no staged rows).
 /// TURBOKV_STAGED_RAW=0 in the environment turns raw rows off (for A/B runs and tests of both paths).
 void plan_raw(StagedSide& s, const void* pool, std::size_t stride, bool lut) {
   static const bool off = [] {
@@ -573,19 +599,25 @@ void plan_raw(StagedSide& s, const void* pool, std::size_t stride, bool lut) {
   for (const int c : {16, 8, 4})
     if (s.cb % c == 0 && stride % c == 0 && addr % c == 0) {
       s.chunk = c;
+      s.cpt = s.cb / c;
       break;
     }
+  if (s.chunk == 0 && stride % 4 == 0 && addr % 4 == 0) {  // rows at any byte offset: their aligned words
+    s.chunk = 4;                                            // (PolarQuant d128: 23 or 46 code bytes)
+    s.cpt = (s.cb + 6) / 4;
+  }
   if (s.chunk == 0) return;
   s.sw = s.sb > 0 ? (s.sb + 6) / 4 : 0;                            // words holding sb bytes at any offset
-  s.rs = (s.cb + std::max(4 * s.sw, 8) + 15) / 16 * 16;            // >= 8 readable bytes after the codes
-  s.per_div = FastDiv(s.cb / s.chunk + s.sw);
+  s.rs = (s.cpt * s.chunk + std::max(4 * s.sw, 8) + 15) / 16 * 16;  // >= 8 readable bytes after the codes
+  s.per_div = FastDiv(s.cpt + s.sw);
 }
 }  // namespace
 
 void run_staged_paged(const char* where, PagedPool kpool, PagedPool vpool, const PageTable& table,
                       const DecodeArgs& args, std::size_t kstride, const char* kstride_rule, std::size_t vstride,
                       const char* vstride_rule, const StagedCall& call, cudaStream_t s) {
-  check_arg(args.kernel == 0, where, "kernel", args.kernel, "must be 0 (one CUDA-core kernel: the staged decode)");
+  check_arg(args.kernel == 0 || args.kernel == 1, where, "kernel", args.kernel,
+            "must be 0 (fp16 tensor cores) or 1 (CUDA cores, fp32)");
   DecodeKernelArgs ka = paged_args(where, kpool, vpool, table, args, kstride, kstride_rule, vstride, vstride_rule);
   ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E);
   ka.kside = call.kside;
@@ -595,6 +627,7 @@ void run_staged_paged(const char* where, PagedPool kpool, PagedPool vpool, const
   ka.vlambda = call.vlambda;
   ka.head_dim = args.head_dim;  // the launcher sizes shared memory and picks the instance from it (also
                                 // for run's occupancy query, made before fill_kernel_args)
+  if (args.kernel == 0 && call.launch_tc) return run_staged_tc(where, args, ka, call, s);
   // run's staged-tile shared memory size is unused (launch_staged sizes its own).
   auto launch = [&](int hpw, const LaunchShape& shape, std::size_t smem, const DecodeKernelArgs& k) {
     call.launch(hpw, shape, smem, s, k);
@@ -608,6 +641,7 @@ DecodeArgs as_decode_args(const VqDecodeArgs& a, int head_dim) {
   d.batch = a.batch, d.num_heads = a.num_heads, d.num_kv_heads = a.num_kv_heads, d.head_dim = head_dim;
   d.q = a.q, d.out = a.out, d.seq_lens = a.seq_lens, d.max_seq_len = a.max_seq_len;
   d.softmax_scale = a.softmax_scale, d.num_splits = a.num_splits, d.workspace = a.workspace;
+  d.kernel = a.kernel;
   return d;
 }
 }  // namespace
@@ -615,6 +649,8 @@ DecodeArgs as_decode_args(const VqDecodeArgs& a, int head_dim) {
 void run_staged_blocks(const char* where, const VqDecodeArgs& a, int head_dim, std::size_t kblock,
                        std::size_t vblock, const StagedCall& call, cudaStream_t s) {
   if (splitk::check_decode_args(where, a) == 0) return;  // batch 0
+  check_arg(a.kernel == 0 || a.kernel == 1, where, "kernel", a.kernel,
+            "must be 0 (fp16 tensor cores) or 1 (CUDA cores, fp32)");
   const DecodeArgs args = as_decode_args(a, head_dim);
   const std::size_t between = std::max(kblock, vblock) * static_cast<std::size_t>(a.num_kv_heads);
   check_arg(between <= 0xffffffffu, where, "block bytes * num_kv_heads", between, "must be below 4 GiB");
@@ -631,6 +667,7 @@ void run_staged_blocks(const char* where, const VqDecodeArgs& a, int head_dim, s
   plan_raw(ka.vside, a.values, vblock, false);
   ka.vlambda = call.vlambda;
   ka.head_dim = head_dim;
+  if (args.kernel == 0 && call.launch_tc) return run_staged_tc(where, args, ka, call, s);
   auto launch = [&](int hpw, const LaunchShape& shape, std::size_t smem, const DecodeKernelArgs& k) {
     call.launch(hpw, shape, smem, s, k);
   };

@@ -49,10 +49,12 @@ struct StagedSide {
   int sb;
   int ntab0, ntab1;
   // Set by the host (plan_raw, decode.cu): the step's code rows copied to shared memory by cp.async in
-  // chunk-byte pieces (16, 8 or 4: the largest dividing code bytes, block stride and pool address; 0:
-  // the rows are read from global memory), rs bytes per row, sw side words per row, per = cb / chunk +
-  // sw pieces per token (per_div: division by it).
-  int chunk, rs, sw;
+  // chunk-byte pieces (16, 8 or 4: the largest dividing code bytes, block stride and pool address; 4
+  // when only stride and address allow it: the aligned words holding each row, which then starts
+  // (slot cb) mod 4 bytes into its copy; 0: the rows are read from global memory), cpt code pieces per
+  // token (cb / chunk, or the words cb bytes can span: (cb + 6) / 4), rs bytes per row, sw side words
+  // per row, per = cpt + sw pieces per token (per_div: division by it).
+  int chunk, cpt, rs, sw;
   FastDiv per_div;
 };
 
@@ -103,6 +105,38 @@ struct DecodeKernelArgs {
 /// Logit soft-capping on a log2-scaled logit x = log2(e) * l: log2(e) * c * tanh(l / c).
 __device__ __forceinline__ float soft_cap(const DecodeKernelArgs& a, float x) {
   return a.softcap_l2 > 0.0f ? a.softcap_l2 * tanhf(x * a.softcap_inv) : x;
+}
+
+/// d[0..3] += a . b for m16n8k16, A row-major (a0..a3), B col-major (b0, b1), fp16 in, fp32 accumulate.
+__device__ __forceinline__ void mma_f16(float d[4], const std::uint32_t a[4], std::uint32_t b0, std::uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ std::uint32_t pack_h2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&h);
+}
+
+/// ldmatrix.x4: four 8x8 fp16 matrices from shared memory; lane l gives the 16-byte row address
+/// `addr` of row l % 8 of matrix l / 8 and receives, per matrix i, r[i] = elements (row l / 4, columns
+/// 2 (l % 4) and 2 (l % 4) + 1) (PTX ISA "ldmatrix").
+__device__ __forceinline__ void ldsm_x4(std::uint32_t r[4], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+/// ldmatrix.x2: matrices 0 and 1 of ldsm_x4 (lanes 0..15 give the row addresses).
+__device__ __forceinline__ void ldsm_x2(std::uint32_t r[2], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+}
+/// The same, transposed: r[i] = elements (rows 2 (l % 4) and 2 (l % 4) + 1, column l / 4) of matrix i.
+__device__ __forceinline__ void ldsm_x4_trans(std::uint32_t r[4], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
 }
 
 /// TurboQuant-MSE codes of width B: 16 dims = 2B bytes per thread.

@@ -41,19 +41,6 @@
 
 namespace turbokv::cuda::detail {
 
-/// d[0..3] += a . b for m16n8k16, A row-major (a0..a3), B col-major (b0, b1), fp16 in, fp32 accumulate.
-__device__ __forceinline__ void mma_f16(float d[4], const std::uint32_t a[4], std::uint32_t b0, std::uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ std::uint32_t pack_h2(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const std::uint32_t*>(&h);
-}
-
 /// SPAN bytes of a row as little-endian 32-bit words (one extra zero word so a field straddling the
 /// last word reads zeros), loaded 16, 8, 4, 2 or 1 bytes at a time by the largest of those dividing
 /// SPAN: the address must be aligned to that width (an offset that is a multiple of SPAN from a

@@ -163,9 +163,9 @@ struct KiviKeyFmt {
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 4 * static_cast<std::size_t>(slot / s.group) * D;  // the group's
   }
-  template <int KQ, class R>
+  template <int KQ, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
-                                               const std::uint8_t* side, int lane, float* dst) {
+                                               const std::uint8_t* side, int lane, T* dst) {
     const auto* par = reinterpret_cast<const std::uint16_t*>(side);
     const unsigned m = (1u << s.bits) - 1u;
 #pragma unroll
@@ -186,9 +186,9 @@ struct KiviValueFmt {
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 4 * static_cast<std::size_t>(slot) * (D / s.group);
   }
-  template <int KQ, class R>
+  template <int KQ, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
-                                               const std::uint8_t* side, int lane, float* dst) {
+                                               const std::uint8_t* side, int lane, T* dst) {
     const auto* par = reinterpret_cast<const std::uint16_t*>(side);
     const unsigned m = (1u << s.bits) - 1u;
 #pragma unroll
@@ -301,6 +301,8 @@ void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpo
   call.vside.cb = args.head_dim * call.vside.bits / 8;
   call.vside.sb = 4 * (args.head_dim / vcfg.group_size);  // each token's (min, scale) per channel group
   call.launch = detail::launch_staged<KiviKeyFmt, KiviValueFmt>;
+  call.launch_tc = detail::launch_staged_tc<KiviKeyFmt, KiviValueFmt, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208,
+                                             224, 240, 256>;
   detail::run_staged_paged(where, kpool, vpool, table, args, kstride, "must equal kivi_page_stride(kcodec, page_size)",
                            vstride, "must equal kivi_page_stride(vcodec, page_size)", call, detail::stream_of(stream));
 }

@@ -159,9 +159,9 @@ struct PolarFmt {
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 2 * static_cast<std::size_t>(slot) * (D / 16);  // fp16 radii
   }
-  template <int KQ, class R>
+  template <int KQ, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
-                                               const std::uint8_t* rad, int lane, float* dst) {
+                                               const std::uint8_t* rad, int lane, T* dst) {
     const std::uint8_t* hi = row + s.off;  // levels 2..4: [level 2: D/4][level 3: D/8][level 4: D/16]
     const float* t = s.tab0;
 #pragma unroll
@@ -202,6 +202,7 @@ detail::StagedCall polar_call(const PolarTables& kt, const PolarTables& vt) {
   c.ksigns = kt.signs(), c.kscale = kt.hadamard_scale();
   c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale();
   c.launch = detail::launch_staged<PolarFmt, PolarFmt>;
+  c.launch_tc = detail::launch_staged_tc<PolarFmt, PolarFmt, 64, 128, 256>;
   return c;
 }
 

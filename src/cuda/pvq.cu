@@ -214,9 +214,9 @@ void launch_dequantize(const PvqTables& tab, const DeqArgs& da, cudaStream_t s) 
 struct PvqFmt {
   static constexpr bool kLut = false, kSide = false, kRawSide = false, kSmemTab = false;
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide&, int, int, int) { return 0; }
-  template <int KQ, class R>
+  template <int KQ, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
-                                               const std::uint8_t* /*side*/, int lane, float* dst) {
+                                               const std::uint8_t* /*side*/, int lane, T* dst) {
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
       const int q = lane + 32 * k, j = 4 * q;

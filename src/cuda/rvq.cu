@@ -152,9 +152,9 @@ struct RvqFmt {
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int /*D*/, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 2 * static_cast<std::size_t>(slot);  // the fp16 norm
   }
-  template <int KQ, class R>
+  template <int KQ, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
-                                               const std::uint8_t* side, int lane, float* dst) {
+                                               const std::uint8_t* side, int lane, T* dst) {
     const float norm = detail::half_at(side);
     const unsigned m = (1u << s.bits) - 1u;
 #pragma unroll
@@ -186,6 +186,7 @@ detail::StagedCall rvq_call(const RvqTables& kt, const RvqTables& vt) {
   c.ksigns = kt.signs(), c.kscale = kt.hadamard_scale();
   c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale();
   c.launch = detail::launch_staged<RvqFmt, RvqFmt>;
+  c.launch_tc = detail::launch_staged_tc<RvqFmt, RvqFmt, 64, 128, 256>;
   return c;
 }
 

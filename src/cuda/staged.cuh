@@ -1,6 +1,9 @@
-// The staged split-K decode: one CUDA-core kernel template for the methods whose codes are decoded
-// element by element (KIVI, RVQ, product VQ, PolarQuant), on paged pools (cuda.h's page table) or on
-// contiguous per-(sequence, KV head) blocks (the VqDecodeArgs entry points). Not public API.
+// The staged split-K decode: two kernel templates for the methods whose codes are decoded element by
+// element (KIVI, RVQ, product VQ, PolarQuant), on paged pools (cuda.h's page table) or on contiguous
+// per-(sequence, KV head) blocks (the VqDecodeArgs entry points): staged_decode_kernel (CUDA cores,
+// fp32; args.kernel 1, and product VQ's look-up-table keys) described here, and staged_tc_kernel (fp16
+// tiles and tensor-core MMAs; args.kernel 0, the default; section "The fp16 tensor-core staged decode"
+// below). Both use the same formats and raw-row copies. Not public API.
 //
 // Grid and head subsets as decode_kernel (decode.cuh): x = split, y = batch * num_kv_heads, z = group
 // of up to two subsets of 128 threads, each serving HPW <= 4 query heads of one GQA group. Per step of
@@ -115,6 +118,11 @@ __device__ __forceinline__ float half_at(const std::uint8_t* p) {
 __device__ __forceinline__ void store_quad(float* dst, float x, float y, float z, float w) {
   *reinterpret_cast<float4*>(dst) = make_float4(x, y, z, w);
 }
+/// The same into an fp16 tile (the tensor-core kernel; dst 8-byte aligned), each element rounded to
+/// nearest even.
+__device__ __forceinline__ void store_quad(__half* dst, float x, float y, float z, float w) {
+  *reinterpret_cast<uint2*>(dst) = make_uint2(pack_h2(x, y), pack_h2(z, w));
+}
 
 /// Shared memory of staged_decode_kernel, in this order: the block's scaled queries [4 nsub_block][D],
 /// the step's decoded keys and values [kStagedStep][D + 4] each (rows of an odd number of 16-byte
@@ -134,14 +142,17 @@ struct StagedLayout {
   }
 };
 
-/// The copies of one side's raw rows for tokens [t0, t0 + n) into buf ([kStagedStep][s.rs] bytes): the
-/// code row in s.chunk-byte pieces to buf + tok rs, the aligned words holding the side data (s.sb bytes
-/// at F::side_off) to buf + tok rs + cb. All threads of the block take pieces; cp.async, not waited.
+/// The copies of one side's raw rows for tokens [t0, t0 + n) into buf ([steps][s.rs] bytes): the aligned
+/// s.chunk-byte pieces holding the code row (s.cpt of them at most; the row starts (slot cb) mod chunk
+/// bytes into the first: 0 unless cb is not a multiple of 4, then chunk is 4 and pieces past the row's
+/// last byte are skipped, so no word outside the block is read) to buf + tok rs, the aligned words holding
+/// the side data (s.sb bytes at F::side_off) to buf + tok rs + cpt chunk. All threads of the block take
+/// pieces; cp.async, not waited.
 template <class F>
 __device__ __forceinline__ void issue_raw(const StagedSide& s, int D, const std::uint8_t* pool, std::size_t stride,
                                           const DecodeKernelArgs& a, const std::int32_t* pt, int b, int g, int ps,
                                           int t0, int n, int tid, int nthr, std::uint8_t* buf) {
-  const int cpt = s.cb / s.chunk, per = static_cast<int>(s.per_div.d);
+  const int cpt = s.cpt, per = static_cast<int>(s.per_div.d);
   for (int c = tid; c < n * per; c += nthr) {
     const int tok = static_cast<int>(s.per_div.div(static_cast<unsigned>(c))), piece = c - tok * per;
     const int t = t0 + tok;
@@ -150,28 +161,51 @@ __device__ __forceinline__ void issue_raw(const StagedSide& s, int D, const std:
     const std::uint8_t* blk = pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * stride;
     std::uint8_t* dst = buf + tok * s.rs;
     if (piece < cpt) {
-      const std::uint8_t* src = blk + static_cast<std::size_t>(slot) * s.cb + piece * s.chunk;
+      const std::size_t row = static_cast<std::size_t>(slot) * s.cb, mis = row & (s.chunk - 1);
+      const std::uint8_t* src = blk + (row - mis) + piece * s.chunk;
       dst += piece * s.chunk;
       if (s.chunk == 16) cp_async_n<16>(dst, src);
       else if (s.chunk == 8) cp_async_n<8>(dst, src);
-      else cp_async_n<4>(dst, src);
+      else if (piece * 4 < static_cast<int>(mis) + s.cb) cp_async_n<4>(dst, src);
     } else {
       const int w = piece - cpt;
       const std::size_t off = F::side_off(s, D, ps, slot);
-      if (4 * w < static_cast<int>(off & 3) + s.sb) cp_async_n<4>(dst + s.cb + 4 * w, blk + (off & ~std::size_t(3)) + 4 * w);
+      if (4 * w < static_cast<int>(off & 3) + s.sb)
+        cp_async_n<4>(dst + cpt * s.chunk + 4 * w, blk + (off & ~std::size_t(3)) + 4 * w);
     }
+  }
+}
+
+/// The sides' small tables (StagedSide::ntab0 / ntab1 leading floats of tab0 / tab1, formats with
+/// kSmemTab) copied to shared memory at t by the block's threads, and ks / vs pointed at the copies (an
+/// unconditional pointer: the formats' loads stay ld.shared). Read only after a block barrier.
+template <class KF, class VF>
+__device__ __forceinline__ void copy_tables(StagedSide& ks, StagedSide& vs, float* t, int tid, int nthr) {
+  auto put = [&](const float*& p, int nf) {
+    for (int i = tid; i < nf; i += nthr) t[i] = __ldg(p + i);
+    p = t;
+    t += nf;
+  };
+  if constexpr (KF::kSmemTab) {
+    put(ks.tab0, ks.ntab0);
+    put(ks.tab1, ks.ntab1);
+  }
+  if constexpr (VF::kSmemTab) {
+    put(vs.tab0, vs.ntab0);
+    put(vs.tab1, vs.ntab1);
   }
 }
 
 /// One token's staging (lanes over quads) into dst: from the raw row in shared memory (raw) or from
 /// global memory.
-template <class F, int KQ>
+template <class F, int KQ, class T>
 __device__ __forceinline__ void stage_token(const StagedSide& s, int D, bool raw, const std::uint8_t* raw_row,
-                                            const std::uint8_t* blk, int ps, int slot, int lane, float* dst) {
+                                            const std::uint8_t* blk, int ps, int slot, int lane, T* dst) {
   const std::size_t off = F::side_off(s, D, ps, slot);
   if (raw) {
-    const std::uint8_t* side = F::kRawSide ? raw_row + s.cb + (off & 3) : blk + off;
-    F::template stage<KQ, SharedWords>(s, D, raw_row, side, lane, dst);
+    const std::uint8_t* side = F::kRawSide ? raw_row + s.cpt * s.chunk + (off & 3) : blk + off;
+    const std::size_t mis = (static_cast<std::size_t>(slot) * s.cb) & (s.chunk - 1);  // see issue_raw
+    F::template stage<KQ, SharedWords>(s, D, raw_row + mis, side, lane, dst);
   } else {
     F::template stage<KQ, GlobalBytes>(s, D, blk + static_cast<std::size_t>(slot) * s.cb, blk + off, lane, dst);
   }
@@ -203,22 +237,7 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) staged_decode_ke
 
   // The sides with their small tables in shared memory (read after the loop's first barrier).
   StagedSide ks = a.kside, vs = a.vside;
-  {
-    float* t = reinterpret_cast<float*>(smb + lay.tab);
-    auto put = [&](const float*& p, int nf) {  // an unconditional pointer: the loads stay ld.shared
-      for (int i = tid; i < nf; i += nthr) t[i] = __ldg(p + i);
-      p = t;
-      t += nf;
-    };
-    if constexpr (KF::kSmemTab) {
-      put(ks.tab0, ks.ntab0);
-      put(ks.tab1, ks.ntab1);
-    }
-    if constexpr (VF::kSmemTab) {
-      put(vs.tab0, vs.ntab0);
-      put(vs.tab1, vs.ntab1);
-    }
-  }
+  copy_tables<KF, VF>(ks, vs, reinterpret_cast<float*>(smb + lay.tab), tid, nthr);
   const bool rawK = !KF::kLut && ks.chunk > 0, rawV = vs.chunk > 0;  // block-uniform
   // Page ids through the warps' shuffles: the look-up-table keys, the rows read from global memory, and
   // side data left there (KIVI's key groups).
@@ -350,6 +369,252 @@ void launch_staged(int hpw, const LaunchShape& shape, std::size_t /*smem*/, cuda
   throw std::logic_error("launch_staged: hpw out of range");
 }
 
+// ---- The fp16 tensor-core staged decode (args.kernel 0 for formats without look-up-table keys).
+//
+// Same grid, plan, workspace and merge as the tensor-core TurboQuant kernels (run_mma, decode.cu):
+// x = split, y = sequence x KV head, z = group of up to 8 query heads of the KV head's GQA group;
+// kTcWarps warps per block. Per step of kTcStep = 64 tokens the block stages the step's keys and values
+// once, as the CUDA-core kernel does (the formats' stage, raw rows copied a step ahead), but into fp16
+// tiles; then warp w takes tokens 16 w .. 16 w + 15 of the step with two mma.m16n8k16 products:
+//
+//   scores  S[16 x 16 tokens]  = Q[16 x D] . K^T[D x 16]     rows 0..7 the block's query heads (q' times
+//                                                            qscale in fp16; rows 8..15 zero), K^T by ldmatrix
+//   values  O^T[D x 8 heads] += V^T[D x 16] . P[16 x 8]      V^T by ldmatrix.trans, P the softmax weights:
+//                                                            the score accumulators of rows 0..7 are already
+//                                                            the B fragments (fp16)
+//
+// so every query head of the block reads each staged element once per KV head (the CUDA-core kernel
+// reads the tiles once per query head, in fp32). Online softmax per warp and head (base 2); after the
+// loop the warps' (max, sum, O) merge through shared memory by log-sum-exp and the block writes its
+// split partials, which combine_kernel merges and rotates back.
+// Precision: the staged elements, q' * qscale and the softmax weights are rounded to fp16 (relative
+// error <= 2^-11 each); products accumulate in fp32. The tests bound the result with the fp16 kernels'
+// tolerance.
+constexpr int kTcWarps = 4, kTcStep = 16 * kTcWarps;
+static_assert(kTcStep == kTile, "split_range cuts a split into whole kTile steps");
+
+/// Shared memory of staged_tc_kernel, in this order: the step's keys and values as fp16 tiles
+/// [kTcStep][D + 8] each (rows of an odd number of 16-byte units: the eight row addresses of an ldmatrix
+/// hit distinct bank groups), the warps' running max and sum [kTcWarps][8] each, the block's scaled
+/// queries [8][D + 8] fp16 (the mma A rows, read by ldmatrix each step: as registers they cost D / 8 of
+/// them across the staging loop), the tables (as
+/// StagedLayout), the raw rows of each side with chunk > 0 ([kTcStep][rs] bytes). After the loop the key
+/// tile holds the warps' partial outputs, fp32 [kTcWarps][8][D] (128 D bytes <= the tile's 128 (D + 8)).
+struct StagedTcLayout {
+  std::size_t v, ml, q, tab, rawk, rawv, total;  // byte offsets (the key tile at 0), total bytes
+  __host__ __device__ StagedTcLayout(int d, const StagedSide& k, const StagedSide& vs) {
+    const std::size_t tile = std::size_t(kTcStep) * (d + 8) * 2;
+    v = tile;
+    ml = 2 * tile;
+    q = ml + 2 * kTcWarps * 8 * sizeof(float);
+    tab = q + std::size_t(8) * (d + 8) * 2;
+    const std::size_t nt = std::size_t(k.ntab0 + k.ntab1 + vs.ntab0 + vs.ntab1);
+    rawk = tab + (nt + 3) / 4 * 4 * sizeof(float);
+    rawv = rawk + (k.chunk > 0 ? std::size_t(kTcStep) * k.rs : 0);
+    total = rawv + (vs.chunk > 0 ? std::size_t(kTcStep) * vs.rs : 0);
+  }
+};
+
+/// Blocks per SM the tensor-core kernel is compiled for (registers <= 65536 / (128 blocks)): shared
+/// memory allows about 4 blocks at head_dim <= 128 (two 64-row fp16 tiles, 36 KB at d128, plus raw
+/// rows), 3 up to 192, 2 above. Without the bound ptxas gave KIVI's d128 instance 146 registers after
+/// an unrelated edit (3 blocks per SM): its decode went 4204 -> 5095 us at b16 x 64k (H200 runs s16-1,
+/// s16-2).
+constexpr int staged_tc_min_blocks(int d) { return d <= 128 ? 4 : d <= 192 ? 3 : 2; }
+
+/// D = head_dim (a multiple of 16 in 64..256) as a template constant: the fragment arrays are registers.
+template <class KF, class VF, int D>
+__global__ void __launch_bounds__(32 * kTcWarps, staged_tc_min_blocks(D)) staged_tc_kernel(const DecodeKernelArgs a) {
+  static_assert(!KF::kLut, "look-up-table keys are scored by the CUDA-core kernel");
+  static_assert(D % 16 == 0 && D >= 64 && D <= 256, "head_dim");
+  constexpr int DP = D + 8, KT = D / 16;
+  // Staging: LPT lanes per token (a token has D / 4 quads), TPI tokens per warp iteration.
+  constexpr int LPT = D / 4 <= 16 ? 16 : 32, TPI = 32 / LPT, KQ = (D / 4 + 31) / 32;
+  constexpr unsigned kFull = 0xffffffffu;
+  extern __shared__ __align__(16) float sm[];
+  std::uint8_t* const smb = reinterpret_cast<std::uint8_t*>(sm);
+  const StagedTcLayout lay(D, a.kside, a.vside);
+  __half* const s_k = reinterpret_cast<__half*>(smb);
+  __half* const s_v = reinterpret_cast<__half*>(smb + lay.v);
+  float* const s_m = reinterpret_cast<float*>(smb + lay.ml);
+  float* const s_l = s_m + kTcWarps * 8;
+  std::uint8_t* const rawk = smb + lay.rawk;
+  std::uint8_t* const rawv = smb + lay.rawv;
+  const int split = blockIdx.x, b = blockIdx.y / a.num_kv_heads, g = blockIdx.y % a.num_kv_heads;
+  const int tid = threadIdx.x, lane = tid % 32, w = tid / 32, c4 = lane % 4, r8 = lane / 4;
+  const int h0 = blockIdx.z * 8;  // the block's first head within the GQA group
+
+  StagedSide ks = a.kside, vs = a.vside;
+  copy_tables<KF, VF>(ks, vs, reinterpret_cast<float*>(smb + lay.tab), tid, 32 * kTcWarps);
+  const bool rawK = ks.chunk > 0, rawV = vs.chunk > 0;  // block-uniform
+  const bool need_pg = !rawK || (KF::kSide && !KF::kRawSide) || !rawV || (VF::kSide && !VF::kRawSide);
+  int t_begin, t_end;
+  split_range(a, b, split, t_begin, t_end);
+  const std::size_t bh0 = static_cast<std::size_t>(b) * a.num_heads + g * a.group + h0;
+
+  // The queries: row h = head h0 + h (zero past the group), q' * qscale in fp16 (read after the loop's
+  // first barrier).
+  __half* const s_q = reinterpret_cast<__half*>(smb + lay.q);
+  for (int i = tid; i < 8 * D; i += 32 * kTcWarps) {
+    const int h = i / D, j = i % D;
+    s_q[h * DP + j] = __float2half_rn(h0 + h < a.group ? a.q[(bh0 + h) * D + j] * a.qscale : 0.0f);
+  }
+  float m = -INFINITY, l = 0.0f;  // head h0 + r8: running max (log2 units) and this lane's part of the sum
+  float o[KT][4];                 // O^T m-tile mt: dims 16 mt + r8 (+ 8) x heads 2 c4, 2 c4 + 1
+#pragma unroll
+  for (int mt = 0; mt < KT; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
+
+  const bool paged = a.pages != nullptr;  // otherwise: block b * num_kv_heads + g holds a.capacity tokens
+  const std::int32_t* pt = paged ? a.pages + static_cast<std::size_t>(b) * a.max_pages : nullptr;
+  const int ps = paged ? 1 << a.page_shift : a.capacity;
+  auto issue = [&](int t0) {
+    const int n = min(kTcStep, t_end - t0);
+    if (rawK) issue_raw<KF>(ks, D, a.kpool, a.kstride, a, pt, b, g, ps, t0, n, tid, 32 * kTcWarps, rawk);
+    if (rawV) issue_raw<VF>(vs, D, a.vpool, a.vstride, a, pt, b, g, ps, t0, n, tid, 32 * kTcWarps, rawv);
+    cp_async_commit();
+  };
+  if ((rawK || rawV) && t_begin < t_end) issue(t_begin);
+  // ldmatrix row addresses of this lane in warp w's 16-token slice: token (lane / 16) * 8 + lane % 8,
+  // column ((lane / 8) % 2) * 8 (+ 16 per k- or m-tile). Keys (x4): matrices (tokens 0-7 | 8-15) x
+  // (dims +0 | +8) = B fragments (b0, b1) of the two 8-token n-tiles; values (x4.trans): the A fragment
+  // a0..a3 of one 16-dim m-tile.
+  const std::uint32_t lrow =
+      static_cast<std::uint32_t>((16 * w + (lane >> 4) * 8 + (lane & 7)) * DP * 2 + ((lane >> 3) & 1) * 16);
+  const std::uint32_t kaddr = static_cast<std::uint32_t>(__cvta_generic_to_shared(s_k)) + lrow;
+  const std::uint32_t vaddr = static_cast<std::uint32_t>(__cvta_generic_to_shared(s_v)) + lrow;
+  // Query A fragments by ldmatrix.x2: matrices (rows 0-7) x (dims +0 | +8) = a0, a2 (a1 = a3 = 0: rows
+  // 8..15); lanes 0..15 give row lane % 8, column (lane / 8) * 8.
+  const std::uint32_t qaddr = static_cast<std::uint32_t>(__cvta_generic_to_shared(s_q)) +
+                              static_cast<std::uint32_t>((lane & 7) * DP * 2 + ((lane >> 3) & 1) * 16);
+
+  for (int t0 = t_begin; t0 < t_end; t0 += kTcStep) {
+    const int n = min(kTcStep, t_end - t0);
+    if (rawK || rawV) cp_async_wait<0>();  // this step's raw rows (issued a step ahead)
+    __syncthreads();  // the previous step's tiles are consumed; the raw rows have landed
+    // The step's page ids: lane l loads tokens t0 + l's and t0 + 32 + l's; a token's is a shuffle.
+    const int pg0 = need_pg && lane < n ? (paged ? __ldg(pt + ((t0 + lane) >> a.page_shift)) : b) : 0;
+    const int pg1 = need_pg && 32 + lane < n ? (paged ? __ldg(pt + ((t0 + 32 + lane) >> a.page_shift)) : b) : 0;
+    const int nr = (n + 15) & ~15;  // rows the warps read: those past n are zeroed
+    const int sl = lane % LPT;
+#pragma unroll 1
+    for (int tt0 = w * TPI; tt0 < nr; tt0 += kTcWarps * TPI) {
+      const int tt = tt0 + lane / LPT;
+      const int page = __shfl_sync(kFull, tt0 < 32 ? pg0 : pg1, tt & 31);  // tt0, tt0 + 1 on one side of 32
+      __half* const kd = s_k + tt * DP;
+      __half* const vd = s_v + tt * DP;
+      if (tt < n) {
+        const int t = t0 + tt, slot = paged ? t & (ps - 1) : t;
+        const std::size_t blk = static_cast<std::size_t>(page) * a.num_kv_heads + g;
+        stage_token<KF, KQ>(ks, D, rawK, rawk + tt * ks.rs, a.kpool + blk * a.kstride, ps, slot, sl, kd);
+        stage_token<VF, KQ>(vs, D, rawV, rawv + tt * vs.rs, a.vpool + blk * a.vstride, ps, slot, sl, vd);
+      } else {
+        // Zero rows: a zero weight times a stale (or never written: NaN) value would be NaN.
+        for (int j = 4 * sl; j < D; j += 4 * LPT) {
+          store_quad(kd + j, 0.0f, 0.0f, 0.0f, 0.0f);
+          store_quad(vd + j, 0.0f, 0.0f, 0.0f, 0.0f);
+        }
+      }
+    }
+    __syncthreads();  // tiles staged; the raw rows are free for the next step's copies
+    if ((rawK || rawV) && t0 + kTcStep < t_end) issue(t0 + kTcStep);
+    const int nv = n - 16 * w;  // this warp's tokens in the step (warp-uniform)
+    if (nv <= 0) continue;
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) {
+      std::uint32_t kf[4], qh[2];
+      ldsm_x4(kf, kaddr + 32 * kt);
+      ldsm_x2(qh, qaddr + 32 * kt);
+      const std::uint32_t qf[4] = {qh[0], 0u, qh[1], 0u};
+      mma_f16(s[0], qf, kf[0], kf[1]);
+      mma_f16(s[1], qf, kf[2], kf[3]);
+    }
+    // Row r8 (head h0 + r8): tokens 2 c4, 2 c4 + 1 (n-tile 0) and 8 + 2 c4, 9 + 2 c4 (n-tile 1).
+    float x[4] = {s[0][0], s[0][1], s[1][0], s[1][1]};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[i] = (i >> 1) * 8 + 2 * c4 + (i & 1) < nv ? soft_cap(a, x[i]) : -INFINITY;
+    float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+    const float mn = fmaxf(m, mx), ms = mn == -INFINITY ? 0.0f : mn;
+    const float f = exp2f(m - ms);  // m = -inf: 0
+    float p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = exp2f(x[i] - ms);
+    l = l * f + ((p[0] + p[1]) + (p[2] + p[3]));
+    m = mn;
+    // O^T's columns are heads 2 c4 and 2 c4 + 1: their factors live in lanes 8 c4 and 8 c4 + 4.
+    const float f0 = __shfl_sync(kFull, f, 8 * c4), f1 = __shfl_sync(kFull, f, 8 * c4 + 4);
+    const std::uint32_t pb0 = pack_h2(p[0], p[1]), pb1 = pack_h2(p[2], p[3]);
+#pragma unroll
+    for (int mt = 0; mt < KT; ++mt) {
+      o[mt][0] *= f0;
+      o[mt][1] *= f1;
+      o[mt][2] *= f0;
+      o[mt][3] *= f1;
+      std::uint32_t vf[4];
+      ldsm_x4_trans(vf, vaddr + 32 * mt);
+      mma_f16(o[mt], vf, pb0, pb1);
+    }
+  }
+
+  // Merge the warps: the sum of the quad's lanes, then (max, sum, O) by log-sum-exp through shared memory.
+  l += __shfl_xor_sync(kFull, l, 1);
+  l += __shfl_xor_sync(kFull, l, 2);
+  __syncthreads();  // every warp is done with the tiles: the key tile takes the partial outputs
+  if (c4 == 0) {
+    s_m[w * 8 + r8] = m;
+    s_l[w * 8 + r8] = l;
+  }
+  __syncthreads();
+  float M0 = -INFINITY, M1 = -INFINITY;
+#pragma unroll
+  for (int ww = 0; ww < kTcWarps; ++ww) {
+    M0 = fmaxf(M0, s_m[ww * 8 + 2 * c4]);
+    M1 = fmaxf(M1, s_m[ww * 8 + 2 * c4 + 1]);
+  }
+  const float sc0 = M0 == -INFINITY ? 0.0f : exp2f(s_m[w * 8 + 2 * c4] - M0);
+  const float sc1 = M1 == -INFINITY ? 0.0f : exp2f(s_m[w * 8 + 2 * c4 + 1] - M1);
+  float* const px = reinterpret_cast<float*>(smb);  // [kTcWarps][8][D]
+  float* const p0 = px + (w * 8 + 2 * c4) * D + r8;
+#pragma unroll
+  for (int mt = 0; mt < KT; ++mt) {
+    p0[16 * mt] = o[mt][0] * sc0;
+    p0[D + 16 * mt] = o[mt][1] * sc1;
+    p0[16 * mt + 8] = o[mt][2] * sc0;
+    p0[D + 16 * mt + 8] = o[mt][3] * sc1;
+  }
+  __syncthreads();
+  for (int i = tid; i < 8 * D; i += 32 * kTcWarps) {
+    const int h = i / D, j = i % D;
+    if (h0 + h >= a.group) break;  // i / D only grows
+    float acc = 0.0f;
+#pragma unroll
+    for (int ww = 0; ww < kTcWarps; ++ww) acc += px[(ww * 8 + h) * D + j];
+    a.ws_acc[((bh0 + h) * a.num_splits + split) * D + j] = acc;
+  }
+  if (tid < 8 && h0 + tid < a.group) {
+    float M = -INFINITY, L = 0.0f;
+#pragma unroll
+    for (int ww = 0; ww < kTcWarps; ++ww) M = fmaxf(M, s_m[ww * 8 + tid]);
+#pragma unroll
+    for (int ww = 0; ww < kTcWarps; ++ww)
+      L += M == -INFINITY ? 0.0f : s_l[ww * 8 + tid] * exp2f(s_m[ww * 8 + tid] - M);
+    a.ws_ml[((bh0 + tid) * a.num_splits + split) * 2] = M;
+    a.ws_ml[((bh0 + tid) * a.num_splits + split) * 2 + 1] = L;
+  }
+}
+
+/// The tensor-core dispatch of one (KF, VF) pair over the head_dims Ds the method takes (shared
+/// memory from StagedTcLayout; shape.block = 32 kTcWarps threads).
+template <class KF, class VF, int... Ds>
+void launch_staged_tc(const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+  const std::size_t smem = StagedTcLayout(a.head_dim, a.kside, a.vside).total;
+  const bool launched =
+      ((a.head_dim == Ds ? (launch_cached(staged_tc_kernel<KF, VF, Ds>, shape, smem, s, a), true) : false) || ...);
+  if (!launched) throw std::logic_error("launch_staged_tc: head_dim out of range");
+}
+
 /// The method-specific part of one staged decode call.
 struct StagedCall {
   StagedSide kside{}, vside{};
@@ -362,8 +627,11 @@ struct StagedCall {
   const float* vsigns = nullptr;
   float vscale = 1;
   const float* vlambda = nullptr;
-  /// The method's instance dispatch (launch_staged<KF, VF>).
+  /// The method's instance dispatch (launch_staged<KF, VF>): the CUDA-core kernel (args.kernel 1).
   void (*launch)(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&) = nullptr;
+  /// The fp16 tensor-core kernel's (launch_staged_tc<KF, VF, head_dims...>; args.kernel 0); nullptr:
+  /// kernel 0 runs the CUDA-core kernel as well (look-up-table keys).
+  void (*launch_tc)(const LaunchShape&, cudaStream_t, const DecodeKernelArgs&) = nullptr;
   /// Look-up-table keys (KF::kLut): kside.lut_floats floats per (sequence, query head) in the workspace
   /// after the call's own carve-up (at most staged_lut_offset: the workspace must hold staged_lut_offset
   /// + the tables), filled before the split kernel by prep(call, q, rows, lut, stream) from the fp32

@@ -433,12 +433,13 @@ TEST(CudaReal, TqProdEncodeAndDecode) {
 /// PolarQuant on real KV: polar_encode of each KV head's keys and values (contiguous blocks of the
 /// layer's n tokens) byte-identical to the reference encode, then polar_decode of every 8th query
 /// (batch 1, context qstart + r + 1) against attention_compressed on the reference's blocks.
-/// polar_decode has no sliding window, so neither has the reference here. fp32 against fp64:
-/// relative L2 <= kPolarRelTol, as test_cuda_vq's kVqDecodeRelTol (random data there: ~1e-6; a
-/// changed angle code moves the output by ~0.1).
+/// polar_decode has no sliding window, so neither has the reference here. Both kernels: the CUDA-core
+/// one (kernel 1, fp32 against fp64) within kPolarRelTol, as test_cuda_vq's kVqDecodeRelTol (random
+/// data there: ~1e-6; a changed angle code moves the output by ~0.1); the fp16 tensor-core one
+/// (kernel 0, the default) within kH16RelTol, the fp16 TurboQuant kernel's bound on these layers.
 constexpr double kPolarRelTol = 1e-4;
 
-void run_polar(const RealLayer& l, int kbits, int vbits, std::uint64_t seed, double& worst) {
+void run_polar(const RealLayer& l, int kbits, int vbits, std::uint64_t seed, double& worst, double& worst_h16) {
   SCOPED_TRACE(l.name + " polar keys " + std::to_string(kbits) + " values " + std::to_string(vbits) + " seed " +
                std::to_string(seed));
   CodecConfig kcfg, vcfg;
@@ -472,52 +473,60 @@ void run_polar(const RealLayer& l, int kbits, int vbits, std::uint64_t seed, dou
   for (int g = 0; g < l.kvh; ++g) keys.push_back({kref.get(), kblk[g].data()}), values.push_back({vref.get(), vblk[g].data()});
   AttentionParams p;
   p.softmax_scale = l.scale;
-  double e = 0;
-  for (int r = 0; r < l.nq; r += 8) {
-    const int ctx = l.qstart + r + 1;
-    std::vector<float> qr(l.q.begin() + static_cast<std::ptrdiff_t>(r) * l.nh * l.d,
-                          l.q.begin() + static_cast<std::ptrdiff_t>(r + 1) * l.nh * l.d);
-    DevBuf<float> dq(qr), dout(qr.size());
-    DevBuf<std::int32_t> dlen(std::vector<std::int32_t>{ctx});
-    dout.fill_byte(0xFF);  // NaN poison
-    cuda::VqDecodeArgs a;
-    a.batch = 1, a.num_heads = l.nh, a.num_kv_heads = l.kvh;
-    a.q = dq.p, a.out = dout.p, a.keys = dk.p, a.values = dv.p, a.capacity = l.n, a.seq_lens = dlen.p;
-    a.max_seq_len = l.n, a.softmax_scale = l.scale;
-    DevBuf<std::uint8_t> ws(cuda::polar_decode_workspace_bytes(a, l.d));
-    a.workspace = ws.p;
-    cuda::polar_decode(ktab, vtab, a, nullptr);
-    const auto out = dout.download();
-    std::vector<double> ref(qr.size());
-    attention_compressed(keys, values, static_cast<std::size_t>(l.n), qr.data(), l.nh, p, ref.data(), nullptr,
-                         static_cast<std::size_t>(ctx));
-    for (float v : out) ASSERT_TRUE(std::isfinite(v)) << "query " << r;
-    const double err = rel_err(out.data(), ref.data(), ref.size());
-    EXPECT_LE(err, kPolarRelTol) << "query " << r << " (context " << ctx << ")";
-    e = std::max(e, err);
+  double e[2] = {0, 0};
+  for (int kernel : {0, 1}) {
+    for (int r = 0; r < l.nq; r += 8) {
+      const int ctx = l.qstart + r + 1;
+      std::vector<float> qr(l.q.begin() + static_cast<std::ptrdiff_t>(r) * l.nh * l.d,
+                            l.q.begin() + static_cast<std::ptrdiff_t>(r + 1) * l.nh * l.d);
+      DevBuf<float> dq(qr), dout(qr.size());
+      DevBuf<std::int32_t> dlen(std::vector<std::int32_t>{ctx});
+      dout.fill_byte(0xFF);  // NaN poison
+      cuda::VqDecodeArgs a;
+      a.batch = 1, a.num_heads = l.nh, a.num_kv_heads = l.kvh;
+      a.q = dq.p, a.out = dout.p, a.keys = dk.p, a.values = dv.p, a.capacity = l.n, a.seq_lens = dlen.p;
+      a.max_seq_len = l.n, a.softmax_scale = l.scale, a.kernel = kernel;
+      DevBuf<std::uint8_t> ws(cuda::polar_decode_workspace_bytes(a, l.d));
+      a.workspace = ws.p;
+      cuda::polar_decode(ktab, vtab, a, nullptr);
+      const auto out = dout.download();
+      std::vector<double> ref(qr.size());
+      attention_compressed(keys, values, static_cast<std::size_t>(l.n), qr.data(), l.nh, p, ref.data(), nullptr,
+                           static_cast<std::size_t>(ctx));
+      for (float v : out) ASSERT_TRUE(std::isfinite(v)) << "query " << r;
+      const double err = rel_err(out.data(), ref.data(), ref.size());
+      EXPECT_LE(err, kernel == 0 ? kH16RelTol : kPolarRelTol) << "query " << r << " (context " << ctx << ") kernel "
+                                                              << kernel;
+      e[kernel] = std::max(e[kernel], err);
+    }
   }
-  worst = std::max(worst, e);
-  std::printf("  %-28s polar K%d V%d: vs reference %.3g (worst of %d queries)\n", l.name.c_str(), kbits, vbits, e,
-              (l.nq + 7) / 8);
+  worst = std::max(worst, e[1]);
+  worst_h16 = std::max(worst_h16, e[0]);
+  std::printf("  %-28s polar K%d V%d: vs reference, kernel 0 (fp16) %.3g, kernel 1 (fp32) %.3g (worst of %d queries)\n",
+              l.name.c_str(), kbits, vbits, e[0], e[1], (l.nq + 7) / 8);
 }
 
 TEST(CudaReal, PolarEncodeAndDecode) {
   const std::uint64_t seed = fresh_seed();
-  double worst = 0;
+  double worst = 0, worst_h16 = 0;
   for (const auto& l : layers()) {
-    run_polar(l, 4, 4, seed + 20, worst);
-    run_polar(l, 3, 2, seed + 21, worst);
+    run_polar(l, 4, 4, seed + 20, worst, worst_h16);
+    run_polar(l, 3, 2, seed + 21, worst, worst_h16);
   }
-  std::printf("real KV, polar (CUDA cores): worst relative error vs fp64 reference %.3g\n", worst);
+  std::printf("real KV, polar: worst relative error vs fp64 reference: CUDA cores %.3g (tolerance %.0e), fp16 tensor "
+              "cores %.3g (tolerance %.0e)\n",
+              worst, kPolarRelTol, worst_h16, kH16RelTol);
 }
 
 /// RVQ, product VQ and PolarQuant on real KV, paged: *_append of the layer's fp16 keys and values into
 /// shuffled pages (bytes == the reference encode, token by token), then *_paged_decode (the staged
 /// kernel) of every query with the layer's sliding window, against attention_compressed on the
-/// reference's blocks: relative L2 <= kPolarRelTol (fp32 against fp64). Product VQ is calibrated on
+/// reference's blocks: relative L2 <= kPolarRelTol with the CUDA-core kernel (kernel 1, fp32 against
+/// fp64; product VQ with either kernel), <= kH16RelTol with the fp16 tensor-core one (kernel 0, RVQ and
+/// PolarQuant). Product VQ is calibrated on
 /// the layer's own keys / values (3 k-means iterations), as turbokv eval calibrates.
 void run_vq_paged(const RealLayer& l, Method m, int kbits, int vbits, int page_size, std::uint64_t seed,
-                  double& worst) {
+                  double& worst, double& worst_h16) {
   SCOPED_TRACE(l.name + " " + method_name(m) + " paged keys " + std::to_string(kbits) + " values " +
                std::to_string(vbits) + " page " + std::to_string(page_size) + " seed " + std::to_string(seed));
   CodecConfig kcfg, vcfg;
@@ -568,32 +577,39 @@ void run_vq_paged(const RealLayer& l, Method m, int kbits, int vbits, int page_s
       << "tokens whose appended key/value bytes differ from the reference encode";
   DevBuf<float> dq(l.q), dout(l.q.size());
   DevBuf<std::int32_t> dlens(s.lens);
-  cuda::DecodeArgs a = decode_args(l, dq.p, dout.p, dlens.p);
-  DevBuf<std::uint8_t> ws(m == Method::kPvq ? cuda::pvq_paged_decode_workspace_bytes(a, *kp)
-                                            : cuda::decode_workspace_bytes(a));
-  a.workspace = ws.p;
-  dout.fill_byte(0xFF);  // NaN poison
-  if (m == Method::kRvq) cuda::rvq_paged_decode(*kr, *vr, lp.kp, lp.vp, lp.pt, a, nullptr);
-  else if (m == Method::kPvq) cuda::pvq_paged_decode(*kp, *vp, lp.kp, lp.vp, lp.pt, a, nullptr);
-  else cuda::polar_paged_decode(*kq, *vq, lp.kp, lp.vp, lp.pt, a, nullptr);
-  const Errors e = check_queries(l, s, dout.download(), references(l, *kref, *vref, kblk, vblk), kPolarRelTol);
-  worst = std::max(worst, e.reference);
-  std::printf("  %-28s %-5s K%d V%d page %3d: vs reference %.3g, vs exact attention %.3g (worst of %d queries)\n",
-              l.name.c_str(), method_name(m), kbits, vbits, page_size, e.reference, e.exact, l.nq);
+  const auto refs = references(l, *kref, *vref, kblk, vblk);
+  for (int kernel : {0, 1}) {
+    cuda::DecodeArgs a = decode_args(l, dq.p, dout.p, dlens.p);
+    a.kernel = kernel;
+    DevBuf<std::uint8_t> ws(m == Method::kPvq ? cuda::pvq_paged_decode_workspace_bytes(a, *kp)
+                                              : cuda::decode_workspace_bytes(a));
+    a.workspace = ws.p;
+    dout.fill_byte(0xFF);  // NaN poison
+    if (m == Method::kRvq) cuda::rvq_paged_decode(*kr, *vr, lp.kp, lp.vp, lp.pt, a, nullptr);
+    else if (m == Method::kPvq) cuda::pvq_paged_decode(*kp, *vp, lp.kp, lp.vp, lp.pt, a, nullptr);
+    else cuda::polar_paged_decode(*kq, *vq, lp.kp, lp.vp, lp.pt, a, nullptr);
+    const bool h16 = kernel == 0 && m != Method::kPvq;
+    const Errors e = check_queries(l, s, dout.download(), refs, h16 ? kH16RelTol : kPolarRelTol);
+    (h16 ? worst_h16 : worst) = std::max(h16 ? worst_h16 : worst, e.reference);
+    std::printf("  %-28s %-5s K%d V%d page %3d kernel %d: vs reference %.3g, vs exact attention %.3g (worst of %d "
+                "queries)\n",
+                l.name.c_str(), method_name(m), kbits, vbits, page_size, kernel, e.reference, e.exact, l.nq);
+  }
 }
 
 TEST(CudaReal, VqAppendAndPagedDecode) {
   const std::uint64_t seed = fresh_seed();
-  double worst = 0;
+  double worst = 0, worst_h16 = 0;
   for (const auto& l : layers()) {
-    run_vq_paged(l, Method::kRvq, 2, 2, 16, seed + 30, worst);
-    run_vq_paged(l, Method::kRvq, 4, 3, 1, seed + 31, worst);
-    run_vq_paged(l, Method::kPvq, 4, 2, 16, seed + 32, worst);
-    run_vq_paged(l, Method::kPolar, 3, 4, 64, seed + 33, worst);
-    run_vq_paged(l, Method::kPolar, 2, 2, 1, seed + 34, worst);
+    run_vq_paged(l, Method::kRvq, 2, 2, 16, seed + 30, worst, worst_h16);
+    run_vq_paged(l, Method::kRvq, 4, 3, 1, seed + 31, worst, worst_h16);
+    run_vq_paged(l, Method::kPvq, 4, 2, 16, seed + 32, worst, worst_h16);
+    run_vq_paged(l, Method::kPolar, 3, 4, 64, seed + 33, worst, worst_h16);
+    run_vq_paged(l, Method::kPolar, 2, 2, 1, seed + 34, worst, worst_h16);
   }
-  std::printf("real KV, rvq / pvq / polar paged decode (staged kernel): worst relative error vs fp64 reference %.3g\n",
-              worst);
+  std::printf("real KV, rvq / pvq / polar paged decode (staged kernels): worst relative error vs fp64 reference: CUDA "
+              "cores %.3g (tolerance %.0e), fp16 tensor cores %.3g (tolerance %.0e)\n",
+              worst, kPolarRelTol, worst_h16, kH16RelTol);
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 //    the reference's encode writes for that token (codes, and its norm / radii at the slot of the
 //    block's scalars), for fp32, fp16 and bf16 input (the reference sees the widened values), a
 //    prefill chunk then single-token decode steps, and touches no other byte;
-//  - *_paged_decode within kPagedRelTol of attention_compressed (fp64) on the reference-encoded
+//  - *_paged_decode with both kernels (0: fp16 tensor cores, kStagedH16RelTol; 1: CUDA cores,
+//    kPagedRelTol; product VQ's look-up-table keys run the CUDA-core kernel for both) against
+//    attention_compressed (fp64) on the reference-encoded
 //    blocks scattered into shuffled pages: awkward lengths (1, 2, 31, 64, 65, 1000, 4097), page sizes
 //    1..256, GQA ratios 1, 2, 3, 4, 5, 6, 7, 8, 16, head_dim 64 / 128 / 256, split counts, sliding
 //    windows, soft-capping and 16-bit io;
@@ -33,6 +35,10 @@ namespace {
 /// fp32 decode (query rotation, scores, online softmax, accumulation, inverse rotation) vs fp64: as
 /// kVqDecodeRelTol of test_cuda_vq.cpp (measured errors ~1e-6); 16-bit outputs add their rounding.
 constexpr double kPagedRelTol = 1e-4;
+/// The fp16 tensor-core staged kernel (args.kernel 0): staged elements, q' and the softmax weights rounded
+/// to fp16 (2^-11 relative each), fp32 accumulation: as the fp16 TurboQuant kernel's kTqDecodeH16RelTol
+/// (test_cuda_attention.cpp).
+constexpr double kStagedH16RelTol = 3e-3;
 const bool kSmall = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
 
 /// One method's reference key / value codecs and their GPU tables.
@@ -208,14 +214,21 @@ struct DecodeCase {
   std::vector<int> lens;
   float softcap = 0;
   cuda::IoType io = cuda::IoType::kF32;
+  int kernel = 0;  ///< DecodeArgs::kernel
 };
+
+/// The decode tolerance of case c before 16-bit output rounding: the fp16 tensor-core kernel's where it runs.
+double kernel_tol(const DecodeCase& c) {
+  return c.kernel == 0 && c.method != Method::kPvq ? kStagedH16RelTol : kPagedRelTol;
+}
 
 std::string describe(const DecodeCase& c, std::uint64_t seed) {
   std::string s = std::string(method_name(c.method)) + " paged decode d=" + std::to_string(c.d) +
                   " kb=" + std::to_string(c.kb) + " vb=" + std::to_string(c.vb) + " heads=" + std::to_string(c.nh) +
                   "/" + std::to_string(c.kvh) + " page=" + std::to_string(c.page_size) +
                   " window=" + std::to_string(c.window) + " splits=" + std::to_string(c.splits) +
-                  " softcap=" + std::to_string(c.softcap) + " io=" + io_name(c.io) + " lens=";
+                  " softcap=" + std::to_string(c.softcap) + " io=" + io_name(c.io) +
+                  " kernel=" + std::to_string(c.kernel) + " lens=";
   for (int l : c.lens) s += std::to_string(l) + ",";
   return s + " seed=" + std::to_string(seed) + " (TURBOKV_TEST_SEED=" + std::to_string(fresh_seed()) + ")";
 }
@@ -267,7 +280,7 @@ double run_decode_case(DecodeCase c, std::uint64_t seed, bool control = false) {
   dio.bind(a);
   a.seq_lens = dlens.p, a.max_seq_len = max_len;
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
-  a.window = c.window, a.num_splits = c.splits, a.softcap = c.softcap;
+  a.window = c.window, a.num_splits = c.splits, a.softcap = c.softcap, a.kernel = c.kernel;
   DevBuf<std::uint8_t> ws(cod.workspace(a));
   a.workspace = ws.p;
   auto run = [&] {
@@ -280,7 +293,7 @@ double run_decode_case(DecodeCase c, std::uint64_t seed, bool control = false) {
   p.softmax_scale = a.softmax_scale;
   p.window = c.window;
   p.softcap = c.softcap;
-  const double tol = kPagedRelTol + (c.io == cuda::IoType::kF16 ? 1e-3 : c.io == cuda::IoType::kBf16 ? 8e-3 : 0.0);
+  const double tol = kernel_tol(c) + (c.io == cuda::IoType::kF16 ? 1e-3 : c.io == cuda::IoType::kBf16 ? 8e-3 : 0.0);
   const double worst = check_decode_outputs(*cod.kref, *cod.vref, kblk, vblk, c.lens, kvh, c.nh, d, q, out, p, tol);
   if (control) {
     // The longest sequence's first page entry pointed at the first page of the next-longest sequence in
@@ -325,6 +338,7 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
       {R, 128, 3, 3, 7, 1, 32, 100, 0, {1000, 5}, 0.0f, IO::kF16},
       {R, 128, 2, 2, 8, 4, 16, 0, 0, {300, 17}},   // GQA 2 (2 heads per warp group)
       {R, 64, 4, 4, 3, 3, 4, 0, 0, {129, 1}},      // GQA 1
+      {R, 128, 4, 2, 10, 2, 16, 0, 0, {77, 1000}},  // GQA 5
       {P, 128, 2, 4, 32, 8, 16, 0, 0, {1, 31, 1000}},
       {P, 64, 3, 1, 6, 1, 2, 0, 5, {257, 2}},
       {P, 256, 1, 2, 5, 1, 64, 0, 0, {4097}, 5.0f},
@@ -335,17 +349,26 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
       {Q, 256, 4, 3, 16, 2, 256, 0, 0, {4097, 1}, 0.0f, IO::kF16},
       {Q, 128, 2, 2, 14, 2, 8, 100, 0, {1000}, 3.0f},
       {Q, 256, 3, 3, 2, 1, 32, 0, 0, {333, 64}},   // GQA 2
+      {Q, 64, 3, 3, 24, 2, 8, 0, 0, {130, 7}},     // GQA 12 (two blocks of query heads, the second partial)
   };
-  double worst[3] = {0, 0, 0};
-  bool controlled[3] = {false, false, false};
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    const int mi = cases[i].method == R ? 0 : cases[i].method == P ? 1 : 2;
-    const bool control = !controlled[mi];  // the first case of each method (a 1000-token sequence, pages of 16)
-    controlled[mi] = true;
-    worst[mi] = std::max(worst[mi], run_decode_case(cases[i], seed + 31 * i, control));
+  double worst[2][3] = {{0, 0, 0}, {0, 0, 0}};  // [kernel][method]
+  for (int kernel : {0, 1}) {
+    bool controlled[3] = {false, false, false};
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      DecodeCase c = cases[i];
+      c.kernel = kernel;
+      const int mi = c.method == R ? 0 : c.method == P ? 1 : 2;
+      const bool control = !controlled[mi];  // the first case of each method (a 1000-token sequence, pages of 16)
+      controlled[mi] = true;
+      worst[kernel][mi] = std::max(worst[kernel][mi], run_decode_case(c, seed + 31 * i, control));
+    }
   }
-  std::printf("[ measured ] paged decode worst relative L2 error: rvq %.3g, pvq %.3g, polar %.3g (tolerance %.0e + io)\n",
-              worst[0], worst[1], worst[2], kPagedRelTol);
+  std::printf("[ measured ] paged decode worst relative L2 error, kernel 0 (fp16 tensor cores; pvq: CUDA cores): rvq "
+              "%.3g, pvq %.3g, polar %.3g (tolerance %.0e, pvq %.0e, + io)\n",
+              worst[0][0], worst[0][1], worst[0][2], kStagedH16RelTol, kPagedRelTol);
+  std::printf("[ measured ] paged decode worst relative L2 error, kernel 1 (CUDA cores): rvq %.3g, pvq %.3g, polar %.3g "
+              "(tolerance %.0e + io)\n",
+              worst[1][0], worst[1][1], worst[1][2], kPagedRelTol);
 }
 
 TEST(CudaVqPaged, RejectsBadArguments) {
@@ -376,7 +399,7 @@ TEST(CudaVqPaged, RejectsBadArguments) {
                  "kpool.page_stride");
   expect_invalid([&] { cuda::rvq_paged_decode(rt, *rvq.vrvq, {pool.p, rs}, {pool.p, vs + 32}, pt, a, nullptr); },
                  "vpool.page_stride");
-  a.kernel = 1;
+  a.kernel = 2;
   expect_invalid([&] { cuda::rvq_paged_decode(rt, *rvq.vrvq, {pool.p, rs}, {pool.p, vs}, pt, a, nullptr); }, "kernel");
   a.kernel = 0;
   a.head_dim = 64;
