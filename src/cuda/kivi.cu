@@ -163,14 +163,14 @@ struct KiviKeyFmt {
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 4 * static_cast<std::size_t>(slot / s.group) * D;  // the group's
   }
-  template <int KQ, class R, class T>
+  template <int KQ, int LS, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
                                                const std::uint8_t* side, int lane, T* dst) {
     const auto* par = reinterpret_cast<const std::uint16_t*>(side);
     const unsigned m = (1u << s.bits) - 1u;
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
-      const int q = lane + 32 * k, j = 4 * q;
+      const int q = lane + LS * k, j = 4 * q;
       if (j < D) {
         const unsigned u = detail::quad_fields<R>(row, q, s.bits);
         detail::store_quad(dst + j, dequant(par + 2 * j, static_cast<float>(u & m)),
@@ -186,14 +186,14 @@ struct KiviValueFmt {
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 4 * static_cast<std::size_t>(slot) * (D / s.group);
   }
-  template <int KQ, class R, class T>
+  template <int KQ, int LS, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
                                                const std::uint8_t* side, int lane, T* dst) {
     const auto* par = reinterpret_cast<const std::uint16_t*>(side);
     const unsigned m = (1u << s.bits) - 1u;
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
-      const int q = lane + 32 * k, j = 4 * q;
+      const int q = lane + LS * k, j = 4 * q;
       if (j < D) {
         const unsigned u = detail::quad_fields<R>(row, q, s.bits);
         float v[4];

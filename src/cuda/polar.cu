@@ -159,14 +159,14 @@ struct PolarFmt {
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 2 * static_cast<std::size_t>(slot) * (D / 16);  // fp16 radii
   }
-  template <int KQ, class R, class T>
+  template <int KQ, int LS, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
                                                const std::uint8_t* rad, int lane, T* dst) {
     const std::uint8_t* hi = row + s.off;  // levels 2..4: [level 2: D/4][level 3: D/8][level 4: D/16]
     const float* t = s.tab0;
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
-      const int q = lane + 32 * k, j = 4 * q;
+      const int q = lane + LS * k, j = 4 * q;
       if (j < D) {
         // Elements j .. j + 3 share the level-4, -3 and -2 angles (j >> 4, j >> 3, j >> 2 = q) and the
         // radius; the level-2 factor is cos for j, j + 1 and sin for j + 2, j + 3; level 1 has two angles.

@@ -214,12 +214,12 @@ void launch_dequantize(const PvqTables& tab, const DeqArgs& da, cudaStream_t s) 
 struct PvqFmt {
   static constexpr bool kLut = false, kSide = false, kRawSide = false, kSmemTab = false;
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide&, int, int, int) { return 0; }
-  template <int KQ, class R, class T>
+  template <int KQ, int LS, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
                                                const std::uint8_t* /*side*/, int lane, T* dst) {
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
-      const int q = lane + 32 * k, j = 4 * q;
+      const int q = lane + LS * k, j = 4 * q;
       if (j < D) {
         if (s.shift >= 2) {  // g = 4 or 8: the quad lies in one sub-vector (16-byte aligned centroid coordinates)
           const int sub = j >> s.shift;

@@ -152,14 +152,14 @@ struct RvqFmt {
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int /*D*/, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 2 * static_cast<std::size_t>(slot);  // the fp16 norm
   }
-  template <int KQ, class R, class T>
+  template <int KQ, int LS, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
                                                const std::uint8_t* side, int lane, T* dst) {
     const float norm = detail::half_at(side);
     const unsigned m = (1u << s.bits) - 1u;
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
-      const int q = lane + 32 * k, j = 4 * q;
+      const int q = lane + LS * k, j = 4 * q;
       if (j < D) {
         const unsigned u1 = detail::quad_fields<R>(row, q, s.bits), u2 = detail::quad_fields<R>(row + s.off, q, s.bits);
         float v[4];

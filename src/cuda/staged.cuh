@@ -15,10 +15,11 @@
 // codec's inverse rotation (and smoothing) once per output row (combine_kernel).
 //
 // A format KF / VF is a type with
-//   template <int KQ, class R> __device__ static void stage(const StagedSide& s, int D,
-//       const std::uint8_t* row, const std::uint8_t* side, int lane, float* dst);
+//   template <int KQ, int LS, class R, class T> __device__ static void stage(const StagedSide& s, int D,
+//       const std::uint8_t* row, const std::uint8_t* side, int lane, T* dst);
 //   __device__ static std::size_t side_off(const StagedSide& s, int D, int ps, int slot);
-// stage writes the quads dst[4 q .. 4 q + 3] (q = lane + 32 k, 4 q < D, k < KQ; one float4 store each) =
+// stage writes the quads dst[4 q .. 4 q + 3] (q = lane + LS k, 4 q < D, k < KQ; lane < LS, the lanes per
+// token: 32 in the CUDA-core kernel; T float or __half; one store_quad each) =
 // elements 4 q .. 4 q + 3 of one token, in the domain where the logit is <q', dst> (q' the query as the
 // host prepared it: rotated for the rotated methods) and the values accumulate, from the token's code
 // row `row` (cb bytes, read through the reader R: GlobalBytes or SharedWords) and its side data `side`
@@ -198,16 +199,16 @@ __device__ __forceinline__ void copy_tables(StagedSide& ks, StagedSide& vs, floa
 
 /// One token's staging (lanes over quads) into dst: from the raw row in shared memory (raw) or from
 /// global memory.
-template <class F, int KQ, class T>
+template <class F, int KQ, int LS = 32, class T>
 __device__ __forceinline__ void stage_token(const StagedSide& s, int D, bool raw, const std::uint8_t* raw_row,
                                             const std::uint8_t* blk, int ps, int slot, int lane, T* dst) {
   const std::size_t off = F::side_off(s, D, ps, slot);
   if (raw) {
     const std::uint8_t* side = F::kRawSide ? raw_row + s.cpt * s.chunk + (off & 3) : blk + off;
     const std::size_t mis = (static_cast<std::size_t>(slot) * s.cb) & (s.chunk - 1);  // see issue_raw
-    F::template stage<KQ, SharedWords>(s, D, raw_row + mis, side, lane, dst);
+    F::template stage<KQ, LS, SharedWords>(s, D, raw_row + mis, side, lane, dst);
   } else {
-    F::template stage<KQ, GlobalBytes>(s, D, blk + static_cast<std::size_t>(slot) * s.cb, blk + off, lane, dst);
+    F::template stage<KQ, LS, GlobalBytes>(s, D, blk + static_cast<std::size_t>(slot) * s.cb, blk + off, lane, dst);
   }
 }
 
@@ -428,8 +429,10 @@ __global__ void __launch_bounds__(32 * kTcWarps, staged_tc_min_blocks(D)) staged
   static_assert(!KF::kLut, "look-up-table keys are scored by the CUDA-core kernel");
   static_assert(D % 16 == 0 && D >= 64 && D <= 256, "head_dim");
   constexpr int DP = D + 8, KT = D / 16;
-  // Staging: LPT lanes per token (a token has D / 4 quads), TPI tokens per warp iteration.
-  constexpr int LPT = D / 4 <= 16 ? 16 : 32, TPI = 32 / LPT, KQ = (D / 4 + 31) / 32;
+  // Staging: LPT lanes per token (a token has D / 4 quads, lane l of a token stages quads l + LPT k,
+  // k < KQ), TPI tokens per warp iteration. Half-warps per token where they divide the quads: two
+  // tokens' independent look-up chains in flight per iteration.
+  constexpr int LPT = (D / 4) % 16 == 0 ? 16 : 32, TPI = 32 / LPT, KQ = (D / 4 + LPT - 1) / LPT;
   constexpr unsigned kFull = 0xffffffffu;
   extern __shared__ __align__(16) float sm[];
   std::uint8_t* const smb = reinterpret_cast<std::uint8_t*>(sm);
@@ -505,8 +508,8 @@ __global__ void __launch_bounds__(32 * kTcWarps, staged_tc_min_blocks(D)) staged
       if (tt < n) {
         const int t = t0 + tt, slot = paged ? t & (ps - 1) : t;
         const std::size_t blk = static_cast<std::size_t>(page) * a.num_kv_heads + g;
-        stage_token<KF, KQ>(ks, D, rawK, rawk + tt * ks.rs, a.kpool + blk * a.kstride, ps, slot, sl, kd);
-        stage_token<VF, KQ>(vs, D, rawV, rawv + tt * vs.rs, a.vpool + blk * a.vstride, ps, slot, sl, vd);
+        stage_token<KF, KQ, LPT>(ks, D, rawK, rawk + tt * ks.rs, a.kpool + blk * a.kstride, ps, slot, sl, kd);
+        stage_token<VF, KQ, LPT>(vs, D, rawV, rawv + tt * vs.rs, a.vpool + blk * a.vstride, ps, slot, sl, vd);
       } else {
         // Zero rows: a zero weight times a stale (or never written: NaN) value would be NaN.
         for (int j = 4 * sl; j < D; j += 4 * LPT) {
