@@ -430,9 +430,11 @@ __global__ void __launch_bounds__(32 * kTcWarps, staged_tc_min_blocks(D)) staged
   static_assert(D % 16 == 0 && D >= 64 && D <= 256, "head_dim");
   constexpr int DP = D + 8, KT = D / 16;
   // Staging: LPT lanes per token (a token has D / 4 quads, lane l of a token stages quads l + LPT k,
-  // k < KQ), TPI tokens per warp iteration. Half-warps per token where they divide the quads: two
-  // tokens' independent look-up chains in flight per iteration.
-  constexpr int LPT = (D / 4) % 16 == 0 ? 16 : 32, TPI = 32 / LPT, KQ = (D / 4 + LPT - 1) / LPT;
+  // k < KQ), TPI tokens per warp iteration: several tokens' independent look-up chains in flight.
+  // H200 A/B (min of two passes each): half-warps (16 lanes) where they divide the quads against 32
+  // lanes, d128 1.07-1.19x, d256 1.03-1.17x (run s16-4); 8 lanes at d64 / d128 against 16, 1.03-1.22x
+  // (run s16-5; PolarQuant d128 then spills 12 bytes and still gains 1.06-1.09x).
+  constexpr int LPT = D == 64 || D == 128 ? 8 : (D / 4) % 16 == 0 ? 16 : 32, TPI = 32 / LPT, KQ = (D / 4 + LPT - 1) / LPT;
   constexpr unsigned kFull = 0xffffffffu;
   extern __shared__ __align__(16) float sm[];
   std::uint8_t* const smb = reinterpret_cast<std::uint8_t*>(sm);
