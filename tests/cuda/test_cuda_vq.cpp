@@ -454,31 +454,33 @@ void run_control(Method method, int d, int kb, int vb, std::uint64_t seed, int k
               method_name(method), kernel, err_bad, err_ok, tol);
 }
 
+/// Runs every case with both kernels (0: fp16 tensor cores, 1: CUDA cores; fresh seeds) and prints the
+/// worst errors.
+void run_both_kernels(const char* name, const std::vector<DecodeCase>& cases, std::uint64_t seed) {
+  double worst[2] = {0, 0};
+  for (int kernel : {0, 1})
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      DecodeCase c = cases[i];
+      c.kernel = kernel;
+      worst[kernel] = std::max(worst[kernel], run_decode_case(c, seed + 1 + i + kernel * cases.size()));
+    }
+  std::printf("[ measured ] %s decode worst relative L2 error: kernel 0 (fp16 tensor cores) %.3g (tolerance %.0e), "
+              "kernel 1 (CUDA cores) %.3g (tolerance %.0e)\n",
+              name, worst[0], kVqDecodeH16RelTol, worst[1], kVqDecodeRelTol);
+}
+
 TEST(CudaRvq, DecodeMatchesReference) {
   const std::uint64_t seed = fresh_seed();
-  int i = 0;
-  double worst[2] = {0, 0};
-  for (int kernel : {0, 1}) {
-    auto c_of = [&](DecodeCase c) {
-      c.kernel = kernel;
-      return c;
-    };
-    for (int d : {64, 128, 256})
-      for (int kb = 1; kb <= 4; ++kb) {
-        const int vb = 1 + (kb + d / 64) % 4;
-        worst[kernel] =
-          std::max(worst[kernel], run_decode_case(c_of({Method::kRvq, d, kb, vb, 8, 2, 0, {1, 130, 1000}}), seed + ++i));
-        worst[kernel] =
-          std::max(worst[kernel], run_decode_case(c_of({Method::kRvq, d, kb, vb, 6, 1, 7, {257, 5, 64}}), seed + ++i));
-      }
-    worst[kernel] =
-        std::max(worst[kernel], run_decode_case(c_of({Method::kRvq, 128, 3, 4, 4, 4, 1, {2000, 1, 129}}), seed + ++i));
-    worst[kernel] =
-        std::max(worst[kernel], run_decode_case(c_of({Method::kRvq, 128, 2, 3, 12, 3, 256, {300, 77}}), seed + ++i));
-  }
-  std::printf("[ measured ] rvq decode worst relative L2 error: kernel 0 (fp16 tensor cores) %.3g (tolerance "
-              "%.0e), kernel 1 (CUDA cores) %.3g (tolerance %.0e)\n",
-              worst[0], kVqDecodeH16RelTol, worst[1], kVqDecodeRelTol);
+  std::vector<DecodeCase> cases;
+  for (int d : {64, 128, 256})
+    for (int kb = 1; kb <= 4; ++kb) {
+      const int vb = 1 + (kb + d / 64) % 4;
+      cases.push_back({Method::kRvq, d, kb, vb, 8, 2, 0, {1, 130, 1000}});
+      cases.push_back({Method::kRvq, d, kb, vb, 6, 1, 7, {257, 5, 64}});
+    }
+  cases.push_back({Method::kRvq, 128, 3, 4, 4, 4, 1, {2000, 1, 129}});
+  cases.push_back({Method::kRvq, 128, 2, 3, 12, 3, 256, {300, 77}});
+  run_both_kernels("rvq", cases, seed);
   run_control(Method::kRvq, 128, 2, 2, seed + 1000);
   run_control(Method::kRvq, 128, 2, 2, seed + 1002, 0);
   run_control(Method::kRvq, 64, 4, 1, seed + 1001);
@@ -487,31 +489,17 @@ TEST(CudaRvq, DecodeMatchesReference) {
 
 TEST(CudaPolar, DecodeMatchesReference) {
   const std::uint64_t seed = fresh_seed();
-  int i = 0;
-  double worst[2] = {0, 0};
-  for (int kernel : {0, 1}) {
-    auto c_of = [&](DecodeCase c) {
-      c.kernel = kernel;
-      return c;
-    };
-    for (int d : {64, 128, 256})
-      for (int kb = 2; kb <= 4; ++kb) {
-        const int vb = 2 + (kb + d / 64) % 3;
-        worst[kernel] =
-          std::max(worst[kernel], run_decode_case(c_of({Method::kPolar, d, kb, vb, 8, 2, 0, {1, 130, 1000}}), seed + ++i));
-        worst[kernel] =
-          std::max(worst[kernel], run_decode_case(c_of({Method::kPolar, d, kb, vb, 6, 1, 7, {257, 5, 64}}), seed + ++i));
-      }
-    worst[kernel] =
-        std::max(worst[kernel], run_decode_case(c_of({Method::kPolar, 128, 3, 4, 4, 4, 1, {2000, 1, 129}}), seed + ++i));
-    worst[kernel] =
-        std::max(worst[kernel], run_decode_case(c_of({Method::kPolar, 128, 2, 3, 12, 3, 256, {300, 77}}), seed + ++i));
-    worst[kernel] =
-        std::max(worst[kernel], run_decode_case(c_of({Method::kPolar, 256, 4, 2, 16, 1, 0, {4097}}), seed + ++i));
-  }
-  std::printf("[ measured ] polar decode worst relative L2 error: kernel 0 (fp16 tensor cores) %.3g (tolerance "
-              "%.0e), kernel 1 (CUDA cores) %.3g (tolerance %.0e)\n",
-              worst[0], kVqDecodeH16RelTol, worst[1], kVqDecodeRelTol);
+  std::vector<DecodeCase> cases;
+  for (int d : {64, 128, 256})
+    for (int kb = 2; kb <= 4; ++kb) {
+      const int vb = 2 + (kb + d / 64) % 3;
+      cases.push_back({Method::kPolar, d, kb, vb, 8, 2, 0, {1, 130, 1000}});
+      cases.push_back({Method::kPolar, d, kb, vb, 6, 1, 7, {257, 5, 64}});
+    }
+  cases.push_back({Method::kPolar, 128, 3, 4, 4, 4, 1, {2000, 1, 129}});
+  cases.push_back({Method::kPolar, 128, 2, 3, 12, 3, 256, {300, 77}});
+  cases.push_back({Method::kPolar, 256, 4, 2, 16, 1, 0, {4097}});
+  run_both_kernels("polar", cases, seed);
   run_control(Method::kPolar, 128, 3, 3, seed + 3000);
   run_control(Method::kPolar, 128, 3, 3, seed + 3002, 0);
   run_control(Method::kPolar, 64, 4, 2, seed + 3001);
