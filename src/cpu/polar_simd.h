@@ -62,8 +62,11 @@ struct PolarScratch {
 };
 
 /// y_hat[d] of one token in the rotated domain, with the reference's fp32
-/// products r * cos / r * sin level by level (levels 4..2 scalar, level 1 in
-/// vectors of W angles: two 16-entry look-ups, two products, an interleave).
+/// products r * cos / r * sin level by level, every level in vectors of W angles:
+/// two 16-entry look-ups, two products, an interleave (levels 4..2 were scalar
+/// loops until session 16). A level's last vector may run past its cnt angles:
+/// those lanes read the next level's codes and stale radii and write past 2 cnt
+/// outputs, which no later level reads (the buffers are padded by 32 floats).
 template <class V, int B1, int B2>
 inline void polar_reconstruct(const PolarState& st, const std::uint8_t* tcodes, const std::uint8_t* rad,
                               PolarScratch& s) {
@@ -81,10 +84,13 @@ inline void polar_reconstruct(const PolarState& st, const std::uint8_t* tcodes, 
     for (int k = 2; k < l; ++k) off += d >> k;
     const float* cs = st.cosh[l - 1];
     const float* sn = st.sinh[l - 1];
-    for (int i = 0; i < cnt; ++i) {
-      const int a = s.ah[off + i];
-      nx[2 * i] = r[i] * cs[a];
-      nx[2 * i + 1] = r[i] * sn[a];
+    for (int i = 0; i < cnt; i += W) {
+      const auto a = V::load_u8(s.ah + off + i);
+      const auto rv = V::load(r + i);
+      typename V::F lo, hi;
+      V::interleave(V::mul(rv, V::lut16(a, cs)), V::mul(rv, V::lut16(a, sn)), lo, hi);
+      V::store(nx + 2 * i, lo);
+      V::store(nx + 2 * i + W, hi);
     }
     std::swap(r, nx);
   }
