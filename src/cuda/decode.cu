@@ -611,6 +611,17 @@ void plan_raw(StagedSide& s, const void* pool, std::size_t stride, bool lut) {
   s.rs = (s.cpt * s.chunk + std::max(4 * s.sw, 8) + 15) / 16 * 16;  // >= 8 readable bytes after the codes
   s.per_div = FastDiv(s.cpt + s.sw);
 }
+/// The kernel of a staged decode whose arguments are set: the fp16 tensor-core one (args.kernel 0,
+/// formats with launch_tc), else the CUDA-core one through run (whose staged-tile shared memory size is
+/// unused: launch_staged sizes its own).
+void run_staged(const char* where, const DecodeArgs& args, DecodeKernelArgs& ka, const StagedCall& call,
+                cudaStream_t s) {
+  if (args.kernel == 0 && call.launch_tc) return run_staged_tc(where, args, ka, call, s);
+  auto launch = [&](int hpw, const LaunchShape& shape, std::size_t smem, const DecodeKernelArgs& k) {
+    call.launch(hpw, shape, smem, s, k);
+  };
+  run(where, args, 16, 16, 1, ka, call.vsigns, call.vscale, s, launch, &call);
+}
 }  // namespace
 
 void run_staged_paged(const char* where, PagedPool kpool, PagedPool vpool, const PageTable& table,
@@ -627,12 +638,7 @@ void run_staged_paged(const char* where, PagedPool kpool, PagedPool vpool, const
   ka.vlambda = call.vlambda;
   ka.head_dim = args.head_dim;  // the launcher sizes shared memory and picks the instance from it (also
                                 // for run's occupancy query, made before fill_kernel_args)
-  if (args.kernel == 0 && call.launch_tc) return run_staged_tc(where, args, ka, call, s);
-  // run's staged-tile shared memory size is unused (launch_staged sizes its own).
-  auto launch = [&](int hpw, const LaunchShape& shape, std::size_t smem, const DecodeKernelArgs& k) {
-    call.launch(hpw, shape, smem, s, k);
-  };
-  run(where, args, 16, 16, 1, ka, call.vsigns, call.vscale, s, launch, &call);
+  run_staged(where, args, ka, call, s);
 }
 
 namespace {
@@ -667,11 +673,7 @@ void run_staged_blocks(const char* where, const VqDecodeArgs& a, int head_dim, s
   plan_raw(ka.vside, a.values, vblock, false);
   ka.vlambda = call.vlambda;
   ka.head_dim = head_dim;
-  if (args.kernel == 0 && call.launch_tc) return run_staged_tc(where, args, ka, call, s);
-  auto launch = [&](int hpw, const LaunchShape& shape, std::size_t smem, const DecodeKernelArgs& k) {
-    call.launch(hpw, shape, smem, s, k);
-  };
-  run(where, args, 16, 16, 1, ka, call.vsigns, call.vscale, s, launch, &call);
+  run_staged(where, args, ka, call, s);
 }
 
 std::size_t staged_blocks_workspace(const char* where, const VqDecodeArgs& a, int head_dim, std::size_t lut_floats) {
