@@ -140,68 +140,151 @@ __global__ void __launch_bounds__(32 * kValueWarps) kivi_value_append_kernel(con
   }
 }
 
-/// x_hat = mn16 + scale16 * code, rounded as the reference's decode (product, then sum). par: the
-/// group's (mn16, scale16) fp16 bits, low and high half. The scalars are read as 2-byte halves (they
-/// start right after the codes: at page size 1 and rows of 4k + 2 bytes not 4-byte aligned).
-/// The fp16 -> fp32 conversions are the hardware's (exact; half.h's portable half_to_float cost ~20
-/// instructions each and made the decode issue-bound: 692 instructions per token and KV head, ncu run
-/// s10-9).
-__device__ __forceinline__ float dequant(const std::uint16_t* par, float code) {
-  const unsigned w = par[0] | (static_cast<unsigned>(par[1]) << 16);
+/// x_hat = mn16 + scale16 * code, rounded as the reference's decode (product, then sum). w: the
+/// group's (mn16, scale16) fp16 bits, low and high half. The fp16 -> fp32 conversions are the
+/// hardware's (exact; half.h's portable half_to_float cost ~20 instructions each and made the decode
+/// issue-bound: 692 instructions per token and KV head, ncu run s10-9).
+__device__ __forceinline__ float dequant(unsigned w, float code) {
   __half2 h;
   memcpy(&h, &w, 4);
   const float2 f = __half22float2(h);
   return __fadd_rn(f.x, __fmul_rn(f.y, code));
 }
 
+/// The (mn16 | scale16 << 16) word at p, read as two 2-byte halves (the value scalars start right
+/// after the codes: at page size 1 and rows of 4k + 2 bytes not 4-byte aligned).
+__device__ __forceinline__ unsigned param_word(const std::uint16_t* p) {
+  return p[0] | (static_cast<unsigned>(p[1]) << 16);
+}
+
+/// The fp16 pair (code i, code i + 1) of the quad u (4 fields of `bits` bits, garbage above) as the
+/// fp16 integers they are: the fields go into the mantissas of 1024.0 (0x6400; codes < 1024 are exact
+/// there) and 1024 is subtracted, exactly.
+__device__ __forceinline__ __half2 code_pair(unsigned u, int bits, unsigned m) {
+  const unsigned lo = (u & m) | 0x64006400u;
+  const unsigned x = ((u << (16 - bits)) & (m << 16)) | lo;
+  __half2 h;
+  memcpy(&h, &x, 4);
+  return __hsub2(h, __half2(__ushort_as_half(0x6400), __ushort_as_half(0x6400)));
+}
+
+/// Elements j .. j + 3 of a KIVI row from its quad of codes u and the words w[i] = (mn16 | scale16 << 16)
+/// of element j + i. fp32 (the CUDA-core kernel): the reference's rounding (dequant). fp16 (the
+/// tensor-core kernel): code pairs as exact fp16 integers, then one fma per pair, mn16 + scale16 * code
+/// rounded once to fp16 (the fp32 path rounds the product, the sum, then to fp16: the two differ by at
+/// most one fp16 ulp; the kernel's tolerance is 3e-3 relative). Two fp16 multiply-adds per quad
+/// instead of four conversions, multiplies and adds per element (ncu run s17-1: the fp32 staging cost
+/// 627 instructions per warp iteration of 32 elements per lane).
+__device__ __forceinline__ void kivi_quad(float* dst, unsigned u, int bits, unsigned m, const unsigned w[4]) {
+  detail::store_quad(dst, dequant(w[0], static_cast<float>(u & m)), dequant(w[1], static_cast<float>((u >> bits) & m)),
+                     dequant(w[2], static_cast<float>((u >> (2 * bits)) & m)),
+                     dequant(w[3], static_cast<float>((u >> (3 * bits)) & m)));
+}
+__device__ __forceinline__ void kivi_quad(__half* dst, unsigned u, int bits, unsigned m, const unsigned w[4]) {
+  const __half2 c01 = code_pair(u, bits, m), c23 = code_pair(u >> (2 * bits), bits, m);
+  auto h2 = [](unsigned x) {
+    __half2 h;
+    memcpy(&h, &x, 4);
+    return h;
+  };
+  // (scale16 of j, of j + 1) and (mn16 of j, of j + 1) from the words' high and low halves.
+  const __half2 r01 = __hfma2(c01, h2(__byte_perm(w[0], w[1], 0x7632)), h2(__byte_perm(w[0], w[1], 0x5410)));
+  const __half2 r23 = __hfma2(c23, h2(__byte_perm(w[2], w[3], 0x7632)), h2(__byte_perm(w[2], w[3], 0x5410)));
+  unsigned x0, x1;
+  memcpy(&x0, &r01, 4);
+  memcpy(&x1, &r23, 4);
+  *reinterpret_cast<uint2*>(dst) = make_uint2(x0, x1);
+}
+
+/// A key group's (mn16 | scale16 << 16) words of 4 channels at p when they are not 16-byte aligned
+/// (page_size cb not a multiple of 16: page sizes 1 and 2 at some widths). Not inlined: inlined, ptxas
+/// if-converted both paths and issued this one's 8 predicated-off loads and 4 byte permutes per quad on
+/// the aligned path too (ncu run s17-2).
+__device__ __noinline__ uint4 key_params_unaligned(const std::uint16_t* p) {
+  return make_uint4(param_word(p), param_word(p + 2), param_word(p + 4), param_word(p + 6));
+}
+
 /// Staged-decode formats (staged.cuh) of KIVI's page blocks (formats.h "kivi"): side.bits = b,
-/// side.group = G, side.cb = packed(head_dim, b). Keys: the (mn16, scale16) of channel j of the
-/// token's group of G tokens (read from global memory: 4 head_dim bytes per group); values: those of the
-/// token's channel group j / G (side.sb = 4 head_dim / G bytes per token, copied with the codes).
+/// side.group = G (group_div: division by it), side.cb = packed(head_dim, b). Keys: the (mn16,
+/// scale16) of channel j of the token's group of G tokens (read from global memory: 4 head_dim bytes
+/// per group; one 16-byte load per quad where the group's scalars are 16-byte aligned, i.e. page_size
+/// cb is a multiple of 16); values: those of the token's channel group j / G (side.sb = 4 head_dim / G
+/// bytes per token, copied with the codes; one word per quad when 4 divides G).
+/// B: the width as a compile-time constant (0: side.bits at run time). B = 2, 4, 8 make cb = head_dim B
+/// / 8 a multiple of 4, so raw rows are 4-byte aligned (kAlignedRows: the AlignedWords reader) and so
+/// is the values' side data in the copy (page_size cb and sb = 4 head_dim / G are multiples of 4: one
+/// word per group). kivi_decode takes the B instances for keys and values of
+/// equal width 2 or 4 at head_dim 64, 128, 256 (the tensor-core kernel only), B = 0 otherwise.
+template <int B>
 struct KiviKeyFmt {
   static constexpr bool kLut = false, kSide = true, kRawSide = false, kSmemTab = false;
+  static constexpr bool kAlignedRows = B == 2 || B == 4 || B == 8;
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
-    return static_cast<std::size_t>(ps) * s.cb + 4 * static_cast<std::size_t>(slot / s.group) * D;  // the group's
+    return static_cast<std::size_t>(ps) * s.cb +
+           4 * static_cast<std::size_t>(s.group_div.div(static_cast<unsigned>(slot))) * D;  // the group's
   }
   template <int KQ, int LS, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
                                                const std::uint8_t* side, int lane, T* dst) {
+    const int bits = B ? B : s.bits;
     const auto* par = reinterpret_cast<const std::uint16_t*>(side);
-    const unsigned m = (1u << s.bits) - 1u;
+    const bool vec = (reinterpret_cast<std::uintptr_t>(side) & 15) == 0;
+    const unsigned m = (1u << bits) - 1u;
+    // Every quad's scalars are loaded before the first is used: loaded next to their use, the
+    // tensor-core kernel stalled on each (the four byte permutes after them held 42% of its stall
+    // samples, ncu run s17-3).
+    uint4 v[KQ] = {};
+    if (vec) {
+#pragma unroll
+      for (int k = 0; k < KQ; ++k)
+        if (4 * (lane + LS * k) < D) v[k] = __ldg(reinterpret_cast<const uint4*>(side) + lane + LS * k);
+    } else {
+#pragma unroll
+      for (int k = 0; k < KQ; ++k)
+        if (4 * (lane + LS * k) < D) v[k] = key_params_unaligned(par + 8 * (lane + LS * k));
+    }
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
       const int q = lane + LS * k, j = 4 * q;
       if (j < D) {
-        const unsigned u = detail::quad_fields<R>(row, q, s.bits);
-        detail::store_quad(dst + j, dequant(par + 2 * j, static_cast<float>(u & m)),
-                           dequant(par + 2 * j + 2, static_cast<float>((u >> s.bits) & m)),
-                           dequant(par + 2 * j + 4, static_cast<float>((u >> (2 * s.bits)) & m)),
-                           dequant(par + 2 * j + 6, static_cast<float>((u >> (3 * s.bits)) & m)));
+        const unsigned u = detail::quad_fields<R>(row, q, bits);
+        const unsigned w[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+        kivi_quad(dst + j, u, bits, m, w);
       }
     }
   }
 };
+template <int B>
 struct KiviValueFmt {
   static constexpr bool kLut = false, kSide = true, kRawSide = true, kSmemTab = false;
-  __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
-    return static_cast<std::size_t>(ps) * s.cb + 4 * static_cast<std::size_t>(slot) * (D / s.group);
+  static constexpr bool kAlignedRows = B == 2 || B == 4 || B == 8;
+  __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int /*D*/, int ps, int slot) {
+    return static_cast<std::size_t>(ps) * s.cb + static_cast<std::size_t>(slot) * s.sb;  // sb = 4 D / G
   }
   template <int KQ, int LS, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
                                                const std::uint8_t* side, int lane, T* dst) {
+    const int bits = B ? B : s.bits;
     const auto* par = reinterpret_cast<const std::uint16_t*>(side);
-    const unsigned m = (1u << s.bits) - 1u;
+    auto word = [&](unsigned g) {  // group g's (mn16 | scale16 << 16)
+      if constexpr (R::kAligned) return reinterpret_cast<const unsigned*>(side)[g];
+      else return param_word(par + 2 * g);
+    };
+    const unsigned m = (1u << bits) - 1u;
+    const bool quad_group = (s.group & 3) == 0;  // a quad lies in one channel group
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
       const int q = lane + LS * k, j = 4 * q;
       if (j < D) {
-        const unsigned u = detail::quad_fields<R>(row, q, s.bits);
-        float v[4];
+        const unsigned u = detail::quad_fields<R>(row, q, bits);
+        unsigned w[4];
+        if (quad_group) {
+          w[0] = w[1] = w[2] = w[3] = word(s.group_div.div(static_cast<unsigned>(j)));
+        } else {
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          v[i] = dequant(par + 2 * s.group_div.div(static_cast<unsigned>(j + i)),
-                         static_cast<float>((u >> (i * s.bits)) & m));
-        detail::store_quad(dst + j, v[0], v[1], v[2], v[3]);
+          for (int i = 0; i < 4; ++i) w[i] = word(s.group_div.div(static_cast<unsigned>(j + i)));
+        }
+        kivi_quad(dst + j, u, bits, m, w);
       }
     }
   }
@@ -295,14 +378,22 @@ void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpo
                     vstride = kivi_stride(where, vcfg, table.page_size);  // also checks the codecs
   detail::StagedCall call;
   call.kside.bits = static_cast<int>(kcfg.bits), call.kside.group = kcfg.group_size;
+  call.kside.group_div = FastDiv(kcfg.group_size);
   call.kside.cb = args.head_dim * call.kside.bits / 8;
   call.vside.bits = static_cast<int>(vcfg.bits), call.vside.group = vcfg.group_size;
   call.vside.group_div = FastDiv(vcfg.group_size);
   call.vside.cb = args.head_dim * call.vside.bits / 8;
   call.vside.sb = 4 * (args.head_dim / vcfg.group_size);  // each token's (min, scale) per channel group
-  call.launch = detail::launch_staged<KiviKeyFmt, KiviValueFmt>;
-  call.launch_tc = detail::launch_staged_tc<KiviKeyFmt, KiviValueFmt, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208,
-                                             224, 240, 256>;
+  call.launch = detail::launch_staged<KiviKeyFmt<0>, KiviValueFmt<0>>;
+  const int d = args.head_dim;
+  const bool pow2 = d == 64 || d == 128 || d == 256;
+  if (pow2 && kcfg.bits == 2 && vcfg.bits == 2)  // compile-time widths (KiviKeyFmt)
+    call.launch_tc = detail::launch_staged_tc<KiviKeyFmt<2>, KiviValueFmt<2>, 64, 128, 256>;
+  else if (pow2 && kcfg.bits == 4 && vcfg.bits == 4)
+    call.launch_tc = detail::launch_staged_tc<KiviKeyFmt<4>, KiviValueFmt<4>, 64, 128, 256>;
+  else
+    call.launch_tc = detail::launch_staged_tc<KiviKeyFmt<0>, KiviValueFmt<0>, 64, 80, 96, 112, 128, 144, 160, 176, 192,
+                                               208, 224, 240, 256>;
   detail::run_staged_paged(where, kpool, vpool, table, args, kstride, "must equal kivi_page_stride(kcodec, page_size)",
                            vstride, "must equal kivi_page_stride(vcodec, page_size)", call, detail::stream_of(stream));
 }

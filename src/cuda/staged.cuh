@@ -82,11 +82,13 @@ __device__ __forceinline__ unsigned span_at(const std::uint8_t* p, int bit, int 
 /// holding the bits: a block's last row may end the allocation). SharedWords: the two aligned 32-bit
 /// words holding them (a row copied to shared memory, with at least 8 readable bytes after its codes).
 struct GlobalBytes {
+  static constexpr bool kAligned = false;  // side data at any offset
   __device__ __forceinline__ static unsigned span(const std::uint8_t* p, int bit, int nbits) {
     return span_at(p, bit, nbits);
   }
 };
 struct SharedWords {
+  static constexpr bool kAligned = false;
   __device__ __forceinline__ static unsigned span(const std::uint8_t* p, int bit, int /*nbits*/) {
     const std::uint8_t* at = p + (bit >> 3);
     const unsigned mis = static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(at) & 3);
@@ -95,6 +97,27 @@ struct SharedWords {
     return __funnelshift_r(w[0], w[1], (mis << 3) + static_cast<unsigned>(bit & 7));
   }
 };
+
+/// AlignedWords: a raw row whose copy starts 4-byte aligned (formats with kAlignedRows: code bytes a
+/// multiple of 4, so the row starts at its copy's first byte): the word holding the bit and the next,
+/// one funnel shift, no address arithmetic beyond the word index (for a compile-time width and a lane's
+/// fixed quads the shift is the same for every token of the lane). kAligned: the reader is this one
+/// (the format may then rely on its own side data's alignment in the copy, e.g. KIVI's values).
+struct AlignedWords {
+  static constexpr bool kAligned = true;
+  __device__ __forceinline__ static unsigned span(const std::uint8_t* p, int bit, int /*nbits*/) {
+    const std::uint32_t* w = reinterpret_cast<const std::uint32_t*>(p) + (bit >> 5);
+    return __funnelshift_r(w[0], w[1], static_cast<unsigned>(bit & 31));
+  }
+};
+
+/// Whether format F declares kAlignedRows (its code bytes are a multiple of 4 for every head_dim it is
+/// instantiated for, so its raw rows are read by AlignedWords); formats without the constant are not.
+template <class F>
+inline constexpr bool kAlignedRowsOf = false;
+template <class F>
+  requires requires { F::kAlignedRows; }
+inline constexpr bool kAlignedRowsOf<F> = F::kAlignedRows;
 
 /// The field of `bits` (1..8) bits at bit offset `bit` of an LSB-first stream, through reader R.
 template <class R>
@@ -143,36 +166,55 @@ struct StagedLayout {
   }
 };
 
-/// The copies of one side's raw rows for tokens [t0, t0 + n) into buf ([steps][s.rs] bytes): the aligned
-/// s.chunk-byte pieces holding the code row (s.cpt of them at most; the row starts (slot cb) mod chunk
-/// bytes into the first: 0 unless cb is not a multiple of 4, then chunk is 4 and pieces past the row's
-/// last byte are skipped, so no word outside the block is read) to buf + tok rs, the aligned words holding
-/// the side data (s.sb bytes at F::side_off) to buf + tok rs + cpt chunk. All threads of the block take
-/// pieces; cp.async, not waited.
+/// Piece `piece` (< s.cpt + s.sw) of one token's raw-row copy into dst (its row of the side's buffer,
+/// s.rs bytes): pieces below s.cpt are the aligned s.chunk-byte pieces holding the code row (the row
+/// starts (slot cb) mod chunk bytes into the first: 0 unless cb is not a multiple of 4, then chunk is 4
+/// and pieces past the row's last byte are skipped, so no word outside the block is read), to dst +
+/// piece chunk; the rest are the aligned words holding the side data (s.sb bytes at F::side_off), to
+/// dst + cpt chunk. cp.async, not waited.
 template <class F>
-__device__ __forceinline__ void issue_raw(const StagedSide& s, int D, const std::uint8_t* pool, std::size_t stride,
+__device__ __forceinline__ void issue_piece(const StagedSide& s, int D, const std::uint8_t* blk, int ps, int slot,
+                                            int piece, std::uint8_t* dst) {
+  if (piece < s.cpt) {
+    const std::size_t row = static_cast<std::size_t>(slot) * s.cb, mis = row & (s.chunk - 1);
+    const std::uint8_t* src = blk + (row - mis) + piece * s.chunk;
+    dst += piece * s.chunk;
+    if (s.chunk == 16) cp_async_n<16>(dst, src);
+    else if (s.chunk == 8) cp_async_n<8>(dst, src);
+    else if (piece * 4 < static_cast<int>(mis) + s.cb) cp_async_n<4>(dst, src);
+  } else {
+    const int w = piece - s.cpt;
+    const std::size_t off = F::side_off(s, D, ps, slot);
+    if (4 * w < static_cast<int>(off & 3) + s.sb)
+      cp_async_n<4>(dst + s.cpt * s.chunk + 4 * w, blk + (off & ~std::size_t(3)) + 4 * w);
+  }
+}
+
+/// The copies of both sides' raw rows (sides with rawK / rawV) for tokens [t0, t0 + n) into kbuf / vbuf
+/// ([steps][rs] bytes each): kRawLanes threads per token, which look its page up once and share its
+/// pieces (issue_piece; keys' first). All threads of the block take tokens; cp.async, not waited.
+/// (Session 17: one thread per piece, each with its own division, page look-up and block address, cost
+/// 236 instructions per piece loop trip, about 590 per warp and 64-token step of KIVI at d128, ncu run
+/// s17-1.)
+constexpr int kRawLanes = 4;
+template <class KF, class VF>
+__device__ __forceinline__ void issue_raw(const StagedSide& ks, const StagedSide& vs, bool rawK, bool rawV, int D,
                                           const DecodeKernelArgs& a, const std::int32_t* pt, int b, int g, int ps,
-                                          int t0, int n, int tid, int nthr, std::uint8_t* buf) {
-  const int cpt = s.cpt, per = static_cast<int>(s.per_div.d);
-  for (int c = tid; c < n * per; c += nthr) {
-    const int tok = static_cast<int>(s.per_div.div(static_cast<unsigned>(c))), piece = c - tok * per;
+                                          int t0, int n, int tid, int nthr, std::uint8_t* kbuf, std::uint8_t* vbuf) {
+  const int perK = rawK ? ks.cpt + ks.sw : 0, per = perK + (rawV ? vs.cpt + vs.sw : 0);
+  for (int tok = tid / kRawLanes; tok < n; tok += nthr / kRawLanes) {
     const int t = t0 + tok;
     const int page = pt ? __ldg(pt + (t >> a.page_shift)) : b;
     const int slot = pt ? t & (ps - 1) : t;
-    const std::uint8_t* blk = pool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * stride;
-    std::uint8_t* dst = buf + tok * s.rs;
-    if (piece < cpt) {
-      const std::size_t row = static_cast<std::size_t>(slot) * s.cb, mis = row & (s.chunk - 1);
-      const std::uint8_t* src = blk + (row - mis) + piece * s.chunk;
-      dst += piece * s.chunk;
-      if (s.chunk == 16) cp_async_n<16>(dst, src);
-      else if (s.chunk == 8) cp_async_n<8>(dst, src);
-      else if (piece * 4 < static_cast<int>(mis) + s.cb) cp_async_n<4>(dst, src);
-    } else {
-      const int w = piece - cpt;
-      const std::size_t off = F::side_off(s, D, ps, slot);
-      if (4 * w < static_cast<int>(off & 3) + s.sb)
-        cp_async_n<4>(dst + cpt * s.chunk + 4 * w, blk + (off & ~std::size_t(3)) + 4 * w);
+    const std::size_t blk = static_cast<std::size_t>(page) * a.num_kv_heads + g;
+    for (int c = tid % kRawLanes; c < per; c += kRawLanes) {
+      if constexpr (!KF::kLut) {  // look-up-table keys have no rows (rawK false)
+        if (c < perK) {
+          issue_piece<KF>(ks, D, a.kpool + blk * a.kstride, ps, slot, c, kbuf + tok * ks.rs);
+          continue;
+        }
+      }
+      issue_piece<VF>(vs, D, a.vpool + blk * a.vstride, ps, slot, c - perK, vbuf + tok * vs.rs);
     }
   }
 }
@@ -205,8 +247,12 @@ __device__ __forceinline__ void stage_token(const StagedSide& s, int D, bool raw
   const std::size_t off = F::side_off(s, D, ps, slot);
   if (raw) {
     const std::uint8_t* side = F::kRawSide ? raw_row + s.cpt * s.chunk + (off & 3) : blk + off;
-    const std::size_t mis = (static_cast<std::size_t>(slot) * s.cb) & (s.chunk - 1);  // see issue_raw
-    F::template stage<KQ, LS, SharedWords>(s, D, raw_row + mis, side, lane, dst);
+    if constexpr (kAlignedRowsOf<F>) {
+      F::template stage<KQ, LS, AlignedWords>(s, D, raw_row, side, lane, dst);  // cb % 4 == 0: no offset
+    } else {
+      const std::size_t mis = (static_cast<std::size_t>(slot) * s.cb) & (s.chunk - 1);  // see issue_piece
+      F::template stage<KQ, LS, SharedWords>(s, D, raw_row + mis, side, lane, dst);
+    }
   } else {
     F::template stage<KQ, LS, GlobalBytes>(s, D, blk + static_cast<std::size_t>(slot) * s.cb, blk + off, lane, dst);
   }
@@ -258,9 +304,7 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) staged_decode_ke
   const int ps = paged ? 1 << a.page_shift : a.capacity;
   auto issue = [&](int t0) {
     const int n = min(kStagedStep, t_end - t0);
-    if constexpr (!KF::kLut)
-      if (rawK) issue_raw<KF>(ks, D, a.kpool, a.kstride, a, pt, b, g, ps, t0, n, tid, nthr, rawk);
-    if (rawV) issue_raw<VF>(vs, D, a.vpool, a.vstride, a, pt, b, g, ps, t0, n, tid, nthr, rawv);
+    issue_raw<KF, VF>(ks, vs, rawK, rawV, D, a, pt, b, g, ps, t0, n, tid, nthr, rawk, rawv);  // rawK: not kLut
     cp_async_commit();
   };
   if ((rawK || rawV) && t_begin < t_end) issue(t_begin);
@@ -474,8 +518,7 @@ __global__ void __launch_bounds__(32 * kTcWarps, staged_tc_min_blocks(D)) staged
   const int ps = paged ? 1 << a.page_shift : a.capacity;
   auto issue = [&](int t0) {
     const int n = min(kTcStep, t_end - t0);
-    if (rawK) issue_raw<KF>(ks, D, a.kpool, a.kstride, a, pt, b, g, ps, t0, n, tid, 32 * kTcWarps, rawk);
-    if (rawV) issue_raw<VF>(vs, D, a.vpool, a.vstride, a, pt, b, g, ps, t0, n, tid, 32 * kTcWarps, rawv);
+    issue_raw<KF, VF>(ks, vs, rawK, rawV, D, a, pt, b, g, ps, t0, n, tid, 32 * kTcWarps, rawk, rawv);
     cp_async_commit();
   };
   if ((rawK || rawV) && t_begin < t_end) issue(t_begin);

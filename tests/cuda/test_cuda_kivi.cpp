@@ -240,6 +240,11 @@ TEST(CudaKivi, DecodeMatchesReference) {
       {128, 4, 2, 128, 32, 10, 2, 128, 0, 5, {4097, 1}, 0.0f, IO::kBf16},
       {64, 2, 3, 16, 2, 8, 2, 16, 0, 0, {517, 40}},  // value groups of 2 channels: a quad spans two groups
       {96, 8, 4, 8, 6, 6, 3, 8, 0, 0, {301}},        // groups of 6: quads across group edges
+      // Equal widths 2 or 4 at head_dim 64 / 128 / 256 take kernel 0's compile-time-width instances
+      // (KiviKeyFmt<B>); the d128 cases above do too.
+      {64, 4, 4, 16, 16, 9, 3, 16, 0, 0, {4097, 65}},
+      {256, 2, 2, 64, 32, 4, 1, 64, 0, 0, {2000, 3}},
+      {128, 2, 2, 32, 8, 16, 2, 32, 0, 0, {333, 64}},  // GQA 8, value groups of 8
   };
   double worst[2] = {0, 0};
   for (int kernel : {0, 1})
