@@ -219,9 +219,20 @@ template <int B>
 struct KiviKeyFmt {
   static constexpr bool kLut = false, kSide = true, kRawSide = false, kSmemTab = false;
   static constexpr bool kAlignedRows = B == 2 || B == 4 || B == 8;
+  static constexpr bool kPrefetch = true;
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb +
            4 * static_cast<std::size_t>(s.group_div.div(static_cast<unsigned>(slot))) * D;  // the group's
+  }
+  /// The group's 4 D bytes of scalars into L1 a step before they are read, from the group's first
+  /// token in the step (staged.cuh kPrefetchOf): read without it, the first quad of each token stalled
+  /// on them (15% of the tensor-core kernel's stall samples at one byte permute, ncu run s17-4).
+  __device__ __forceinline__ static void prefetch(const detail::StagedSide& s, int D, const std::uint8_t* blk, int ps,
+                                                  int slot, bool first, int sub) {
+    if (!first && s.group_div.mod(static_cast<unsigned>(slot)) != 0) return;
+    const std::uint8_t* p = blk + side_off(s, D, ps, slot);
+    for (int line = sub; line * 128 < 4 * D; line += detail::kRawLanes)
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(p + line * 128));
   }
   template <int KQ, int LS, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,

@@ -147,25 +147,32 @@ void launch_encode_any(const RvqTables& tab, IoType x_type, const EncArgs& a, co
 // tab0 / tab1 = the stage-1 / stage-2 centroids (2^b floats each, copied to shared memory), side data
 // the fp16 norm. Element j = ||x|| (c1[code1_j] + c2[code2_j]) in the
 // rotated domain (the sum rounded as the reference's decode, then times the fp16 norm).
+/// B: the width as a compile-time constant (0: side.bits at run time). B = 2, 4 make the stage bytes
+/// head_dim B / 8 (and the row, twice that) a multiple of 4 at head_dim 64, 128, 256 (kAlignedRows:
+/// the AlignedWords reader); rvq_call takes them for keys and values of those widths (the
+/// tensor-core kernel only).
+template <int B>
 struct RvqFmt {
   static constexpr bool kLut = false, kSide = true, kRawSide = true, kSmemTab = true;
+  static constexpr bool kAlignedRows = B == 2 || B == 4;
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int /*D*/, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 2 * static_cast<std::size_t>(slot);  // the fp16 norm
   }
   template <int KQ, int LS, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
                                                const std::uint8_t* side, int lane, T* dst) {
+    const int bits = B ? B : s.bits;
     const float norm = detail::half_at(side);
-    const unsigned m = (1u << s.bits) - 1u;
+    const unsigned m = (1u << bits) - 1u;
 #pragma unroll
     for (int k = 0; k < KQ; ++k) {
       const int q = lane + LS * k, j = 4 * q;
       if (j < D) {
-        const unsigned u1 = detail::quad_fields<R>(row, q, s.bits), u2 = detail::quad_fields<R>(row + s.off, q, s.bits);
+        const unsigned u1 = detail::quad_fields<R>(row, q, bits), u2 = detail::quad_fields<R>(row + s.off, q, bits);
         float v[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          v[i] = norm * __fadd_rn(s.tab0[(u1 >> (i * s.bits)) & m], s.tab1[(u2 >> (i * s.bits)) & m]);
+          v[i] = norm * __fadd_rn(s.tab0[(u1 >> (i * bits)) & m], s.tab1[(u2 >> (i * bits)) & m]);
         detail::store_quad(dst + j, v[0], v[1], v[2], v[3]);
       }
     }
@@ -185,8 +192,13 @@ detail::StagedCall rvq_call(const RvqTables& kt, const RvqTables& vt) {
   c.kside = rvq_side(kt), c.vside = rvq_side(vt);
   c.ksigns = kt.signs(), c.kscale = kt.hadamard_scale();
   c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale();
-  c.launch = detail::launch_staged<RvqFmt, RvqFmt>;
-  c.launch_tc = detail::launch_staged_tc<RvqFmt, RvqFmt, 64, 128, 256>;
+  c.launch = detail::launch_staged<RvqFmt<0>, RvqFmt<0>>;
+  if (kt.bits() == 2 && vt.bits() == 2)  // compile-time widths (RvqFmt)
+    c.launch_tc = detail::launch_staged_tc<RvqFmt<2>, RvqFmt<2>, 64, 128, 256>;
+  else if (kt.bits() == 4 && vt.bits() == 4)
+    c.launch_tc = detail::launch_staged_tc<RvqFmt<4>, RvqFmt<4>, 64, 128, 256>;
+  else
+    c.launch_tc = detail::launch_staged_tc<RvqFmt<0>, RvqFmt<0>, 64, 128, 256>;
   return c;
 }
 

@@ -190,6 +190,18 @@ __device__ __forceinline__ void issue_piece(const StagedSide& s, int D, const st
   }
 }
 
+/// Whether format F has side data it reads from global memory and a hook to prefetch it:
+///   __device__ static void prefetch(const StagedSide& s, int D, const std::uint8_t* blk, int ps, int slot,
+///                                   bool first, int sub);
+/// called by issue_raw for every token of the next step (first: the step's first token) from its
+/// kRawLanes threads (sub = 0 .. kRawLanes - 1), a step before the staging reads the data (KIVI's key
+/// groups: one prefetch to L1 per 128-byte line of a group, at the group's first token).
+template <class F>
+inline constexpr bool kPrefetchOf = false;
+template <class F>
+  requires requires { F::kPrefetch; }
+inline constexpr bool kPrefetchOf<F> = F::kPrefetch;
+
 /// The copies of both sides' raw rows (sides with rawK / rawV) for tokens [t0, t0 + n) into kbuf / vbuf
 /// ([steps][rs] bytes each): kRawLanes threads per token, which look its page up once and share its
 /// pieces (issue_piece; keys' first). All threads of the block take tokens; cp.async, not waited.
@@ -207,6 +219,7 @@ __device__ __forceinline__ void issue_raw(const StagedSide& ks, const StagedSide
     const int page = pt ? __ldg(pt + (t >> a.page_shift)) : b;
     const int slot = pt ? t & (ps - 1) : t;
     const std::size_t blk = static_cast<std::size_t>(page) * a.num_kv_heads + g;
+    if constexpr (kPrefetchOf<KF>) KF::prefetch(ks, D, a.kpool + blk * a.kstride, ps, slot, tok == 0, tid % kRawLanes);
     for (int c = tid % kRawLanes; c < per; c += kRawLanes) {
       if constexpr (!KF::kLut) {  // look-up-table keys have no rows (rawK false)
         if (c < perK) {

@@ -480,6 +480,11 @@ TEST(CudaRvq, DecodeMatchesReference) {
     }
   cases.push_back({Method::kRvq, 128, 3, 4, 4, 4, 1, {2000, 1, 129}});
   cases.push_back({Method::kRvq, 128, 2, 3, 12, 3, 256, {300, 77}});
+  // Equal widths 2 or 4: kernel 0's compile-time-width instances (RvqFmt<B>).
+  cases.push_back({Method::kRvq, 64, 2, 2, 6, 1, 7, {257, 5}});
+  cases.push_back({Method::kRvq, 128, 4, 4, 8, 2, 0, {1000, 1}});
+  cases.push_back({Method::kRvq, 256, 4, 4, 4, 1, 0, {130, 64}});
+  cases.push_back({Method::kRvq, 256, 2, 2, 16, 2, 0, {301}});
   run_both_kernels("rvq", cases, seed);
   run_control(Method::kRvq, 128, 2, 2, seed + 1000);
   run_control(Method::kRvq, 128, 2, 2, seed + 1002, 0);
