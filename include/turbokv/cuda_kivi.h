@@ -50,8 +50,9 @@ void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, 
  * k_hat = min16 + scale16 * code (fp32, rounded as the reference's decode), values likewise; per step
  * the block dequantizes keys and values once into shared memory (all query heads of the block's GQA
  * group read them), online softmax, split partials merged by log-sum-exp. args.kernel 0 (default):
- * 64-token steps staged as fp16, scores and value sums by fp16 tensor-core MMAs, fp32 accumulation
- * (the staged elements, the scaled query and the softmax weights rounded to fp16): within 3e-3 relative
+ * 64-token steps staged as fp16 (each element min16 + scale16 * code by one fp16 fma, rounded once),
+ * scores and value sums by fp16 tensor-core MMAs, fp32 accumulation (the staged elements, the scaled
+ * query and the softmax weights rounded to fp16): within 3e-3 relative
  * of the fp64 reference; 1: 32-token steps on CUDA cores, one warp per query head, fp32: within 2e-5
  * (tests/cuda/test_cuda_kivi.cpp). Shapes, GQA, windows, soft-cap, io types, splits and workspace as
  * tq_mse_decode (decode_workspace_bytes). A baseline: not tuned.

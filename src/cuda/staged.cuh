@@ -35,6 +35,10 @@
 // lut = side.tab1 + (sequence * num_heads + head) * side.lut_floats, filled by StagedCall::prep. Quads, not
 // single elements per lane: the per-token work (row pointers, scalars) is shared (session 12: one
 // element per lane, with a 1-2 byte load and a branch each, made the staging the kernel's bottleneck).
+// Optional constants: kAlignedRows (the format's code bytes are a multiple of 4 wherever it is
+// instantiated: raw rows are read by AlignedWords), kPrefetch (with a prefetch function: side data
+// read from global memory is prefetched a step ahead by issue_raw). Both exist for the
+// compile-time-width instances (KiviKeyFmt / KiviValueFmt / RvqFmt<B>, session 17).
 // The formats live in their methods' files (kivi.cu, rvq.cu, pvq.cu, polar.cu).
 //
 // Raw rows (session 14): where the host's plan_raw allows (StagedSide::chunk > 0), the block copies the
