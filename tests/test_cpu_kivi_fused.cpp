@@ -1,8 +1,8 @@
 // The fused KIVI attention kernel of cpu::attention_codec (CodecAttentionPath::kKiviFused,
 // kernels_simd.h KiviKeySrc / KiviValSrc) against the fp64 reference attention_compressed, within
 // 1e-5 relative per head, at every SIMD level this CPU has (the scalar level takes the generic path
-// through the reference wrappers and must agree too), 1 and 2 threads: key bits 1..4 x value bits
-// 1..4, key token groups that straddle blocks (8, 12, 20, 100, ...; below 8 generic) and value channel
+// through the reference wrappers and must agree too), 1 and 2 threads: key bits 1..4, 8 x value bits
+// 1..4, 8 (8-bit: Kivi8KeySrc / Kivi8ValSrc, bytes read as they are), key token groups that straddle blocks (8, 12, 20, 100, ...; below 8 generic) and value channel
 // groups 8..512, head_dim 16/48/64/96/112/128/256/512, GQA 1..16, lengths 1..4097, windows that start inside a key group,
 // soft-cap, a context shorter than the block, all-0x00 / all-0xff code bytes, the batched call, the
 // dispatch decision (what the fused kernel does not cover goes generic), and negative controls (a
@@ -98,8 +98,8 @@ const AttentionParams kWindowCap{0.3, 37, 20.0};  // a 37-token window starts in
 }  // namespace
 
 TEST(CpuKiviFused, EveryKeyAndValueWidth) {
-  for (int kbits = 1; kbits <= 4; ++kbits)
-    for (int vbits = 1; vbits <= 4; ++vbits) {
+  for (int kbits : {1, 2, 3, 4, 8})
+    for (int vbits : {1, 2, 3, 4, 8}) {
       SCOPED_TRACE("kbits " + std::to_string(kbits) + " vbits " + std::to_string(vbits));
       KiviHeads h(128, 2, 4, 1000, kbits, vbits, 10 * kbits + vbits);
       const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 5 + kbits);
@@ -119,6 +119,14 @@ TEST(CpuKiviFused, GroupSizes) {
       for (const AttentionParams& p : {plain(h.d), kWindowCap})
         check_all_levels(h, q.data(), p, reference(h, q.data(), p), 0, fused);
     }
+  for (int kg : {5, 8, 12, 20, 128})  // 8-bit keys and values: the same groups are covered
+    for (int vg : {8, 32, 128}) {
+      SCOPED_TRACE("8-bit, key group " + std::to_string(kg) + " value group " + std::to_string(vg));
+      KiviHeads h(128, 2, 3, 301, 8, 8, kg * 11 + vg, kg, vg);
+      const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 23);
+      for (const AttentionParams& p : {plain(h.d), kWindowCap})
+        check_all_levels(h, q.data(), p, reference(h, q.data(), p), 0, covered(h.d, kg, vg));
+    }
 }
 
 TEST(CpuKiviFused, ShapesLengthsAndGqa) {
@@ -136,7 +144,11 @@ TEST(CpuKiviFused, ShapesLengthsAndGqa) {
                                            {128, 1, 5, 4097, 1, 3, 16}, {64, 1, 16, 1000, 3, 1, 64},
                                            {128, 1, 2, 17, 2, 4, 32},   {512, 1, 4, 300, 4, 2, 64},
                                            {512, 2, 3, 65, 1, 3, 512},  {16, 1, 4, 100, 2, 4, 8},
-                                           {48, 2, 5, 129, 3, 1, 16}}) {
+                                           {48, 2, 5, 129, 3, 1, 16},   {64, 1, 1, 1, 8, 8, 8},
+                                           {96, 2, 8, 65, 8, 2, 32},    {256, 1, 4, 1000, 8, 8, 32},
+                                           {512, 1, 4, 300, 4, 8, 64},  {16, 1, 4, 100, 8, 8, 8},
+                                           {128, 1, 8, 4097, 8, 8, 32}, {112, 1, 16, 64, 8, 4, 16},
+                                           {48, 2, 5, 129, 8, 8, 16}}) {
     SCOPED_TRACE("d " + std::to_string(s.d) + " kvh " + std::to_string(s.kvh) + " gqa " + std::to_string(s.ratio) +
                  " n " + std::to_string(s.n) + " kbits " + std::to_string(s.kbits) + " vbits " +
                  std::to_string(s.vbits) + " value group " + std::to_string(s.vg));
@@ -149,10 +161,12 @@ TEST(CpuKiviFused, ShapesLengthsAndGqa) {
 }
 
 TEST(CpuKiviFused, AllZeroAndAllOnesCodeBytes) {
+  const int widths[][2] = {{1, 4}, {2, 3}, {3, 2}, {4, 1}, {8, 8}, {2, 8}, {8, 3}};
   for (int fill : {0x00, 0xff})
-    for (int kbits : {1, 2, 3, 4}) {
-      SCOPED_TRACE("fill " + std::to_string(fill) + " kbits " + std::to_string(kbits));
-      KiviHeads h(96, 2, 5, 1000, kbits, 5 - kbits, 3, 20, 16, fill);
+    for (const auto& w : widths) {
+      const int kbits = w[0];
+      SCOPED_TRACE("fill " + std::to_string(fill) + " kbits " + std::to_string(kbits) + " vbits " + std::to_string(w[1]));
+      KiviHeads h(96, 2, 5, 1000, kbits, w[1], 3, 20, 16, fill);
       const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 12);
       for (const AttentionParams& p : {plain(h.d), kWindowCap}) check_all_levels(h, q.data(), p, reference(h, q.data(), p));
     }
@@ -165,51 +179,57 @@ TEST(CpuKiviFused, BatchedSequences) {
 
 TEST(CpuKiviFused, DispatchDecision) {
   KiviHeads h(64, 2, 2, 10, 2, 3, 51);
-  KiviHeads eight(64, 2, 2, 10, 8, 8, 52);  // 8-bit KIVI: the codec-domain path
+  KiviHeads eight(64, 2, 2, 10, 8, 8, 52);  // 8-bit KIVI: fused since session 17
   for (SimdLevel lvl : available_simd_levels()) {
     ScopedSimdLevel guard(lvl);
     h.remake(), eight.remake();
     EXPECT_EQ(cpu::attention_codec_path(h.fkeys, h.fvalues), expected_path()) << simd_level_name(lvl);
-    EXPECT_EQ(cpu::attention_codec_path(eight.fkeys, eight.fvalues), cpu::CodecAttentionPath::kGeneric);
-    // Key codecs as values (or the other way round), or mixed widths across the 8-bit line: generic.
+    EXPECT_EQ(cpu::attention_codec_path(eight.fkeys, eight.fvalues), expected_path()) << simd_level_name(lvl);
+    EXPECT_EQ(cpu::attention_codec_path(h.fkeys, eight.fvalues), expected_path()) << simd_level_name(lvl);
+    // Key codecs as values (or the other way round), or 8-bit and narrower value heads in one call (two
+    // accumulator layouts): generic.
     EXPECT_EQ(cpu::attention_codec_path(h.fkeys, h.fkeys), cpu::CodecAttentionPath::kGeneric);
     EXPECT_EQ(cpu::attention_codec_path(h.fvalues, h.fvalues), cpu::CodecAttentionPath::kGeneric);
-    EXPECT_EQ(cpu::attention_codec_path(h.fkeys, eight.fvalues), cpu::CodecAttentionPath::kGeneric);
+    const std::vector<cpu::CodecHead> mixed = {h.fvalues[0], eight.fvalues[1]};
+    EXPECT_EQ(cpu::attention_codec_path(h.fkeys, mixed), cpu::CodecAttentionPath::kGeneric);
   }
 }
 
 TEST(CpuKiviFused, PerturbedBytesBreakTheTolerance) {
   // Negative controls: every key scale times 1.01, or every value min plus 0.01, in the bytes the
   // fast path sees; the reference keeps the original bytes.
-  KiviHeads h(128, 2, 4, 1000, 3, 3, 61);
-  const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 17);
-  const auto want = reference(h, q.data(), plain(h.d));
-  std::vector<std::vector<std::uint8_t>> kb2 = h.kb, vb2 = h.vb;
-  const std::size_t row = 48;  // packed(128, 3)
-  for (int g = 0; g < h.kvh; ++g) {
-    for (std::size_t i = h.n * row; i < kb2[g].size(); i += 4) {
-      std::uint8_t* p = kb2[g].data() + i + 2;
-      store_half(p, half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8))) * 1.01f);
-    }
-    for (std::size_t i = h.n * row; i < vb2[g].size(); i += 4) {
-      std::uint8_t* p = vb2[g].data() + i;
-      store_half(p, half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8))) + 0.01f);
-    }
-  }
-  for (SimdLevel lvl : available_simd_levels()) {
-    ScopedSimdLevel guard(lvl);
-    h.remake();
-    std::vector<cpu::CodecHead> pk, pv;
+  for (int bits : {3, 8}) {
+    SCOPED_TRACE("bits " + std::to_string(bits));
+    KiviHeads h(128, 2, 4, 1000, bits, bits, 61);
+    const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 17);
+    const auto want = reference(h, q.data(), plain(h.d));
+    std::vector<std::vector<std::uint8_t>> kb2 = h.kb, vb2 = h.vb;
+    const std::size_t row = 128 * static_cast<std::size_t>(bits) / 8;  // packed(128, bits)
     for (int g = 0; g < h.kvh; ++g) {
-      pk.push_back({h.fk[g].get(), kb2[g].data()});
-      pv.push_back({h.fv[g].get(), vb2[g].data()});
+      for (std::size_t i = h.n * row; i < kb2[g].size(); i += 4) {
+        std::uint8_t* p = kb2[g].data() + i + 2;
+        store_half(p, half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8))) * 1.01f);
+      }
+      for (std::size_t i = h.n * row; i < vb2[g].size(); i += 4) {
+        std::uint8_t* p = vb2[g].data() + i;
+        store_half(p, half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8))) + 0.01f);
+      }
     }
-    std::vector<float> ok(want.size()), gk(want.size()), gv(want.size());
-    cpu::attention_codec(h.fkeys, h.fvalues, h.n, q.data(), h.heads(), plain(h.d), ok.data(), 0, 2);
-    cpu::attention_codec(pk, h.fvalues, h.n, q.data(), h.heads(), plain(h.d), gk.data(), 0, 2);
-    cpu::attention_codec(h.fkeys, pv, h.n, q.data(), h.heads(), plain(h.d), gv.data(), 0, 2);
-    EXPECT_LE(max_err(ok, want, h.heads(), h.d), kTol) << simd_level_name(lvl);
-    EXPECT_GT(max_err(gk, want, h.heads(), h.d), 10 * kTol) << simd_level_name(lvl);
-    EXPECT_GT(max_err(gv, want, h.heads(), h.d), 10 * kTol) << simd_level_name(lvl);
+    for (SimdLevel lvl : available_simd_levels()) {
+      ScopedSimdLevel guard(lvl);
+      h.remake();
+      std::vector<cpu::CodecHead> pk, pv;
+      for (int g = 0; g < h.kvh; ++g) {
+        pk.push_back({h.fk[g].get(), kb2[g].data()});
+        pv.push_back({h.fv[g].get(), vb2[g].data()});
+      }
+      std::vector<float> ok(want.size()), gk(want.size()), gv(want.size());
+      cpu::attention_codec(h.fkeys, h.fvalues, h.n, q.data(), h.heads(), plain(h.d), ok.data(), 0, 2);
+      cpu::attention_codec(pk, h.fvalues, h.n, q.data(), h.heads(), plain(h.d), gk.data(), 0, 2);
+      cpu::attention_codec(h.fkeys, pv, h.n, q.data(), h.heads(), plain(h.d), gv.data(), 0, 2);
+      EXPECT_LE(max_err(ok, want, h.heads(), h.d), kTol) << simd_level_name(lvl);
+      EXPECT_GT(max_err(gk, want, h.heads(), h.d), 10 * kTol) << simd_level_name(lvl);
+      EXPECT_GT(max_err(gv, want, h.heads(), h.d), 10 * kTol) << simd_level_name(lvl);
+    }
   }
 }

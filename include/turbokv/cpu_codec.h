@@ -174,12 +174,14 @@ enum class CodecAttentionPath {
   /// c2[codes2]>), each stage token-in-lane like kTqMseFused; a value's two stages are accumulated
   /// with the same weight in the rotated domain and rotated back once per output head.
   kRvqFused,
-  /// Every key head a KIVI key codec and every value head a KIVI value codec at 1..4 bits (Liu et al.,
-  /// arXiv 2402.02750; head_dim a multiple of 16 up to 512; keys with group_size >= 8, values with
-  /// group_size a multiple of 8 and head_dim / group_size <= 8) at the AVX2 or AVX-512 level: one fused fp32 kernel per GQA group and
-  /// pass over the codes. A key scores <q * scale_g, code> + <q, min_g> with its token group g's
-  /// per-channel (min, scale), token-in-lane like kTqMseFused; a value is decoded per coordinate
-  /// (min + scale * code of its channel group, fp32) and accumulated like kTqMseFused's.
+  /// Every key head a KIVI key codec and every value head a KIVI value codec at 1..4 or 8 bits (Liu
+  /// et al., arXiv 2402.02750; head_dim a multiple of 16 up to 512; keys with group_size >= 8, values
+  /// with group_size a multiple of 8 and head_dim / group_size <= 8; the value heads of one call all
+  /// 8-bit or all narrower) at the AVX2 or AVX-512 level: one fused fp32 kernel per GQA group and pass
+  /// over the codes. A key scores <q * scale_g, code> + <q, min_g> with its token group g's
+  /// per-channel (min, scale) (1..4 bits token-in-lane like kTqMseFused; 8 bits coordinates in lanes
+  /// like kFp8Fp16Fused); a value is decoded per coordinate (min + scale * code of its channel group,
+  /// fp32) and accumulated like kTqMseFused's (8 bits: like kFp8Fp16Fused's, in natural order).
   kKiviFused,
   /// Every key and value head an fp8 (OCP e4m3 with a per-token scale) or fp16 codec (head_dim a
   /// multiple of 16), at the AVX2 or AVX-512 level: one fused fp32 kernel per GQA group and pass over

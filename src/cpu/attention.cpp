@@ -277,6 +277,7 @@ CodecAttentionPath choose_path(const std::vector<CodecSeqView>& seqs) {
   bool mse = true, prod = kernels().attend_prod != nullptr, split = kernels().attend_split != nullptr;
   bool rvq = kernels().attend_rvq != nullptr, kivi = kernels().attend_kivi != nullptr;
   bool flt = kernels().attend_float != nullptr;
+  int kivi8v = -1;  // KIVI values: 8-bit (1) or 1..4-bit (0) so far
   for (const CodecSeqView& sq : seqs) {
     if (sq.keys->size() != sq.values->size()) return CodecAttentionPath::kGeneric;
     for (std::size_t g = 0; g < sq.keys->size(); ++g) {
@@ -290,7 +291,8 @@ CodecAttentionPath choose_path(const std::vector<CodecSeqView>& seqs) {
       rvq = rvq && detail::as_rvq(k) && detail::as_rvq(vc);
       const detail::KiviHeadState* kk = detail::as_kivi(k);
       const detail::KiviHeadState* kv = detail::as_kivi(vc);
-      kivi = kivi && kk && kk->key && kv && !kv->key;
+      kivi = kivi && kk && kk->key && kv && !kv->key && (kivi8v < 0 || kivi8v == (kv->bits == 8));
+      if (kv) kivi8v = kv->bits == 8;  // one accumulator layout per call: every value head 8-bit or none
       flt = flt && detail::as_float_codec(k) && detail::as_float_codec(vc);
     }
   }
@@ -430,8 +432,9 @@ void run_rvq(const std::vector<CodecSeqView>& seqs, int num_heads, const Attenti
 void run_kivi(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
   const int d = (*seqs[0].keys)[0].codec->head_dim();
   const int lanes = kernels().lanes;
+  const detail::KiviHeadState* v0 = detail::as_kivi((*seqs[0].values)[0].codec);  // choose_path: one layout
   run_fused<detail::KiviAttnJob>(
-      seqs, num_heads, p, threads, static_cast<std::size_t>(d), detail::layout_floats(d / 8, lanes),
+      seqs, num_heads, p, threads, static_cast<std::size_t>(d), detail::kivi_value_floats(*v0, lanes),
       kernels().attend_kivi,
       [&](detail::KiviAttnJob& j, const CodecHead& kh, const CodecHead& vh, const float* qs) {
         j.ks = detail::as_kivi(kh.codec);
@@ -439,7 +442,12 @@ void run_kivi(const std::vector<CodecSeqView>& seqs, int num_heads, const Attent
         j.q = qs;
       },
       [&](const CodecHead& vh, const float* acc, double inv_l, float* out) {
-        const std::vector<int>& lay = detail::as_kivi(vh.codec)->codes.layout_for(lanes);
+        const detail::KiviHeadState* v = detail::as_kivi(vh.codec);
+        if (v->bits == 8) {  // natural order
+          for (int i = 0; i < d; ++i) out[i] = static_cast<float>(acc[i] * inv_l);
+          return;
+        }
+        const std::vector<int>& lay = v->codes.layout_for(lanes);
         for (std::size_t f = 0; f < lay.size(); ++f)
           if (lay[f] >= 0) out[lay[f]] = static_cast<float>(acc[f] * inv_l);
       });

@@ -156,16 +156,16 @@ struct RvqAttnJob : AttnPiece {  // acc: [G][P] in the value layout (P = layout_
  * group >= 8, values group a multiple of 8 with head_dim / group <= 8.
  */
 struct KiviHeadState {
-  int dim = 0, bits = 0, group = 1;
+  int dim = 0, bits = 0, group = 1;  ///< bits 1..4 (codes as a TurboQuant-MSE stream) or 8 (bytes)
   bool key = false;
   std::size_t row_bytes = 0;
-  ScalarCodebook identity;  ///< centroids 0 .. 2^bits - 1 (codes.codebook points here)
-  TqState codes;
+  ScalarCodebook identity;  ///< centroids 0 .. 2^bits - 1 (codes.codebook points here); bits 1..4 only
+  TqState codes;            ///< bits 1..4 only
 };
 
 /// One (KV head, token range) piece of decode attention with KIVI keys and values for G query heads
 /// (fields as AttnJob; q: [G][dim] natural order, unrotated).
-struct KiviAttnJob : AttnPiece {  // acc: [G][P] in the value layout (P = layout_floats(dim / 8, lanes))
+struct KiviAttnJob : AttnPiece {  // acc: [G][P], P = kivi_value_floats(*vs, lanes)
   const KiviHeadState* ks = nullptr;
   const KiviHeadState* vs = nullptr;
   const float* q = nullptr;
@@ -296,6 +296,11 @@ const Kernels& kernels();
 
 /// P for a kernel of `lanes` lanes.
 inline int layout_floats(int ng, int lanes) { return ((ng + lanes - 1) / lanes) * 8 * lanes; }
+/// Accumulator floats of a KIVI value head: 1..4 bits the TurboQuant value layout (layout_for), 8 bits
+/// natural order (head_dim floats).
+inline int kivi_value_floats(const KiviHeadState& v, int lanes) {
+  return v.bits == 8 ? v.dim : layout_floats(v.codes.ng, lanes);
+}
 inline int SplitHeadState::split_acc_offset(int lanes) const { return layout_floats(part[0].ng, lanes); }
 inline int SplitHeadState::split_acc_floats(int lanes) const {
   return packed(lanes) ? 8 * lanes : layout_floats(part[0].ng, lanes) + layout_floats(part[1].ng, lanes);

@@ -67,6 +67,8 @@ struct T {
   static I load_u8(const std::uint8_t* p) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   }
+  /// 8 bytes -> their values as fp32 (exact).
+  static F from_u8(const std::uint8_t* p) { return _mm256_cvtepi32_ps(load_u8(p)); }
   /// 8 OCP e4m3 bytes -> their values times 2^-8, exactly (see the AVX-512 traits).
   static F from_e4m3(const std::uint8_t* p) {
     const __m128i w = _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 8);

@@ -54,6 +54,8 @@ struct T {
   template <bool WIDE>
   static F lut(I idx, F lo, F) { return _mm512_permutexvar_ps(idx, lo); }
   static I load_u8(const std::uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  /// 16 bytes -> their values as fp32 (exact).
+  static F from_u8(const std::uint8_t* p) { return _mm512_cvtepi32_ps(load_u8(p)); }
   /// 16 OCP e4m3 bytes -> their values times 2^-8, exactly: each byte s eeee mmm becomes the fp16
   /// s 0 eeee mmm 0000000 (bias 15 instead of 7, subnormals included), then fp32.
   static F from_e4m3(const std::uint8_t* p) {

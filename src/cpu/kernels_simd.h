@@ -10,7 +10,8 @@
 // stage), quantize, store_codes_u8, sumsq8 (the format's 8-lane order),
 // reduce_tokens (W vectors -> lane t = sum of vector slot(t)), exp, srlv (lane-wise
 // shifts), selecti / select (lane-wise choice by a 0 / ~0 mask; fractional TurboQuant-MSE),
-// from_f16 / from_bf16 (W 16-bit values -> fp32), from_e4m3 (W e4m3 bytes -> fp32 times 2^-8, exact).
+// from_f16 / from_bf16 (W 16-bit values -> fp32), from_e4m3 (W e4m3 bytes -> fp32 times 2^-8, exact),
+// from_u8 (W bytes -> fp32, exact).
 // With TURBOKV_KERNELS_SOURCES_ONLY defined, only the encode/decode kernels and
 // the token sources (TqSrc, DenseSrc) are compiled, for other kernels built on them.
 #pragma once
@@ -1113,6 +1114,26 @@ inline float f16_at(const std::uint8_t* p) {
   return _cvtsh_ss(static_cast<unsigned short>(p[0] | (p[1] << 8)));
 }
 
+/// KIVI keys' query for token group g of a block of n tokens: qs [G][dim] = q_h * scale_g (per channel),
+/// cst[h] = <q_h, min_g> (q: [G][stride]), so <q_h, x_hat_t> = <qs_h, code_t> + cst[h] for the group's tokens.
+inline void kivi_key_query(const KiviHeadState& kx, const std::uint8_t* block, std::size_t n, std::size_t g,
+                           const float* q, int G, int stride, std::vector<float>& qs, float* cst) {
+  const int d = kx.dim;
+  qs.resize(static_cast<std::size_t>(G) * d);
+  const std::uint8_t* pr = block + n * kx.row_bytes + g * static_cast<std::size_t>(d) * 4;
+  alignas(64) float mn[kMaxDim], sc[kMaxDim];
+  for (int j = 0; j < d; ++j) mn[j] = f16_at(pr + 4 * j), sc[j] = f16_at(pr + 4 * j + 2);
+  for (int h = 0; h < G; ++h) {
+    F c = T::zero();
+    for (int k = 0; k < d; k += W) {
+      const F qv = T::load(q + static_cast<std::size_t>(h) * stride + k);
+      T::store(qs.data() + static_cast<std::size_t>(h) * d + k, T::mul(qv, T::load(sc + k)));
+      c = T::fma(qv, T::load(mn + k), c);
+    }
+    cst[h] = T::hsum(c);
+  }
+}
+
 template <int BITS>
 struct KiviKeySrc : TqSrc<BITS> {
   static constexpr bool kOwnScores = true;  // token-in-lane scores from score_block (no norm)
@@ -1138,20 +1159,7 @@ struct KiviKeySrc : TqSrc<BITS> {
   void prepare(std::size_t g, const float* q, int G, int stride) {
     if (g == gcur) return;
     gcur = g;
-    const int d = kx->dim;
-    qs.resize(static_cast<std::size_t>(G) * d);
-    const std::uint8_t* pr = this->block + this->n * kx->row_bytes + g * static_cast<std::size_t>(d) * 4;
-    alignas(64) float mn[kMaxDim], sc[kMaxDim];
-    for (int j = 0; j < d; ++j) mn[j] = f16_at(pr + 4 * j), sc[j] = f16_at(pr + 4 * j + 2);
-    for (int h = 0; h < G; ++h) {
-      F c = T::zero();
-      for (int k = 0; k < d; k += W) {
-        const F qv = T::load(q + static_cast<std::size_t>(h) * stride + k);
-        T::store(qs.data() + static_cast<std::size_t>(h) * d + k, T::mul(qv, T::load(sc + k)));
-        c = T::fma(qv, T::load(mn + k), c);
-      }
-      cst[h] = T::hsum(c);
-    }
+    kivi_key_query(*kx, this->block, this->n, g, q, G, stride, qs, cst);
   }
   /// out[h * W + i] = <q_h, x_hat of token t + i> for i < cnt.
   void score_block(const float* q, int G, int stride, float* out) {
@@ -1220,30 +1228,116 @@ struct KiviValSrc : TqSrc<BITS> {
   }
 };
 
-template <int KB, int VB>
+// KIVI at 8 bits: a code byte is its integer, so the sources read W code bytes as W floats (from_u8)
+// with coordinates in lanes, like the fp8 source: keys scored by dense_score_block against the group's
+// scaled query (kivi_key_query; the group's <q, min> added to each token's first lane), values
+// x_hat = min + scale * code (fp32 fma, one rounding, as KiviValSrc) accumulated by dense_value_block
+// in natural order (the job's P is head_dim). Session 16's table: 8-bit KIVI through the codec-domain
+// path was 0.54x the fp16 baseline at 32k tokens.
+
+struct Kivi8KeySrc {
+  static constexpr bool kIsTq = false, kHasNorm = false;
+  static constexpr bool kOwnScores = true;  // dense partial sums per token (reduced by attend_block)
+  const KiviHeadState* kx;
+  const std::uint8_t* block;
+  std::size_t n, t = 0;
+  int cnt = 0;
+  std::size_t gcur = static_cast<std::size_t>(-1);
+  std::vector<float> qs;  // [G][dim]
+  alignas(64) float cst[16];
+  alignas(64) float part[16 * TB * W];
+  Kivi8KeySrc(const KiviHeadState& x, const std::uint8_t* b, std::size_t n_) : kx(&x), block(b), n(n_) {}
+  int vectors() const { return kx->dim / W; }
+  void stage(std::size_t t_, int cnt_) { t = t_, cnt = cnt_; }
+  F norm_vec() const { return T::set1(1.0f); }
+  F get(int i, int k) const { return T::from_u8(block + (t + i) * kx->row_bytes + static_cast<std::size_t>(k) * W); }
+  /// dots[(h TB + slot(i)) W ..]: lane partial sums of <q_h, x_hat of token t + i> (the dense layout).
+  void score_block(const float* q, int G, int stride, float* dots) {
+    const std::size_t gs = static_cast<std::size_t>(kx->group);
+    const std::size_t g0 = t / gs, g1 = (t + cnt - 1) / gs;
+    for (std::size_t g = g0; g <= g1; ++g) {  // a block may straddle token groups
+      if (g != gcur) {
+        gcur = g;
+        kivi_key_query(*kx, block, n, g, q, G, stride, qs, cst);
+      }
+      float* dst = g == g0 ? dots : part;
+      dense_score_block(*this, cnt, qs.data(), G, kx->dim, dst);
+      const std::size_t a = g == g0 ? 0 : g * gs - t, e = std::min<std::size_t>(cnt, (g + 1) * gs - t);
+      for (int h = 0; h < G; ++h)
+        for (std::size_t i = a; i < e; ++i) {
+          float* o = dots + (static_cast<std::size_t>(h) * TB + slot(static_cast<int>(i))) * W;
+          if (g != g0) std::memcpy(o, part + (static_cast<std::size_t>(h) * TB + slot(static_cast<int>(i))) * W,
+                                   sizeof(float) * W);
+          o[0] += cst[h];
+        }
+    }
+  }
+};
+
+struct Kivi8ValSrc {
+  static constexpr bool kIsTq = false, kHasNorm = false;
+  static constexpr int kMaxVec = kMaxDim / W;
+  const KiviHeadState* vx;
+  const std::uint8_t* block;
+  std::size_t n, t = 0;
+  int npairs;                           // channel groups a token (<= 8)
+  I sidx[kMaxVec], midx[kMaxVec];       // vector k, lane l: float index of channel k W + l's scale / min
+  alignas(64) float pairs[TB * 16];     // token i: its (min, scale) pairs as floats
+  Kivi8ValSrc(const KiviHeadState& x, const std::uint8_t* b, std::size_t n_)
+      : vx(&x), block(b), n(n_), npairs(x.dim / x.group) {
+    alignas(64) std::int32_t is[W], im[W];
+    for (int k = 0; k < x.dim / W; ++k) {
+      for (int l = 0; l < W; ++l) {
+        const int c = (k * W + l) / x.group;
+        im[l] = 2 * c;
+        is[l] = 2 * c + 1;
+      }
+      sidx[k] = T::loadi(is);
+      midx[k] = T::loadi(im);
+    }
+    std::fill(pairs, pairs + TB * 16, 0.0f);
+  }
+  int vectors() const { return vx->dim / W; }
+  void stage(std::size_t t0, int cnt) {
+    t = t0;
+    const std::uint8_t* pr = block + n * vx->row_bytes + t0 * static_cast<std::size_t>(npairs) * 4;
+    for (int i = 0; i < cnt; ++i)
+      for (int k = 0; k < 2 * npairs; ++k) pairs[i * 16 + k] = f16_at(pr + (static_cast<std::size_t>(i) * npairs * 2 + k) * 2);
+  }
+  F norm_vec() const { return T::set1(1.0f); }
+  F get(int i, int k) const {
+    const float* o = pairs + i * 16;
+    const F lo = T::load(o), hi = T::load(o + (W == 16 ? 0 : 8));
+    const F sc = T::template lut<T::kNeedWide>(sidx[k], lo, hi), mn = T::template lut<T::kNeedWide>(midx[k], lo, hi);
+    return T::fma(sc, T::from_u8(block + (t + i) * vx->row_bytes + static_cast<std::size_t>(k) * W), mn);
+  }
+};
+
+template <class KS, class VS>
 void attend_kivi_t(const KiviAttnJob& j) {
-  KiviKeySrc<KB> ks(*j.ks, j.kcodes, j.n);
-  KiviValSrc<VB> vs(*j.vs, j.vcodes, j.n);
-  attend_loop(ks, vs, j.t0, j.t1, j.q, j.G, layout_floats(j.vs->codes.ng, W), j.ks->dim, j.scale, j.softcap, j.m, j.l,
-              j.acc);
+  KS ks(*j.ks, j.kcodes, j.n);
+  VS vs(*j.vs, j.vcodes, j.n);
+  attend_loop(ks, vs, j.t0, j.t1, j.q, j.G, kivi_value_floats(*j.vs, W), j.ks->dim, j.scale, j.softcap, j.m, j.l, j.acc);
 }
 
-template <int KB>
+template <class KS>
 void attend_kivi_k(const KiviAttnJob& j) {
   switch (j.vs->bits) {
-    case 1: attend_kivi_t<KB, 1>(j); break;
-    case 2: attend_kivi_t<KB, 2>(j); break;
-    case 3: attend_kivi_t<KB, 3>(j); break;
-    default: attend_kivi_t<KB, 4>(j); break;
+    case 1: attend_kivi_t<KS, KiviValSrc<1>>(j); break;
+    case 2: attend_kivi_t<KS, KiviValSrc<2>>(j); break;
+    case 3: attend_kivi_t<KS, KiviValSrc<3>>(j); break;
+    case 4: attend_kivi_t<KS, KiviValSrc<4>>(j); break;
+    default: attend_kivi_t<KS, Kivi8ValSrc>(j); break;
   }
 }
 
 void attend_kivi(const KiviAttnJob& j) {
   switch (j.ks->bits) {
-    case 1: attend_kivi_k<1>(j); break;
-    case 2: attend_kivi_k<2>(j); break;
-    case 3: attend_kivi_k<3>(j); break;
-    default: attend_kivi_k<4>(j); break;
+    case 1: attend_kivi_k<KiviKeySrc<1>>(j); break;
+    case 2: attend_kivi_k<KiviKeySrc<2>>(j); break;
+    case 3: attend_kivi_k<KiviKeySrc<3>>(j); break;
+    case 4: attend_kivi_k<KiviKeySrc<4>>(j); break;
+    default: attend_kivi_k<Kivi8KeySrc>(j); break;
   }
 }
 

@@ -82,7 +82,9 @@ class LowbitCodec final : public CpuCodec {
 std::unique_ptr<KiviHeadState> make_kivi_state(const LowbitParams& p) {
   // Keys: token groups of at least 8 (a block of W tokens scores once per group it touches, so
   // smaller groups would repeat the whole key pass up to W times; the codec-domain path is faster).
-  const bool ok = p.bits >= 1 && p.bits <= 4 && p.d % 16 == 0 && p.d <= 512 &&
+  // Bits 1..4: codes read as a TurboQuant-MSE stream of the identity codebook; 8: bytes as they are
+  // (kernels_simd.h Kivi8KeySrc / Kivi8ValSrc), same groups.
+  const bool ok = ((p.bits >= 1 && p.bits <= 4) || p.bits == 8) && p.d % 16 == 0 && p.d <= 512 &&
                   (p.key ? p.group >= 8 : (p.group % 8 == 0 && p.d / p.group <= 8));
   if (!ok) return nullptr;
   auto x = std::make_unique<KiviHeadState>();
@@ -91,6 +93,7 @@ std::unique_ptr<KiviHeadState> make_kivi_state(const LowbitParams& p) {
   x->group = p.group;
   x->key = p.key;
   x->row_bytes = p.row_bytes;
+  if (p.bits == 8) return x;
   const int k = 1 << p.bits;
   x->identity.bits = p.bits;
   for (int i = 0; i < k; ++i) x->identity.centroids.push_back(static_cast<float>(i));
