@@ -198,20 +198,5 @@ TEST(CpuRvqFused, PerturbedBytesBreakTheTolerance) {
       store_half(p, half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8))) * 1.01f);
       vb2[g][t * cb + cb / 2] ^= 0xff;
     }
-  for (SimdLevel lvl : available_simd_levels()) {
-    ScopedSimdLevel guard(lvl);
-    h.remake();
-    std::vector<cpu::CodecHead> pk, pv;
-    for (int g = 0; g < h.kvh; ++g) {
-      pk.push_back({h.fk[g].get(), kb2[g].data()});
-      pv.push_back({h.fv[g].get(), vb2[g].data()});
-    }
-    std::vector<float> ok(want.size()), gk(want.size()), gv(want.size());
-    cpu::attention_codec(h.fkeys, h.fvalues, h.n, q.data(), h.heads(), plain(h.d), ok.data(), 0, 2);
-    cpu::attention_codec(pk, h.fvalues, h.n, q.data(), h.heads(), plain(h.d), gk.data(), 0, 2);
-    cpu::attention_codec(h.fkeys, pv, h.n, q.data(), h.heads(), plain(h.d), gv.data(), 0, 2);
-    EXPECT_LE(max_err(ok, want, h.heads(), h.d), kTol) << simd_level_name(lvl);
-    EXPECT_GT(max_err(gk, want, h.heads(), h.d), 10 * kTol) << simd_level_name(lvl);
-    EXPECT_GT(max_err(gv, want, h.heads(), h.d), 10 * kTol) << simd_level_name(lvl);
-  }
+  test::check_perturbed_bytes(h, q.data(), plain(h.d), want, kb2, vb2, kTol);
 }

@@ -153,4 +153,28 @@ inline void check_batched(CodecHeads& a, CodecHeads& b, const AttentionParams& p
   }
 }
 
+/// The negative control of the test_cpu_*_fused files: at every SIMD level this CPU has, attention_codec
+/// (2 threads) on h's own bytes must be within tol of want, and on the perturbed key bytes kb2 (with h's
+/// values) and the perturbed value bytes vb2 (with h's keys) at least 10 tol away from it.
+inline void check_perturbed_bytes(CodecHeads& h, const float* q, const AttentionParams& p,
+                                  const std::vector<double>& want, std::vector<std::vector<std::uint8_t>>& kb2,
+                                  std::vector<std::vector<std::uint8_t>>& vb2, double tol) {
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    h.remake();
+    std::vector<cpu::CodecHead> pk, pv;
+    for (int g = 0; g < h.kvh; ++g) {
+      pk.push_back({h.fk[g].get(), kb2[g].data()});
+      pv.push_back({h.fv[g].get(), vb2[g].data()});
+    }
+    std::vector<float> ok(want.size()), gk(want.size()), gv(want.size());
+    cpu::attention_codec(h.fkeys, h.fvalues, h.n, q, h.heads(), p, ok.data(), 0, 2);
+    cpu::attention_codec(pk, h.fvalues, h.n, q, h.heads(), p, gk.data(), 0, 2);
+    cpu::attention_codec(h.fkeys, pv, h.n, q, h.heads(), p, gv.data(), 0, 2);
+    EXPECT_LE(max_err(ok, want, h.heads(), h.d), tol) << simd_level_name(lvl);
+    EXPECT_GT(max_err(gk, want, h.heads(), h.d), 10 * tol) << simd_level_name(lvl);
+    EXPECT_GT(max_err(gv, want, h.heads(), h.d), 10 * tol) << simd_level_name(lvl);
+  }
+}
+
 }  // namespace turbokv::test
