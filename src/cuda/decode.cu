@@ -582,7 +582,7 @@ void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const 
 namespace detail {
 
 namespace {
-/// The raw-row plan of one staged side (StagedSide::chunk, cpt, rs, sw, per_div) for blocks of `stride`
+/// The raw-row plan of one staged side (StagedSide::chunk, cpt, rs, sw) for blocks of `stride`
 /// bytes from `pool`: cp.async pieces of the largest of 16, 8, 4 bytes dividing the code bytes, the
 /// stride and the pool's address (the rows and the side words are then aligned to it); else, if 4
 /// divides the stride and the address, the aligned 4-byte words holding each row; none (chunk 0: rows
@@ -609,7 +609,6 @@ void plan_raw(StagedSide& s, const void* pool, std::size_t stride, bool lut) {
   if (s.chunk == 0) return;
   s.sw = s.sb > 0 ? (s.sb + 6) / 4 : 0;                            // words holding sb bytes at any offset
   s.rs = (s.cpt * s.chunk + std::max(4 * s.sw, 8) + 15) / 16 * 16;  // >= 8 readable bytes after the codes
-  s.per_div = FastDiv(s.cpt + s.sw);
 }
 /// The kernel of a staged decode whose arguments are set: the fp16 tensor-core one (args.kernel 0,
 /// formats with launch_tc), else the CUDA-core one through run (whose staged-tile shared memory size is

@@ -40,7 +40,7 @@ struct StagedSide {
   int cb;             ///< code bytes per token
   int off;            ///< RVQ: stage-1 bytes; PolarQuant: level-1 bytes (offsets in a row); product-VQ keys: num_sub
   int group;          ///< KIVI: group size
-  FastDiv group_div;  ///< KIVI values: division by the group size
+  FastDiv group_div;  ///< KIVI: division by the group size
   std::size_t lut_floats;  ///< look-up-table keys (product VQ): floats per (sequence, query head) table
   int shift;          ///< product VQ: log2 of the sub-vector size
   // Set by the method: the per-token side data (norms, radii, KIVI value scales) copied with the codes
@@ -53,9 +53,8 @@ struct StagedSide {
   // when only stride and address allow it: the aligned words holding each row, which then starts
   // (slot cb) mod 4 bytes into its copy; 0: the rows are read from global memory), cpt code pieces per
   // token (cb / chunk, or the words cb bytes can span: (cb + 6) / 4), rs bytes per row, sw side words
-  // per row, per = cpt + sw pieces per token (per_div: division by it).
+  // per row (a token's cpt + sw pieces are issued by issue_raw, staged.cuh).
   int chunk, cpt, rs, sw;
-  FastDiv per_div;
 };
 
 struct DecodeKernelArgs {
