@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #include "polar_internal.h"
 #include "rvq_simd.h"
@@ -105,13 +107,72 @@ inline void polar_reconstruct(const PolarState& st, const std::uint8_t* tcodes, 
   }
 }
 
+/// One level of polar_reconstruct_d: the radii r (NIN vectors; with fewer than W angles, one partial
+/// vector whose extra lanes only reach lanes no later level reads) times the cosines and sines of the
+/// level's codes at codes[0 ..), interleaved into out (2 NIN vectors).
+template <class V, int NIN>
+inline void polar_level(const typename V::F* r, const std::uint8_t* codes, const float* cs, const float* sn,
+                        typename V::F* out) {
+  for (int i = 0; i < NIN; ++i) {
+    const auto a = V::load_u8(codes + i * V::W);
+    V::interleave(V::mul(r[i], V::lut16(a, cs)), V::mul(r[i], V::lut16(a, sn)), out[2 * i], out[2 * i + 1]);
+  }
+}
+
+/// polar_reconstruct for a head_dim D of 64, 128 or 256 known at compile time, into y[D]: the same
+/// products (bit-exact), with every level's radii in registers (no scratch round trip between levels),
+/// the code bytes copied by a fixed-size memcpy (no library call) and the level-4 radii converted by
+/// F16C (exact, like half_to_float) instead of one software conversion each. polar_decode_domain, the
+/// codec-domain path's reconstruction (about 80% of PolarQuant's decode attention by a perf profile,
+/// session 17), takes it.
+template <class V, int B1, int B2, int D>
+inline void polar_reconstruct_d(const PolarState& st, const std::uint8_t* tcodes, const std::uint8_t* rad,
+                                PolarScratch& s, float* y) {
+  using F = typename V::F;
+  constexpr int W = V::W;
+  constexpr int kL1 = D / 2 * B1 / 8;  // packed_bytes(D / 2, B1): D / 2 B1 is a multiple of 8
+  constexpr int kNhi = 7 * D / 16;
+  constexpr int kBytes = kL1 + (kNhi * B2 + 7) / 8;
+  static_assert(D % 64 == 0 && D <= kMaxDim, "head_dim");
+  auto nin = [](int cnt) { return cnt < W ? 1 : cnt / W; };
+  std::memcpy(s.tc, tcodes, kBytes);
+  unpack_groups<B1>(s.tc, D / 2, s.a1);
+  unpack_groups<B2>(s.tc + kL1, kNhi, s.ah);
+  for (int i = 0; i < D / 16; i += 4)
+    _mm_store_ps(s.r + i, _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rad + 2 * i))));
+  // Level l reads nin(D >> l) vectors of the level above's 2 nin(D >> (l + 1)) outputs.
+  F r4[nin(D >> 4)], r3[2 * nin(D >> 4)], r2[2 * nin(D >> 3)], r1[2 * nin(D >> 2)];
+  for (int i = 0; i < nin(D >> 4); ++i) r4[i] = V::load(s.r + i * W);
+  polar_level<V, nin(D >> 4)>(r4, s.ah + D / 4 + D / 8, st.cosh[3], st.sinh[3], r3);
+  polar_level<V, nin(D >> 3)>(r3, s.ah + D / 4, st.cosh[2], st.sinh[2], r2);
+  polar_level<V, nin(D >> 2)>(r2, s.ah, st.cosh[1], st.sinh[1], r1);
+  F out[2 * (D / 2 / W)];
+  polar_level<V, D / 2 / W>(r1, s.a1, st.cos1, st.sin1, out);
+  for (int k = 0; k < D / W; ++k) V::store(y + k * W, out[k]);
+}
+
+/// Token t's y_hat into y[d] (y may be s.y): polar_reconstruct_d where head_dim is 64, 128 or 256,
+/// else polar_reconstruct (and a copy unless y is s.y). The same floats either way.
+template <class V, int B1, int B2>
+inline void polar_token(const PolarState& st, const std::uint8_t* tcodes, const std::uint8_t* rad, PolarScratch& s,
+                        float* y) {
+  switch (st.dim) {
+    case 64: return polar_reconstruct_d<V, B1, B2, 64>(st, tcodes, rad, s, y);
+    case 128: return polar_reconstruct_d<V, B1, B2, 128>(st, tcodes, rad, s, y);
+    case 256: return polar_reconstruct_d<V, B1, B2, 256>(st, tcodes, rad, s, y);
+    default:
+      polar_reconstruct<V, B1, B2>(st, tcodes, rad, s);
+      if (y != s.y) std::memcpy(y, s.y, sizeof(float) * static_cast<std::size_t>(st.dim));
+  }
+}
+
 template <class V, int B1, int B2>
 void polar_decode(const PolarState& st, const std::uint8_t* codes, const std::uint8_t* radii16, std::size_t count,
                   float* out) {
   const int d = st.dim;
   PolarScratch s;
   for (std::size_t t = 0; t < count; ++t) {
-    polar_reconstruct<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s);
+    polar_token<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s, s.y);
     rotate_inverse<V>(st.rot, s.y, out + t * static_cast<std::size_t>(d));
   }
 }
@@ -123,7 +184,7 @@ void polar_scores(const PolarState& st, const float* qr, const std::uint8_t* cod
   const int d = st.dim;
   PolarScratch s;
   for (std::size_t t = 0; t < count; ++t) {
-    polar_reconstruct<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s);
+    polar_token<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s, s.y);
     auto acc = V::zero();
     for (int k = 0; k < d; k += W) acc = V::fma(V::load(qr + k), V::load(s.y + k), acc);
     out[t] = V::hsum(acc);
@@ -138,7 +199,7 @@ void polar_accumulate(const PolarState& st, const std::uint8_t* codes, const std
   PolarScratch s;
   for (std::size_t t = 0; t < count; ++t) {
     if (w[t] == 0.0f) continue;
-    polar_reconstruct<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s);
+    polar_token<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s, s.y);
     const auto wv = V::set1(w[t]);
     for (int k = 0; k < d; k += W) V::store(acc + k, V::fma(wv, V::load(s.y + k), V::load(acc + k)));
   }
@@ -147,14 +208,11 @@ void polar_accumulate(const PolarState& st, const std::uint8_t* codes, const std
 template <class V, int B1, int B2>
 void polar_decode_domain(const PolarState& st, const std::uint8_t* codes, const std::uint8_t* radii16,
                          std::size_t count, float* y) {
-  constexpr int W = V::W;
   const int d = st.dim;
   PolarScratch s;
-  for (std::size_t t = 0; t < count; ++t) {
-    polar_reconstruct<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s);
-    float* yt = y + t * static_cast<std::size_t>(d);
-    for (int k = 0; k < d; k += W) V::store(yt + k, V::load(s.y + k));
-  }
+  for (std::size_t t = 0; t < count; ++t)
+    polar_token<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s,
+                           y + t * static_cast<std::size_t>(d));
 }
 
 /// b1 -> b2 = max(1, b1 - 2): 2 -> 1, 3 -> 1, 4 -> 2.
