@@ -1114,25 +1114,51 @@ inline float f16_at(const std::uint8_t* p) {
   return _cvtsh_ss(static_cast<unsigned short>(p[0] | (p[1] << 8)));
 }
 
-/// KIVI keys' query for token group g of a block of n tokens: qs [G][dim] = q_h * scale_g (per channel),
-/// cst[h] = <q_h, min_g> (q: [G][stride]), so <q_h, x_hat_t> = <qs_h, code_t> + cst[h] for the group's tokens.
-inline void kivi_key_query(const KiviHeadState& kx, const std::uint8_t* block, std::size_t n, std::size_t g,
-                           const float* q, int G, int stride, std::vector<float>& qs, float* cst) {
-  const int d = kx.dim;
-  qs.resize(static_cast<std::size_t>(G) * d);
-  const std::uint8_t* pr = block + n * kx.row_bytes + g * static_cast<std::size_t>(d) * 4;
-  alignas(64) float mn[kMaxDim], sc[kMaxDim];
-  for (int j = 0; j < d; ++j) mn[j] = f16_at(pr + 4 * j), sc[j] = f16_at(pr + 4 * j + 2);
-  for (int h = 0; h < G; ++h) {
-    F c = T::zero();
-    for (int k = 0; k < d; k += W) {
-      const F qv = T::load(q + static_cast<std::size_t>(h) * stride + k);
-      T::store(qs.data() + static_cast<std::size_t>(h) * d + k, T::mul(qv, T::load(sc + k)));
-      c = T::fma(qv, T::load(mn + k), c);
+/// The group-scaled query of a KIVI key source (both widths' sources): for token group g of a block of
+/// n tokens, qs [G][dim] = q_h * scale_g (per channel) and cst[h] = <q_h, min_g> (q: [G][stride]), so
+/// <q_h, x_hat_t> = <qs_h, code_t> + cst[h] for the group's tokens; kept until another group is needed.
+struct KiviKeyQuery {
+  std::size_t gcur = static_cast<std::size_t>(-1);  // the token group whose query is in qs
+  std::vector<float> qs;
+  alignas(64) float cst[16];
+
+  /// For each token group the tokens [t, t + cnt) touch (a block may straddle groups), in order: qs and
+  /// cst for it, then fn(first, a, e), with [a, e) the block's tokens of the group relative to t and
+  /// first true for the first group.
+  template <class Fn>
+  void each_group(const KiviHeadState& kx, const std::uint8_t* block, std::size_t n, std::size_t t, int cnt,
+                  const float* q, int G, int stride, Fn fn) {
+    const std::size_t gs = static_cast<std::size_t>(kx.group);
+    const std::size_t g0 = t / gs, g1 = (t + cnt - 1) / gs;
+    for (std::size_t g = g0; g <= g1; ++g) {
+      if (g != gcur) {
+        gcur = g;
+        prepare(kx, block, n, g, q, G, stride);
+      }
+      const std::size_t a = g == g0 ? 0 : g * gs - t;
+      fn(g == g0, a, std::min<std::size_t>(static_cast<std::size_t>(cnt), (g + 1) * gs - t));
     }
-    cst[h] = T::hsum(c);
   }
-}
+
+ private:
+  void prepare(const KiviHeadState& kx, const std::uint8_t* block, std::size_t n, std::size_t g, const float* q,
+               int G, int stride) {
+    const int d = kx.dim;
+    qs.resize(static_cast<std::size_t>(G) * d);
+    const std::uint8_t* pr = block + n * kx.row_bytes + g * static_cast<std::size_t>(d) * 4;
+    alignas(64) float mn[kMaxDim], sc[kMaxDim];
+    for (int j = 0; j < d; ++j) mn[j] = f16_at(pr + 4 * j), sc[j] = f16_at(pr + 4 * j + 2);
+    for (int h = 0; h < G; ++h) {
+      F c = T::zero();
+      for (int k = 0; k < d; k += W) {
+        const F qv = T::load(q + static_cast<std::size_t>(h) * stride + k);
+        T::store(qs.data() + static_cast<std::size_t>(h) * d + k, T::mul(qv, T::load(sc + k)));
+        c = T::fma(qv, T::load(mn + k), c);
+      }
+      cst[h] = T::hsum(c);
+    }
+  }
+};
 
 template <int BITS>
 struct KiviKeySrc : TqSrc<BITS> {
@@ -1140,9 +1166,7 @@ struct KiviKeySrc : TqSrc<BITS> {
   const KiviHeadState* kx;
   std::size_t t = 0;
   int cnt = 0;
-  std::size_t gcur = static_cast<std::size_t>(-1);  // the token group whose query is in qs
-  std::vector<float> qs;                             // [G][dim]: q_h * scale_g
-  alignas(64) float cst[16];                         // <q_h, min_g>
+  KiviKeyQuery kq;
   alignas(64) float part[16 * W];
   KiviKeySrc(const KiviHeadState& x, const std::uint8_t* b, std::size_t n) : TqSrc<BITS>(x.codes, b, n), kx(&x) {
     this->block_bytes = n * x.row_bytes;  // loads stay inside the codes
@@ -1155,27 +1179,16 @@ struct KiviKeySrc : TqSrc<BITS> {
     cnt = cnt_;
   }
   F norm_vec() const { return T::set1(1.0f); }
-  /// qs, cst for token group g (q: [G][stride]).
-  void prepare(std::size_t g, const float* q, int G, int stride) {
-    if (g == gcur) return;
-    gcur = g;
-    kivi_key_query(*kx, this->block, this->n, g, q, G, stride, qs, cst);
-  }
   /// out[h * W + i] = <q_h, x_hat of token t + i> for i < cnt.
   void score_block(const float* q, int G, int stride, float* out) {
-    const std::size_t gs = static_cast<std::size_t>(kx->group);
-    const std::size_t g0 = t / gs, g1 = (t + cnt - 1) / gs;
-    for (std::size_t g = g0; g <= g1; ++g) {  // a block may straddle token groups
-      prepare(g, q, G, stride);
-      float* dst = g == g0 ? out : part;
-      tq_scores_block(*this, qs.data(), G, kx->dim, dst);
-      for (int h = 0; h < G; ++h) T::store(dst + h * W, T::add(T::load(dst + h * W), T::set1(cst[h])));
-      if (g != g0) {
-        const std::size_t a = g * gs - t, e = std::min<std::size_t>(static_cast<std::size_t>(cnt), (g + 1) * gs - t);
+    kq.each_group(*kx, this->block, this->n, t, cnt, q, G, stride, [&](bool first, std::size_t a, std::size_t e) {
+      float* dst = first ? out : part;
+      tq_scores_block(*this, kq.qs.data(), G, kx->dim, dst);
+      for (int h = 0; h < G; ++h) T::store(dst + h * W, T::add(T::load(dst + h * W), T::set1(kq.cst[h])));
+      if (!first)
         for (int h = 0; h < G; ++h)
           for (std::size_t i = a; i < e; ++i) out[h * W + i] = part[h * W + i];
-      }
-    }
+    });
   }
 };
 
@@ -1230,7 +1243,7 @@ struct KiviValSrc : TqSrc<BITS> {
 
 // KIVI at 8 bits: a code byte is its integer, so the sources read W code bytes as W floats (from_u8)
 // with coordinates in lanes, like the fp8 source: keys scored by dense_score_block against the group's
-// scaled query (kivi_key_query; the group's <q, min> added to each token's first lane), values
+// scaled query (KiviKeyQuery; the group's <q, min> added to each token's first lane), values
 // x_hat = min + scale * code (fp32 fma, one rounding, as KiviValSrc) accumulated by dense_value_block
 // in natural order (the job's P is head_dim). Session 16's table: 8-bit KIVI through the codec-domain
 // path was 0.54x the fp16 baseline at 32k tokens.
@@ -1242,9 +1255,7 @@ struct Kivi8KeySrc {
   const std::uint8_t* block;
   std::size_t n, t = 0;
   int cnt = 0;
-  std::size_t gcur = static_cast<std::size_t>(-1);
-  std::vector<float> qs;  // [G][dim]
-  alignas(64) float cst[16];
+  KiviKeyQuery kq;
   alignas(64) float part[16 * TB * W];
   Kivi8KeySrc(const KiviHeadState& x, const std::uint8_t* b, std::size_t n_) : kx(&x), block(b), n(n_) {}
   int vectors() const { return kx->dim / W; }
@@ -1253,24 +1264,16 @@ struct Kivi8KeySrc {
   F get(int i, int k) const { return T::from_u8(block + (t + i) * kx->row_bytes + static_cast<std::size_t>(k) * W); }
   /// dots[(h TB + slot(i)) W ..]: lane partial sums of <q_h, x_hat of token t + i> (the dense layout).
   void score_block(const float* q, int G, int stride, float* dots) {
-    const std::size_t gs = static_cast<std::size_t>(kx->group);
-    const std::size_t g0 = t / gs, g1 = (t + cnt - 1) / gs;
-    for (std::size_t g = g0; g <= g1; ++g) {  // a block may straddle token groups
-      if (g != gcur) {
-        gcur = g;
-        kivi_key_query(*kx, block, n, g, q, G, stride, qs, cst);
-      }
-      float* dst = g == g0 ? dots : part;
-      dense_score_block(*this, cnt, qs.data(), G, kx->dim, dst);
-      const std::size_t a = g == g0 ? 0 : g * gs - t, e = std::min<std::size_t>(cnt, (g + 1) * gs - t);
+    kq.each_group(*kx, block, n, t, cnt, q, G, stride, [&](bool first, std::size_t a, std::size_t e) {
+      float* dst = first ? dots : part;
+      dense_score_block(*this, cnt, kq.qs.data(), G, kx->dim, dst);
       for (int h = 0; h < G; ++h)
         for (std::size_t i = a; i < e; ++i) {
-          float* o = dots + (static_cast<std::size_t>(h) * TB + slot(static_cast<int>(i))) * W;
-          if (g != g0) std::memcpy(o, part + (static_cast<std::size_t>(h) * TB + slot(static_cast<int>(i))) * W,
-                                   sizeof(float) * W);
-          o[0] += cst[h];
+          const std::size_t at = (static_cast<std::size_t>(h) * TB + slot(static_cast<int>(i))) * W;
+          if (!first) std::memcpy(dots + at, part + at, sizeof(float) * W);
+          dots[at] += kq.cst[h];
         }
-    }
+    });
   }
 };
 

@@ -53,6 +53,14 @@ void polar_encode(const PolarState& st, const float* x, std::size_t count, std::
   }
 }
 
+/// One level's step on W angles: (r cos a, r sin a) interleaved into lo, hi (the reference's fp32
+/// products; cs / sn: the level's 16-entry cosine and sine tables).
+template <class V>
+inline void polar_pairs(typename V::F r, typename V::I a, const float* cs, const float* sn, typename V::F& lo,
+                        typename V::F& hi) {
+  V::interleave(V::mul(r, V::lut16(a, cs)), V::mul(r, V::lut16(a, sn)), lo, hi);
+}
+
 /// Per-call scratch of the reconstruction (padding lanes stay zero).
 struct PolarScratch {
   alignas(64) std::uint8_t tc[kMaxDim + 64] = {};
@@ -90,7 +98,7 @@ inline void polar_reconstruct(const PolarState& st, const std::uint8_t* tcodes, 
       const auto a = V::load_u8(s.ah + off + i);
       const auto rv = V::load(r + i);
       typename V::F lo, hi;
-      V::interleave(V::mul(rv, V::lut16(a, cs)), V::mul(rv, V::lut16(a, sn)), lo, hi);
+      polar_pairs<V>(rv, a, cs, sn, lo, hi);
       V::store(nx + 2 * i, lo);
       V::store(nx + 2 * i + W, hi);
     }
@@ -101,7 +109,7 @@ inline void polar_reconstruct(const PolarState& st, const std::uint8_t* tcodes, 
     const auto a = V::load_u8(s.a1 + i);
     const auto rv = V::load(r + i);
     typename V::F lo, hi;
-    V::interleave(V::mul(rv, V::lut16(a, st.cos1)), V::mul(rv, V::lut16(a, st.sin1)), lo, hi);
+    polar_pairs<V>(rv, a, st.cos1, st.sin1, lo, hi);
     V::store(s.y + 2 * i, lo);
     V::store(s.y + 2 * i + W, hi);
   }
@@ -113,10 +121,7 @@ inline void polar_reconstruct(const PolarState& st, const std::uint8_t* tcodes, 
 template <class V, int NIN>
 inline void polar_level(const typename V::F* r, const std::uint8_t* codes, const float* cs, const float* sn,
                         typename V::F* out) {
-  for (int i = 0; i < NIN; ++i) {
-    const auto a = V::load_u8(codes + i * V::W);
-    V::interleave(V::mul(r[i], V::lut16(a, cs)), V::mul(r[i], V::lut16(a, sn)), out[2 * i], out[2 * i + 1]);
-  }
+  for (int i = 0; i < NIN; ++i) polar_pairs<V>(r[i], V::load_u8(codes + i * V::W), cs, sn, out[2 * i], out[2 * i + 1]);
 }
 
 /// polar_reconstruct for a head_dim D of 64, 128 or 256 known at compile time, into y[D]: the same

@@ -139,12 +139,10 @@ void pvq_accumulate(const PvqState& st, const std::uint8_t* codes, std::size_t c
 }
 
 /// Eight sub-vectors' codewords of 2 floats (G = 2: 3- and 4-bit PVQ) into y[0, 16): one 64-bit gather
-/// per 8 codewords (4 on AVX2), index s K + code_s for sub-vectors s = s0 .. s0 + 7 (codes c8[0, 8)).
-inline void pvq_gather8_g2(const float* cent, int K, int s0, const std::uint8_t* c8, float* y) {
-  const __m256i idx = _mm256_add_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c8))),
-                                       _mm256_add_epi32(_mm256_set1_epi32(s0 * K),
-                                                        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                                                           _mm256_set1_epi32(K))));
+/// per 8 codewords (4 on AVX2) at codeword indices off + code (off: s K for the eight sub-vectors s,
+/// codes c8[0, 8)).
+inline void pvq_gather8_g2(const float* cent, __m256i off, const std::uint8_t* c8, float* y) {
+  const __m256i idx = _mm256_add_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c8))), off);
   const auto* base = reinterpret_cast<const long long*>(cent);
 #ifdef __AVX512F__
   _mm512_storeu_si512(y, _mm512_i32gather_epi64(idx, base, 8));
@@ -164,6 +162,8 @@ void pvq_decode_domain(const PvqState& st, const std::uint8_t* codes, std::size_
   const int K = st.k, d = st.dim;
   alignas(64) std::uint8_t cb[kMaxDim + 16];
   if constexpr (G == 2) {  // nsub = d / 2: a multiple of 8
+    const __m256i off0 = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(K));
+    const __m256i step = _mm256_set1_epi32(8 * K);  // the next eight sub-vectors' codeword offsets
     for (std::size_t t = 0; t < count; ++t) {
       const std::uint8_t* tc = codes + t * st.code_bytes;
       const std::uint8_t* c = tc;  // C = 8: the code bytes themselves
@@ -172,7 +172,9 @@ void pvq_decode_domain(const PvqState& st, const std::uint8_t* codes, std::size_
         c = cb;
       }
       float* yt = y + t * static_cast<std::size_t>(d);
-      for (int s = 0; s < st.nsub; s += 8) pvq_gather8_g2(st.cent.data(), K, s, c + s, yt + s * G);
+      __m256i off = off0;
+      for (int s = 0; s < st.nsub; s += 8, off = _mm256_add_epi32(off, step))
+        pvq_gather8_g2(st.cent.data(), off, c + s, yt + s * G);
     }
     return;
   }
