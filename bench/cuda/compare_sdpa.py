@@ -149,7 +149,7 @@ def main():
             elif r["method"].startswith("tq-prod"):
                 name = f"turbokv tq-prod K{r['bits']} V{r['bits']} cc"
             elif r["method"].startswith("fp8"):
-                name = "turbokv fp8 cc"
+                name = "turbokv fp8" + (" cc" if "cuda cores" in r["method"] else "")
             elif r["method"].startswith(("kivi", "rvq", "pvq", "polar")):
                 name = f"turbokv {r['method'].split()[0]} K{r['bits']}V{r['bits']}" + (
                     " cc" if "cuda cores" in r["method"] else "")

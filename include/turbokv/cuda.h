@@ -219,7 +219,8 @@ struct DecodeArgs {
   /// power of two (dense rotations) 2 throws, and 0 means 1 except at 80, 96 and 112.
   /// The staged decodes (kivi_decode, rvq_paged_decode, polar_paged_decode, pvq_paged_decode): 0 = fp16
   /// tensor cores (default; product VQ's look-up-table keys: CUDA cores), 1 = CUDA cores (fp32); others
-  /// throw. fp8_decode: 0 or 1, both the CUDA-core kernel.
+  /// throw. fp8_decode: 0 = fp16 tensor cores at head_dim 64, 128, 256 (default; the CUDA-core kernel at
+  /// the other head_dims), 1 = CUDA cores (fp32); others throw.
   int kernel = 0;
 };
 
@@ -267,13 +268,17 @@ void fp8_append(int head_dim, const void* x, int batch, int num_new, int num_kv_
                 const PageTable& table, PagedPool pool, Stream stream, IoType x_type = IoType::kF32);
 
 /**
- * Split-K decode attention on paged fp8 keys and values (fp8_append's layout): the CUDA-core kernel of
- * tq_mse_decode (kernel 1), unrotated: logit_t = softmax_scale * s_k,t * <q, e4m3(k_t)>, values
- * s_v,t * e4m3(v_t), fp32 accumulation (e4m3 -> fp16 -> fp32 exact). Shapes, GQA, windows, soft-cap,
- * io types, splits and workspace as tq_mse_decode; args.kernel 0 or 1 (both this kernel).
- * Within 2e-5 relative of the fp64 reference (tests/cuda/test_cuda_fp8.cpp). Not tuned: the fp16
- * CUDA-core baseline below is 1.7x slower than cuDNN's SDPA (docs/RESULTS.md). Throws
- * std::invalid_argument naming the argument.
+ * Split-K decode attention on paged fp8 keys and values (fp8_append's layout), unrotated:
+ * logit_t = softmax_scale * s_k,t * <q, e4m3(k_t)>, values s_v,t * e4m3(v_t), fp32 accumulation.
+ * args.kernel 0 (default) at head_dim 64, 128, 256: tq_mse_decode's fp16 tensor-core kernel
+ * (decode_h16.cuh, KB = VB = 8): each e4m3 pair becomes an mma A register by one cvt (exact), q and
+ * the softmax weights times s_v rounded to fp16; within 3e-3 relative of the fp64 reference
+ * (tests/cuda/test_cuda_fp8.cpp; real KV 4e-3, test_cuda_real.cpp); H200, batch 16 x 65,536 tokens,
+ * 32/8 heads, head_dim 128: 550 us, 1.71x cuDNN SDPA on the fp16 cache (docs/RESULTS.md, run s18-1).
+ * Stale bytes of rows outside [window start, seq_len) are never read into a result (e4m3 NaN patterns
+ * there are zeroed). args.kernel 1, and kernel 0 at the other head_dims: the CUDA-core kernel of
+ * tq_mse_decode (e4m3 -> fp16 -> fp32 exact), within 2e-5 relative. Shapes, GQA, windows, soft-cap, io
+ * types, splits and workspace as tq_mse_decode. Throws std::invalid_argument naming the argument.
  */
 void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const DecodeArgs& args, Stream stream);
 

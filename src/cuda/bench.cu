@@ -214,21 +214,28 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
       TKV_CUDA_CHECK(cudaMemcpy(dtable.p, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
       const cuda::PageTable pt{dtable.as<std::int32_t>(), max_pages, page_size};
 
-      // fp8 e4m3 baseline (fp8_decode: the CUDA-core kernel), codes without the NaN pattern.
+      // fp8 e4m3 baseline (fp8_decode: the fp16 tensor-core kernel, kernel 0, at head_dim 64/128/256, and
+      // the CUDA-core one, kernel 1), codes without the NaN pattern.
       if (want("fp8")) {
         const std::size_t stride = cuda::tq_page_stride(page_size, static_cast<std::size_t>(d));
         const std::size_t noff = std::size_t(page_size) * d;
         // 0xF7: exponent LSB cleared, so no byte is e4m3's NaN (S.1111.111)
         const PagePools pools = make_pools(s, table.size() * kvh * stride, stride, noff, noff + 2 * page_size, 71, 0xF7F7);
-        const double us = median_us(s, reps, [&](int i) {
-          const int r = i % pools.size();
-          cuda::fp8_decode({pools.k[r]->as<std::uint8_t>(), stride}, {pools.v[r]->as<std::uint8_t>(), stride}, pt, a, st);
-        });
-        BenchRow r = proto;
-        r.op = "decode_attention", r.method = "fp8 (cuda cores)", r.bits = 8;
-        r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
-        r.gbps = (std::size_t(batch) * ctx * kvh * 2 * (d + 2) + q_bytes + table.size() * 4) / (us * 1e3);
-        rows.push_back(r);
+        for (const int kernel : {0, 1}) {
+          if (kernel == 0 && !(d == 64 || d == 128 || d == 256)) continue;  // kernel 0 would be the CUDA-core one
+          cuda::DecodeArgs fa = a;
+          fa.kernel = kernel;
+          const double us = median_us(s, reps, [&](int i) {
+            const int r = i % pools.size();
+            cuda::fp8_decode({pools.k[r]->as<std::uint8_t>(), stride}, {pools.v[r]->as<std::uint8_t>(), stride}, pt, fa,
+                             st);
+          });
+          BenchRow r = proto;
+          r.op = "decode_attention", r.method = kernel == 0 ? "fp8" : "fp8 (cuda cores)", r.bits = 8;
+          r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
+          r.gbps = (std::size_t(batch) * ctx * kvh * 2 * (d + 2) + q_bytes + table.size() * 4) / (us * 1e3);
+          rows.push_back(r);
+        }
       }
 
       // KIVI (kivi_decode: the fp16 tensor-core staged kernel, kernel 0, and the CUDA-core one, kernel 1),

@@ -390,6 +390,11 @@ void launch_h16p_any(int kmb, int d, int vb, const LaunchShape& shape, cudaStrea
   }
 }
 
+void launch_fp8_h16_any(int /*kb*/, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s,
+                        const DecodeKernelArgs& a) {
+  launch_fp8_h16(d, shape, s, a);
+}
+
 using LaunchAny = void (*)(int, int, int, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 
 /// Tensor-core paths (fp16 or 3xTF32): up to 8 query heads per block (grid z = ceil(group / 8)).
@@ -566,13 +571,19 @@ void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const 
   const char* where = "cuda::fp8_decode";
   detail::check_page_size(where, table.page_size);
   check_arg(args.kernel == 0 || args.kernel == 1, where, "kernel", args.kernel,
-            "must be 0 or 1 (fp8 runs the CUDA-core kernel)");
+            "must be 0 (fp16 tensor cores at head_dim 64, 128, 256) or 1 (CUDA cores)");
   const std::size_t stride = tq_page_stride(table.page_size, static_cast<std::size_t>(args.head_dim));
   detail::DecodeKernelArgs ka = paged_args(where, kpool, vpool, table, args, stride,
                                            "must equal tq_page_stride(page_size, head_dim)", stride,
                                            "must equal tq_page_stride(page_size, head_dim)");
   ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E);
   const cudaStream_t s = detail::stream_of(stream);
+  if (args.kernel == 0 && detail::pow2_head_dim(args.head_dim)) {
+    // The fp16 tensor-core kernel (decode_h16.cuh, KB = VB = 8): no rotation (vsigns nullptr), and
+    // with one split it writes the output itself.
+    detail::run_mma(where, args, 8, 8, ka, nullptr, 1.0f, s, detail::launch_fp8_h16_any, true);
+    return;
+  }
   auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {
     detail::launch_fp8_decode(hpw, shape, smem, s, a);
   };

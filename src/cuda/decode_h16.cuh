@@ -1,7 +1,8 @@
 // fp16 tensor-core split-K decode attention on paged TurboQuant-MSE keys/values
 // (the default decode kernel; decode_mma.cuh's 3xTF32 kernel is the fp32-accurate
-// one). Same grid, workspace and merge as decode_mma.cuh; what changes is the
-// pipeline and how codes become matrix operands:
+// one), and fp8_decode's kernel 0 (e4m3 keys and values, KB = VB = 8: each e4m3 pair is an A
+// register by one cvt, no tables, no rotation). Same grid, workspace and merge as decode_mma.cuh;
+// what changes is the pipeline and how codes become matrix operands:
 //
 //   scores  S[16 tokens x 8 heads]  = C_k[16 x D] . (Pi q)^T[D x 8]       mma m16n8k16 f16
 //   values  O^T[D x 8 heads]       += C_v^T[D x 16 tokens] . P[16 x 8]    mma m16n8k16 f16
@@ -170,8 +171,13 @@ constexpr int kMaxBlockSmem = 232448;
 /// SPLIT: fractional TurboQuant-MSE widths (the outlier split, TqMseTables::split()) for keys and
 /// values alike: rows [part 0: H = D/2 dims at KB bits][part 1: H dims at VB = KB - 1 bits], two fp16
 /// norms per token; part 0 looks up the table's key slot (KB-bit pairs), part 1 its value slot.
+/// F8 (KB = VB = 8): fp8 e4m3 keys and values (formats.h "fp8", fp8_decode's kernel 0): rows of D
+/// code bytes and an fp16 scale per token in the norm's place, no rotation, no tables (an e4m3 pair
+/// becomes an mma A register by one cvt).
 template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false>
 struct H16Layout {
+  static constexpr bool F8 = KB == 8;
+  static_assert(!F8 || (VB == 8 && !PROD && !SPLIT), "fp8: keys and values e4m3");
   static constexpr int kTileT = 16 * NW;
   static constexpr int H = D / 2;
   static constexpr int cbO = SPLIT ? H * KB / 8 : 0;  // SPLIT: byte offset of part 1 in a row
@@ -189,7 +195,9 @@ struct H16Layout {
   static constexpr bool dense_ok(int cb) {
     return (D & (D - 1)) != 0 || cb == 8 || cb == 16 || cb == 24 || cb == 32 || cb == 48 || cb == 64 || cb == 96;
   }
-  static constexpr bool kDenseK = !PROD && !SPLIT && dense_ok(cbK);
+  /// fp8 at 16 warps (head_dim 128): dense 128-byte key rows (2-way conflicts on the key loads) so that
+  /// three steps per warp fit in shared memory (padded rows need 1.5 KB more than a block may have).
+  static constexpr bool kDenseK = !PROD && !SPLIT && (dense_ok(cbK) || (F8 && NW == 16));
   /// kBulk: key and value rows dense, so a step of a page (page_size >= 16) is four contiguous
   /// ranges, copied by one lane with cp.async.bulk (TMA) onto a per-(warp, slot) mbarrier. Values
   /// are then read as rows tig + 4 r (r = 0..3: four consecutive rows per load; conflict-free except
@@ -223,7 +231,7 @@ struct H16Layout {
   /// cross-token fields of dims d0 and d1), built from two nibble fields per byte.
   static constexpr bool kQuad = !PROD && !SPLIT && KB == 2 && VB == 2;
   static constexpr int kQuadV = 256 * 256;
-  static constexpr int tab = kQuad ? 2 * kQuadV : (KR > VR ? KR : VR) * 256;
+  static constexpr int tab = F8 ? 0 : kQuad ? 2 * kQuadV : (KR > VR ? KR : VR) * 256;
   static constexpr int qrot = kMmaHeads * D * 4;
   static constexpr int pbuf = NW * kPWarpFloats * 4;          // per warp P[16][8] (p_at)
   static constexpr int qp = qrot > pbuf ? qrot : pbuf;        // Pi q (set-up) and P (main loop) overlaid
@@ -264,6 +272,19 @@ __device__ __forceinline__ uint2 lds64_at(std::uint32_t tab, std::uint32_t off) 
   uint2 v;
   asm("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(tab + off));
   return v;
+}
+
+/// The e4m3 bytes 2 H and 2 H + 1 of x as an f16x2 register (byte 2 H in the low half;
+/// cvt.rn.f16x2.e4m3x2: exact, every e4m3 value is an fp16 value, as the CUDA-core fp8 kernel's
+/// conversion). Written on the 16-bit half itself, so ptxas can select the high half in the F2FP.
+template <int H = 0>
+__device__ __forceinline__ std::uint32_t e4m3x2_h2(std::uint32_t x) {
+  std::uint32_t r;
+  if constexpr (H == 0)
+    asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %1;\n cvt.rn.f16x2.e4m3x2 %0, l;\n}" : "=r"(r) : "r"(x));
+  else
+    asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %1;\n cvt.rn.f16x2.e4m3x2 %0, h;\n}" : "=r"(r) : "r"(x));
+  return r;
 }
 
 // mbarrier and bulk-copy (TMA) primitives (PTX ISA 8.0, sm_90) on shared-window addresses.
@@ -430,12 +451,13 @@ __device__ __forceinline__ void split_value_part(const std::uint8_t* vr, std::ui
 /// type io (0 fp32, 1 fp16, 2 bf16). Not inlined: inlined, it changed the register allocation of the
 /// kernel's main loop (SASS walk of the 4-bit d128 step 325 -> 331 instructions).
 /// vchan (fractional widths, SPLIT): each half of a row is rotated back on its own (its signs, size
-/// D/2), then dim i of the row is channel vchan[i] of the output.
-template <int D, int NT>
+/// D/2), then dim i of the row is channel vchan[i] of the output. ROT false (fp8 values, not rotated):
+/// the rows are written as they are.
+template <int D, int NT, bool ROT = true>
 __device__ __noinline__ void fused_epilogue(float* y, int heads, void* out, int io, std::size_t row0,
                                             const float* __restrict__ vsigns, float vscale,
                                             const std::int32_t* __restrict__ vchan) {
-  for (int h = 0; h < heads; ++h) {
+  for (int h = 0; h < heads && ROT; ++h) {
     if (vchan) {
       splitk::rotate_shared(y + h * D, D / 2, vsigns, vscale, true);
       splitk::rotate_shared(y + h * D + D / 2, D / 2, vsigns + D / 2, vscale, true);
@@ -459,9 +481,12 @@ __device__ __noinline__ void fused_epilogue(float* y, int heads, void* out, int 
 /// while the FUSE = false instances are now the SASS of the kernel before (docs/CUDA_NOTES.md).
 /// SPLIT: fractional widths (H16Layout; KB = the outlier part's bits, VB = KB - 1 the other part's,
 /// for keys and values); a.kchan / a.vchan the parts' channels.
+/// KB = VB = 8: fp8 e4m3 keys and values (H16Layout::F8): q unrotated (a.ksigns unused), A registers
+/// from e4m3 pairs by cvt (exact), the per-token scales in the norms' place, no rotation back.
 template <int D, int KB, int VB, int NW, bool PROD = false, bool FUSE = false, bool SPLIT = false>
 __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKernelArgs a) {
   using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT>;
+  constexpr bool F8 = Lay::F8;
   constexpr int H = Lay::H;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;
   constexpr int KSPAN = Lay::cbM / 4;   // bytes of a key row's MSE codes per lane (D/4 dims)
@@ -618,8 +643,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
 #pragma unroll
   for (int it = 0; it < Lay::kStages; ++it)
     pg0[it] = kPageBlocks && fast ? __shfl_sync(0xffffffffu, pgc, it) : page_of(it);
-  const float kc = (KB > 0 && lane < (1 << KB)) ? __ldg(a.kcent + lane) : 0.0f;
-  const float vc = lane < (1 << VB) ? __ldg(a.vcent + lane) : 0.0f;
+  const float kc = (!F8 && KB > 0 && lane < (1 << KB)) ? __ldg(a.kcent + lane) : 0.0f;
+  const float vc = (!F8 && lane < (1 << VB)) ? __ldg(a.vcent + lane) : 0.0f;
   // Warp n < 8 rotates query head n of the block: lane L holds dims [E L, E L + E).
   constexpr int E = kDenseRot ? 1 : D / 32;
   float qv[E];
@@ -630,7 +655,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const int i = SPLIT ? __ldg(a.kchan + E * lane + e) : E * lane + e;  // SPLIT: the parts' channels
-      qv[e] = has ? __ldg(qh + i) * __ldg(a.ksigns + E * lane + e) : 0.0f;
+      qv[e] = has ? (F8 ? __ldg(qh + i) : __ldg(qh + i) * __ldg(a.ksigns + E * lane + e)) : 0.0f;
     }
   }
   // Pipeline, private to each warp (no block barrier in the main loop): up to kStages - 1 steps in
@@ -646,7 +671,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   // half2(c[lo], c[hi]). Lane j < 16 of each warp holds centroid j; entries are gathered by shuffles.
   {
     constexpr int KE = Lay::KE, VE = Lay::VE, R = KE > VE ? KE : VE;
-    if constexpr (Lay::kQuad) {
+    if constexpr (F8) {
+      (void)kc, (void)vc;  // no tables
+    } else if constexpr (Lay::kQuad) {
       // Quad tables: 2 x 256 rows x 32 lanes of uint2; thread i writes the 16-byte unit i (two lanes'
       // identical entries) for i < 2 x 256 x 16 (the key table only when values share its codebook:
       // at batch 1 the 128 KB fill cost ~1.5 us, H200 run s7-4). Centroids 0..3 by shuffles, once.
@@ -707,6 +734,10 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       }
       s_qrot[idx] = y;
     }
+  } else if (F8) {
+    if (warp < kMmaHeads)
+#pragma unroll
+      for (int e = 0; e < E; ++e) s_qrot[warp * D + E * lane + e] = qv[e];  // q itself (no rotation)
   } else if (warp < kMmaHeads) {
 #pragma unroll
     for (int h = 1; h < E; h <<= 1)
@@ -861,7 +892,16 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             k0.load_bits(s_kc + (tb + gid) * Lay::rsK, KBITS * tig);
             k1.load_bits(s_kc + (tb + gid + 8) * Lay::rsK, KBITS * tig);
           }
-          if constexpr (Lay::kQuad) {
+          if constexpr (F8) {
+            // Word kk of a lane's span: the e4m3 codes of dims D/4 tig + 4 kk + {0..3}, so its low
+            // half is (a0 | a1: k-slots 2tig + {0, 1}) and its high half (a2 | a3: 2tig + 8 + {0, 1}).
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+              const std::uint32_t af[4] = {e4m3x2_h2(k0.w[kk]), e4m3x2_h2(k1.w[kk]), e4m3x2_h2<1>(k0.w[kk]),
+                                           e4m3x2_h2<1>(k1.w[kk])};
+              mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
+            }
+          } else if constexpr (Lay::kQuad) {
             // Index bytes of two rows' 4-bit pair fields: x = (k0 field 2b) | (k1 field 2b) << 4 gives
             // (a0, a1) of kk = 4i + b (tokens gid, gid + 8 at dims 4kk + {0, 1}), y the same for
             // fields 2b + 1 (a2, a3): one 64-bit look-up per register pair.
@@ -1006,7 +1046,30 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         v2.load(vr + R2 * Lay::rsV);
         v3.load(vr + R3 * Lay::rsV);
       }
-      if constexpr (VB == 4) {
+      if constexpr (F8) {
+        // Rows past n or before lo hold stale or unwritten bytes (possibly e4m3's NaN, which times a
+        // zero weight is still NaN in the mma): their codes become 0 on such steps (warp-uniform test).
+        if (lo > 0 || n < 16) {
+          const bool ok0 = r0 >= lo && r0 < n, ok1 = r0 + R1 >= lo && r0 + R1 < n;
+          const bool ok2 = r0 + R2 >= lo && r0 + R2 < n, ok3 = r0 + R3 >= lo && r0 + R3 < n;
+#pragma unroll
+          for (int i = 0; i < VSPAN / 4; ++i) {
+            v0.w[i] = ok0 ? v0.w[i] : 0u, v1.w[i] = ok1 ? v1.w[i] : 0u;
+            v2.w[i] = ok2 ? v2.w[i] : 0u, v3.w[i] = ok3 ? v3.w[i] : 0u;
+          }
+        }
+        // Block j's dims d0, d1 are bytes 2j, 2j + 1 of the lane's span (word j / 2, half j % 2): one
+        // PRMT interleaves two rows' pairs, (r0 d0 | r0+R1 d0 | r0 d1 | r0+R1 d1), and its halves are
+        // the A registers of d0 and d1.
+#pragma unroll
+        for (int j = 0; j < D / 16; ++j) {
+          const std::uint32_t sel = (j & 1) ? 0x7362u : 0x5140u;
+          const std::uint32_t x01 = __byte_perm(v0.w[j / 2], v1.w[j / 2], sel);
+          const std::uint32_t x23 = __byte_perm(v2.w[j / 2], v3.w[j / 2], sel);
+          const std::uint32_t af[4] = {e4m3x2_h2(x01), e4m3x2_h2<1>(x01), e4m3x2_h2(x23), e4m3x2_h2<1>(x23)};
+          mma_f16(acc[j], af, pb0, pb1);
+        }
+      } else if constexpr (VB == 4) {
         // Cross-token pair indices: for a byte of two tokens' rows (dims d0, d1 of block j), the
         // index (token 2tig's code) | (token 2tig+1's code) << 4 of dim d0 (d1) is a table entry whose
         // half2 is the A register (tokens 2tig, 2tig + 1) at that dim: four bytes per LOP3.
@@ -1152,7 +1215,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   if constexpr (FUSE) {
     const int heads = min(kMmaHeads, a.group - static_cast<int>(blockIdx.z) * kMmaHeads);
     const std::size_t row0 = static_cast<std::size_t>(b) * a.num_heads + g * a.group + blockIdx.z * kMmaHeads;
-    fused_epilogue<D, NT>(s_qrot, heads, a.out, a.io, row0, a.vsigns, a.vscale, SPLIT ? a.vchan : nullptr);
+    fused_epilogue<D, NT, !F8>(s_qrot, heads, a.out, a.io, row0, a.vsigns, a.vscale, SPLIT ? a.vchan : nullptr);
   }
 }
 
@@ -1228,6 +1291,8 @@ void launch_h16_k1(int d, int vb, const LaunchShape&, cudaStream_t, const Decode
 void launch_h16_k2(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k3(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k4(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+/// fp8 e4m3 keys and values (KB = VB = 8) at head_dim 64 / 128 / 256: instances in decode_fp8.cu.
+void launch_fp8_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// TurboQuant-Prod keys with MSE part of kmb bits (0..3): instances in decode_h16p_k{0..3}.cu.
 void launch_h16p_k0(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16p_k1(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
