@@ -4,7 +4,8 @@
 // nearest even). One warp per vector, E = head_dim / 32 consecutive elements per lane;
 // the max is a warp reduction of fmaxf (exact in any order), the division IEEE (no
 // fast-math) and the conversions the reference's own (turbokv/half.h, host + device).
-// Decode: fp8_decode in decode.cu (the CUDA-core kernel with decode.cuh's F8Fmt).
+// Decode: fp8_decode in decode.cu (kernel 0: the fp16 tensor-core kernel of decode_h16.cuh with
+// KB = VB = 8; kernel 1: the CUDA-core kernel with decode.cuh's F8Fmt; instances in decode_fp8.cu).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
