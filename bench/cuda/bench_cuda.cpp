@@ -8,7 +8,7 @@
 //   --methods: the parts to run (default all): tq-mse = the fp16 tensor-core decode ("tq-mse" rows),
 //   3xtf32 ("tq-mse (3xtf32)" rows), encode (the tq-mse encode rows), tq-prod (every "tq-prod" row,
 //   decode and encode), fp8 (the "fp8" rows: fp8_decode's fp16 tensor-core
-//   kernel on e4m3 pages, head_dim 64/128/256; "fp8 (cuda cores)": its CUDA-core kernel), kivi (the
+//   kernel on e4m3 pages, head_dim 64, 80, 96, 112, 128, 256; "fp8 (cuda cores)": its CUDA-core kernel), kivi (the
 //   "kivi (cuda cores)" rows: kivi_decode, groups of 16), rvq and polar (the "rvq (cuda cores)" and
 //   "polar (cuda cores)" rows: rvq_decode / polar_decode on contiguous blocks, head_dim 64/128/256);
 //   the fp16 baseline always runs.

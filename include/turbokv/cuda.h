@@ -194,7 +194,7 @@ void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_n
 /// Shapes and options of one decode-attention call (one query token per sequence).
 struct DecodeArgs {
   /// head_dim: a multiple of 16 in 64..256; 64, 128, 256 for the tensor-core kernels (kernel 0 and 2,
-  /// tq_prod_paged_decode), and 80, 96, 112 too for tq_mse_decode's kernel 0; the others (160, 192,
+  /// tq_prod_paged_decode), and 80, 96, 112 too for tq_mse_decode's and fp8_decode's kernel 0; the others (160, 192,
   /// ...) run the CUDA-core kernel (tq_mse_decode with dense-rotation tables, fp8_decode, fp16_decode).
   int batch = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   const void* q = nullptr;              ///< device [batch][num_heads][head_dim] of type `io`
@@ -219,8 +219,8 @@ struct DecodeArgs {
   /// power of two (dense rotations) 2 throws, and 0 means 1 except at 80, 96 and 112.
   /// The staged decodes (kivi_decode, rvq_paged_decode, polar_paged_decode, pvq_paged_decode): 0 = fp16
   /// tensor cores (default; product VQ's look-up-table keys: CUDA cores), 1 = CUDA cores (fp32); others
-  /// throw. fp8_decode: 0 = fp16 tensor cores at head_dim 64, 128, 256 (default; the CUDA-core kernel at
-  /// the other head_dims), 1 = CUDA cores (fp32); others throw.
+  /// throw. fp8_decode: 0 = fp16 tensor cores at head_dim 64, 80, 96, 112, 128, 256 (default; the
+  /// CUDA-core kernel at the other head_dims), 1 = CUDA cores (fp32); others throw.
   int kernel = 0;
 };
 
@@ -270,7 +270,7 @@ void fp8_append(int head_dim, const void* x, int batch, int num_new, int num_kv_
 /**
  * Split-K decode attention on paged fp8 keys and values (fp8_append's layout), unrotated:
  * logit_t = softmax_scale * s_k,t * <q, e4m3(k_t)>, values s_v,t * e4m3(v_t), fp32 accumulation.
- * args.kernel 0 (default) at head_dim 64, 128, 256: tq_mse_decode's fp16 tensor-core kernel
+ * args.kernel 0 (default) at head_dim 64, 80, 96, 112, 128, 256: tq_mse_decode's fp16 tensor-core kernel
  * (decode_h16.cuh, KB = VB = 8): each e4m3 pair becomes an mma A register by one cvt (exact), q and
  * the softmax weights times s_v rounded to fp16; within 3e-3 relative of the fp64 reference
  * (tests/cuda/test_cuda_fp8.cpp; real KV 4e-3, test_cuda_real.cpp); H200, batch 16 x 65,536 tokens,

@@ -66,11 +66,14 @@ class RvqTables {
   const float* boundaries1() const { return b1_.get(); }       ///< device, size 2^bits - 1
   const float* centroids2() const { return c2_.get(); }        ///< device, size 2^bits
   const float* boundaries2() const { return b2_.get(); }       ///< device, size 2^bits - 1
+  /// device, size 4^bits: entry i | j << bits = c1[i] + c2[j] (fp32, the reference's sum), the decoded
+  /// rotated unit coordinate of stage codes (i, j) (rvq_paged_decode's tensor-core tables at 2 bits).
+  const float* sum_centroids() const { return cs_.get(); }
 
  private:
   int head_dim_ = 0, bits_ = 0;
   float scale_ = 0;
-  DeviceArray<float> signs_, c1_, b1_, c2_, b2_;
+  DeviceArray<float> signs_, c1_, b1_, c2_, b2_, cs_;
 };
 
 /**
@@ -209,6 +212,10 @@ void rvq_decode(const RvqTables& ktab, const RvqTables& vtab, const VqDecodeArgs
  * and vtab.page_stride(page_size); shapes, GQA, sliding window, soft-cap, fp32 / fp16 / bf16 io,
  * splits and workspace (decode_workspace_bytes) as tq_mse_decode (cuda.h); args.head_dim must equal
  * the tables', args.kernel 0 or 1 as rvq_decode. Tolerance as rvq_decode (plus the 16-bit output rounding).
+ * Kernel 0 with 2 bits per stage for keys and values: TurboQuant-MSE's fp16 tensor-core kernel
+ * (decode_h16.cuh; a coordinate's two 2-bit stage codes index a pair table of fp16 sums c1 + c2, no
+ * staging; 16-token warp steps with bulk copies), same tolerance; H200, batch 16 x 65,536 tokens, 32/8
+ * heads, head_dim 128: docs/RESULTS.md "Session 18". Other widths: the staged kernel.
  * Throws std::invalid_argument naming the argument.
  */
 void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kpool, PagedPool vpool,

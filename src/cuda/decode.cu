@@ -395,6 +395,11 @@ void launch_fp8_h16_any(int /*kb*/, int d, int /*vb*/, const LaunchShape& shape,
   launch_fp8_h16(d, shape, s, a);
 }
 
+void launch_rvq_h16_any(int /*kb*/, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s,
+                        const DecodeKernelArgs& a) {
+  launch_rvq_h16(d, shape, s, a);
+}
+
 using LaunchAny = void (*)(int, int, int, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 
 /// Tensor-core paths (fp16 or 3xTF32): up to 8 query heads per block (grid z = ceil(group / 8)).
@@ -403,7 +408,9 @@ using LaunchAny = void (*)(int, int, int, const LaunchShape&, cudaStream_t, cons
 void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKernelArgs& ka, const float* vsigns,
              float vscale, cudaStream_t s, LaunchAny launch_any, bool fuse) {
   validate(where, args);
-  check_arg(pow2_head_dim(args.head_dim) || (launch_any == launch_h16_any && h16_dense_head_dim(args.head_dim)), where,
+  check_arg(pow2_head_dim(args.head_dim) ||
+                ((launch_any == launch_h16_any || launch_any == launch_fp8_h16_any) && h16_dense_head_dim(args.head_dim)),
+            where,
             "head_dim", args.head_dim,
             "must be 64, 128 or 256 for the tensor-core kernels, or 80, 96, 112 for the fp16 one with TurboQuant-MSE "
             "keys at integer widths (other multiples of 16 run the CUDA-core kernel)");
@@ -578,10 +585,11 @@ void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const 
                                            "must equal tq_page_stride(page_size, head_dim)");
   ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E);
   const cudaStream_t s = detail::stream_of(stream);
-  if (args.kernel == 0 && detail::pow2_head_dim(args.head_dim)) {
-    // The fp16 tensor-core kernel (decode_h16.cuh, KB = VB = 8): no rotation (vsigns nullptr), and
-    // with one split it writes the output itself.
-    detail::run_mma(where, args, 8, 8, ka, nullptr, 1.0f, s, detail::launch_fp8_h16_any, true);
+  if (args.kernel == 0 && (detail::pow2_head_dim(args.head_dim) || detail::h16_dense_head_dim(args.head_dim))) {
+    // The fp16 tensor-core kernel (decode_h16.cuh, KB = VB = 8): no rotation (vsigns nullptr); with one
+    // split it writes the output itself at 64, 128, 256 (80, 96, 112 have no FUSE instance: combine).
+    detail::run_mma(where, args, 8, 8, ka, nullptr, 1.0f, s, detail::launch_fp8_h16_any,
+                    detail::pow2_head_dim(args.head_dim));
     return;
   }
   auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {
@@ -591,6 +599,25 @@ void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const 
 }
 
 namespace detail {
+
+/// rvq_paged_decode's kernel 0 with 2 bits per stage on both sides (rvq.cu): the TurboQuant fp16
+/// tensor-core kernel with RVQ pair tables (H16Layout::RVQ; c1 + c2 sums rounded to fp16): as
+/// tq_mse_decode, with the RVQ tables' rotation, norms and page strides.
+void rvq_paged_decode_h16(const RvqTables& kt, const RvqTables& vt, PagedPool kpool, PagedPool vpool,
+                          const PageTable& table, const DecodeArgs& args, Stream stream) {
+  const char* where = "cuda::rvq_paged_decode";
+  check_arg(kt.head_dim() == args.head_dim && vt.head_dim() == args.head_dim, where, "tables head_dim", kt.head_dim(),
+            "must equal args.head_dim for keys and values");
+  DecodeKernelArgs ka = paged_args(where, kpool, vpool, table, args, kt.page_stride(table.page_size),
+                                   "must equal ktab.page_stride(page_size)", vt.page_stride(table.page_size),
+                                   "must equal vtab.page_stride(page_size)");
+  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E * kt.hadamard_scale());
+  ka.ksigns = kt.signs();
+  ka.kcent = kt.sum_centroids();
+  ka.vcent = vt.sum_centroids();
+  ka.vtab_shared = &kt == &vt ? 1 : 0;
+  run_mma(where, args, 4, 4, ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_rvq_h16_any, true);
+}
 
 namespace {
 /// The raw-row plan of one staged side (StagedSide::chunk, cpt, rs, sw) for blocks of `stride`

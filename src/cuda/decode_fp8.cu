@@ -1,8 +1,8 @@
 // Decode-attention instances for paged fp8 e4m3 keys and values: the CUDA-core kernel (HPW 1..4,
 // kernel 1 and the head_dims the tensor-core kernel lacks) and the fp16 tensor-core kernel
-// (decode_h16.cuh with KB = VB = 8, kernel 0 at head_dim 64 / 128 / 256; 16 warps per block at 64 and
-// 128, 8 at 256, as launch_h16: 8 warps at head_dim 128 measured 0.92x (b16 x 64k, 550.2 vs 599.6 us,
-// H200 run s18-1)).
+// (decode_h16.cuh with KB = VB = 8, kernel 0 at head_dim 64, 80, 96, 112, 128, 256; 16 warps per block,
+// 8 at 256, as launch_h16: 8 warps at head_dim 128 measured 0.92x (b16 x 64k, 550.2 vs 599.6 us, H200
+// run s18-1)).
 #include <stdexcept>
 
 #include "decode.cuh"
@@ -19,6 +19,9 @@ void launch_fp8_h16(int d, const LaunchShape& shape, cudaStream_t s, const Decod
     case 64: return launch_h16<64, 8, 8>(shape, s, a);
     case 128: return launch_h16<128, 8, 8>(shape, s, a);
     case 256: return launch_h16<256, 8, 8>(shape, s, a);
+    case 80: return launch_h16<80, 8, 8>(shape, s, a);
+    case 96: return launch_h16<96, 8, 8>(shape, s, a);
+    case 112: return launch_h16<112, 8, 8>(shape, s, a);
   }
   throw std::logic_error("launch_fp8_h16: head_dim out of range");
 }

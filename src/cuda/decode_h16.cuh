@@ -174,10 +174,16 @@ constexpr int kMaxBlockSmem = 232448;
 /// F8 (KB = VB = 8): fp8 e4m3 keys and values (formats.h "fp8", fp8_decode's kernel 0): rows of D
 /// code bytes and an fp16 scale per token in the norm's place, no rotation, no tables (an e4m3 pair
 /// becomes an mma A register by one cvt).
-template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false>
+/// RVQ (KB = VB = 4): two-stage residual scalar VQ at 2 bits per stage (formats.h "rvq"): rows
+/// [stage 1 packed(D, 2)][stage 2 packed(D, 2)] and the fp16 norm, so a coordinate's code is 4 bits in
+/// two planes. A pair-table index byte is (stage-1 codes of the pair) | (stage-2 codes) << 4, i.e.
+/// e = p1a | p1b << 2 | p2a << 4 | p2b << 6 -> half2(c1[p1a] + c2[p2a], c1[p1b] + c2[p2b]); the pair is two
+/// dims of a token (keys) or two tokens at one dim (values), the same entry either way.
+template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false, bool RVQ = false>
 struct H16Layout {
   static constexpr bool F8 = KB == 8;
   static_assert(!F8 || (VB == 8 && !PROD && !SPLIT), "fp8: keys and values e4m3");
+  static_assert(!RVQ || (KB == 4 && VB == 4 && !PROD && !SPLIT && (D & (D - 1)) == 0), "rvq: 2 + 2 bits");
   static constexpr int kTileT = 16 * NW;
   static constexpr int H = D / 2;
   static constexpr int cbO = SPLIT ? H * KB / 8 : 0;  // SPLIT: byte offset of part 1 in a row
@@ -483,9 +489,11 @@ __device__ __noinline__ void fused_epilogue(float* y, int heads, void* out, int 
 /// for keys and values); a.kchan / a.vchan the parts' channels.
 /// KB = VB = 8: fp8 e4m3 keys and values (H16Layout::F8): q unrotated (a.ksigns unused), A registers
 /// from e4m3 pairs by cvt (exact), the per-token scales in the norms' place, no rotation back.
-template <int D, int KB, int VB, int NW, bool PROD = false, bool FUSE = false, bool SPLIT = false>
+/// RVQ: 2 + 2-bit RVQ keys and values (H16Layout::RVQ); a.kcent / a.vcent hold the 16 sums
+/// c1[i] + c2[j] at i | j << 2 (RvqTables::sum_centroids).
+template <int D, int KB, int VB, int NW, bool PROD = false, bool FUSE = false, bool SPLIT = false, bool RVQ = false>
 __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKernelArgs a) {
-  using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT>;
+  using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT, RVQ>;
   constexpr bool F8 = Lay::F8;
   constexpr int H = Lay::H;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;
@@ -697,8 +705,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     for (int i = tid; i < R * 64; i += NT) {  // warp-uniform trip counts (R * 64 is a multiple of 64)
       const int e = i >> 6;
       const bool val = (i & 32) != 0;  // words 32..63 of a row: the value table
-      const int lo = val ? e & ((1 << VB) - 1) : e & ((1 << (KB > 0 ? KB : 1)) - 1);
-      const int hi = val ? e >> VB : e >> (KB > 0 ? KB : 1);
+      // RVQ: entry e = p1a | p1b << 2 | p2a << 4 | p2b << 6; code k of sum_centroids is p1 | p2 << 2.
+      const int lo = RVQ ? (e & 3) | ((e >> 2) & 12) : val ? e & ((1 << VB) - 1) : e & ((1 << (KB > 0 ? KB : 1)) - 1);
+      const int hi = RVQ ? ((e >> 2) & 3) | ((e >> 4) & 12) : val ? e >> VB : e >> (KB > 0 ? KB : 1);
       const float clo = __shfl_sync(0xffffffffu, val ? vc : kc, lo & 15);
       const float chi = __shfl_sync(0xffffffffu, val ? vc : kc, hi & 15);
       if (val ? (!share && e < VE) : e < KE) {
@@ -730,7 +739,10 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       float y = 0.0f;
       if (hg < a.group) {
         const float* qh = a.q + (static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg) * D;
-        for (int j = 0; j < D; ++j) y = fmaf(__ldg(a.krot_t + j * D + i), __ldg(qh + j), y);
+        if constexpr (F8)
+          y = __ldg(qh + i);  // fp8: no rotation
+        else
+          for (int j = 0; j < D; ++j) y = fmaf(__ldg(a.krot_t + j * D + i), __ldg(qh + j), y);
       }
       s_qrot[idx] = y;
     }
@@ -885,14 +897,45 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         float s2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
         if constexpr (KB > 0) {
           LaneSpan<KBITS, Lay::rsK % 4 == 0 ? 4 : 2, kDenseRot> k0, k1;
-          if constexpr (std::is_same_v<decltype(k0), CodeSpan<KBITS / 8>>) {
+          if constexpr (RVQ) {
+            // planes loaded below
+          } else if constexpr (std::is_same_v<decltype(k0), CodeSpan<KBITS / 8>>) {
             k0.load(s_kc + (tb + gid) * Lay::rsK + KSPAN * tig);
             k1.load(s_kc + (tb + gid + 8) * Lay::rsK + KSPAN * tig);
           } else {
             k0.load_bits(s_kc + (tb + gid) * Lay::rsK, KBITS * tig);
             k1.load_bits(s_kc + (tb + gid + 8) * Lay::rsK, KBITS * tig);
           }
-          if constexpr (F8) {
+          if constexpr (RVQ) {
+            // The lane's D/4 dims in each plane (D/16 bytes at plane offset + D/16 tig): nibble n of a
+            // plane word holds dims 2n, 2n + 1 of its 16; the stage-1 nibble | stage-2 nibble << 4 of
+            // dims (4k, 4k + 1) of word i is byte k of e (a0 / a1 of kk = 4i + k), of (4k + 2, 4k + 3)
+            // byte k of o (a2 / a3).
+            (void)k0, (void)k1;
+            constexpr int PS = D / 16;  // plane bytes per lane
+            CodeSpan<PS> p10, p20, p11, p21;
+            const std::uint8_t* ra = s_kc + (tb + gid) * Lay::rsK + PS * tig;
+            const std::uint8_t* rc = s_kc + (tb + gid + 8) * Lay::rsK + PS * tig;
+            p10.load(ra), p20.load(ra + D / 4), p11.load(rc), p21.load(rc + D / 4);
+            constexpr std::uint32_t m4 = 0x0F0F0F0Fu;
+#pragma unroll
+            for (int i = 0; i < (PS + 3) / 4; ++i) {
+              const std::uint32_t e0 = (p10.w[i] & m4) | ((p20.w[i] << 4) & ~m4);
+              const std::uint32_t o0 = ((p10.w[i] >> 4) & m4) | (p20.w[i] & ~m4);
+              const std::uint32_t e1 = (p11.w[i] & m4) | ((p21.w[i] << 4) & ~m4);
+              const std::uint32_t o1 = ((p11.w[i] >> 4) & m4) | (p21.w[i] & ~m4);
+#pragma unroll
+              for (int k = 0; k < 4 && 4 * i + k < D / 16; ++k) {
+                const int kk = 4 * i + k;
+                std::uint32_t af[4];
+                af[0] = lds_at(tabs, byte_addr(e0, k, klane));
+                af[1] = lds_at(tabs, byte_addr(e1, k, klane));
+                af[2] = lds_at(tabs, byte_addr(o0, k, klane));
+                af[3] = lds_at(tabs, byte_addr(o1, k, klane));
+                mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
+              }
+            }
+          } else if constexpr (F8) {
             // Word kk of a lane's span: the e4m3 codes of dims D/4 tig + 4 kk + {0..3}, so its low
             // half is (a0 | a1: k-slots 2tig + {0, 1}) and its high half (a2 | a3: 2tig + 8 + {0, 1}).
 #pragma unroll
@@ -1046,14 +1089,53 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         v2.load(vr + R2 * Lay::rsV);
         v3.load(vr + R3 * Lay::rsV);
       }
-      if constexpr (F8) {
+      if constexpr (RVQ) {
+        // Each plane's D/32 bytes of the lane's dims (D/8 of them) in rows r0, r0 + R1, r0 + R2, r0 + R3;
+        // per plane the cross-token 2-bit fields (nibble n: (row x, row y) at dim 2n: lo; 2n + 1: hi), then
+        // stage-1 nibble | stage-2 nibble << 4 as bytes (even nibbles: E, odd: O): the table entry of
+        // (row x, row y) at that dim is the A register.
+        (void)v0, (void)v1, (void)v2, (void)v3;
+        constexpr int PV = D / 32;
+        const std::uint8_t* vrow = s_vc + (tb + r0) * Lay::rsV + PV * gid;
+        CodeSpan<PV> q1[4], q2[4];
+        const int roff[4] = {0, R1 * Lay::rsV, R2 * Lay::rsV, R3 * Lay::rsV};
+#pragma unroll
+        for (int r = 0; r < 4; ++r) q1[r].load(vrow + roff[r]), q2[r].load(vrow + roff[r] + D / 4);
+        constexpr std::uint32_t m2 = 0x33333333u, m4 = 0x0F0F0F0Fu;
+        auto cross = [&](std::uint32_t x, std::uint32_t y, std::uint32_t& lo, std::uint32_t& hi) {
+          lo = (x & m2) | ((y << 2) & ~m2);
+          hi = ((x >> 2) & m2) | (y & ~m2);
+        };
+        auto bytes = [&](std::uint32_t l1, std::uint32_t l2, std::uint32_t& e, std::uint32_t& o) {
+          e = (l1 & m4) | ((l2 << 4) & ~m4);
+          o = ((l1 >> 4) & m4) | (l2 & ~m4);
+        };
+#pragma unroll
+        for (int wq = 0; wq < (PV + 3) / 4; ++wq) {
+          std::uint32_t l1a, h1a, l2a, h2a, l1c, h1c, l2c, h2c;
+          cross(q1[0].w[wq], q1[1].w[wq], l1a, h1a), cross(q2[0].w[wq], q2[1].w[wq], l2a, h2a);
+          cross(q1[2].w[wq], q1[3].w[wq], l1c, h1c), cross(q2[2].w[wq], q2[3].w[wq], l2c, h2c);
+          std::uint32_t ela, ola, eha, oha, elc, olc, ehc, ohc;
+          bytes(l1a, l2a, ela, ola), bytes(h1a, h2a, eha, oha), bytes(l1c, l2c, elc, olc), bytes(h1c, h2c, ehc, ohc);
+#pragma unroll
+          for (int jj = 0; jj < 8 && 8 * wq + jj < D / 16; ++jj) {
+            const bool odd = (jj & 1) != 0;
+            std::uint32_t af[4];
+            af[0] = lds_at(tabs, byte_addr(odd ? ola : ela, jj / 2, vlane));  // (rows r0, r0 + R1) at d0
+            af[1] = lds_at(tabs, byte_addr(odd ? oha : eha, jj / 2, vlane));  // same rows at d1
+            af[2] = lds_at(tabs, byte_addr(odd ? olc : elc, jj / 2, vlane));  // (r0 + R2, r0 + R3) at d0
+            af[3] = lds_at(tabs, byte_addr(odd ? ohc : ehc, jj / 2, vlane));
+            mma_f16(acc[8 * wq + jj], af, pb0, pb1);
+          }
+        }
+      } else if constexpr (F8) {
         // Rows past n or before lo hold stale or unwritten bytes (possibly e4m3's NaN, which times a
         // zero weight is still NaN in the mma): their codes become 0 on such steps (warp-uniform test).
         if (lo > 0 || n < 16) {
           const bool ok0 = r0 >= lo && r0 < n, ok1 = r0 + R1 >= lo && r0 + R1 < n;
           const bool ok2 = r0 + R2 >= lo && r0 + R2 < n, ok3 = r0 + R3 >= lo && r0 + R3 < n;
 #pragma unroll
-          for (int i = 0; i < VSPAN / 4; ++i) {
+          for (int i = 0; i < (VSPAN + 3) / 4; ++i) {  // (head_dim 80, 112: the last word partly)
             v0.w[i] = ok0 ? v0.w[i] : 0u, v1.w[i] = ok1 ? v1.w[i] : 0u;
             v2.w[i] = ok2 ? v2.w[i] : 0u, v3.w[i] = ok3 ? v3.w[i] : 0u;
           }
@@ -1221,12 +1303,12 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
 
 /// Launch (or occupancy query) of decode_h16_kernel<D, KB, VB>; grid z = ceil(group / 8); the FUSE
 /// instance when a.fuse_out (one split).
-template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false>
+template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false, bool RVQ = false>
 void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
   constexpr bool kDenseRot = (D & (D - 1)) != 0;  // no FUSE instance (the combine kernel rotates back)
-  auto kernel = decode_h16_kernel<D, KB, VB, NW, PROD, false, SPLIT>;
-  auto fused = decode_h16_kernel<D, KB, VB, NW, PROD, !kDenseRot, SPLIT>;
-  using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT>;
+  auto kernel = decode_h16_kernel<D, KB, VB, NW, PROD, false, SPLIT, RVQ>;
+  auto fused = decode_h16_kernel<D, KB, VB, NW, PROD, !kDenseRot, SPLIT, RVQ>;
+  using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT, RVQ>;
   const int smem = Lay::bytes();
   // Driver calls once per instance (and device: the process uses one), not per launch: at batch 1
   // the decode itself takes tens of microseconds.
@@ -1253,9 +1335,9 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
 /// 8 at head_dim 256 (its registers allow 8 warps per SM).
 /// History (docs/CUDA_NOTES.md): 8 warps against 4 in v8 (704 vs 781 us at batch 16 x 65,536,
 /// 4-bit, 32/8 heads); v11 moved d64/d128 from two blocks of 8 warps to one of 16.
-template <int D, int KB, int VB, bool PROD = false>
+template <int D, int KB, int VB, bool PROD = false, bool RVQ = false>
 void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
-  launch_h16_nw<D, KB, VB, (D == 256 ? 8 : 16), PROD>(shape, stream, a);
+  launch_h16_nw<D, KB, VB, (D == 256 ? 8 : 16), PROD, false, RVQ>(shape, stream, a);
 }
 
 template <int KB, bool PROD = false>
@@ -1291,8 +1373,10 @@ void launch_h16_k1(int d, int vb, const LaunchShape&, cudaStream_t, const Decode
 void launch_h16_k2(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k3(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k4(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
-/// fp8 e4m3 keys and values (KB = VB = 8) at head_dim 64 / 128 / 256: instances in decode_fp8.cu.
+/// fp8 e4m3 keys and values (KB = VB = 8) at head_dim 64, 80, 96, 112, 128, 256: instances in decode_fp8.cu.
 void launch_fp8_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+/// RVQ keys and values at 2 bits per stage (H16Layout::RVQ) at head_dim 64 / 128 / 256: instances in rvq.cu.
+void launch_rvq_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// TurboQuant-Prod keys with MSE part of kmb bits (0..3): instances in decode_h16p_k{0..3}.cu.
 void launch_h16p_k0(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16p_k1(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);

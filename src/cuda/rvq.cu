@@ -19,9 +19,13 @@
 // contiguous blocks (rvq_decode): Pi q once per query head, keys and values decoded once per KV head
 // and 32-token step into shared memory, the merge rotates back once.
 #include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "../ref/rvq.h"
+#include "decode_h16.cuh"
 #include "qjl.cuh"
 #include "splitk.cuh"
 #include "staged.cuh"
@@ -223,6 +227,12 @@ RvqTables::RvqTables(const CodecConfig& cfg) {
   b1_ = detail::upload(r.stage1_codebook().boundaries);
   c2_ = detail::upload(r.stage2_codebook().centroids);
   b2_ = detail::upload(r.stage2_codebook().boundaries);
+  const auto& c1 = r.stage1_codebook().centroids;
+  const auto& c2 = r.stage2_codebook().centroids;
+  std::vector<float> cs(c1.size() * c2.size());
+  for (std::size_t j = 0; j < c2.size(); ++j)
+    for (std::size_t i = 0; i < c1.size(); ++i) cs[i + j * c1.size()] = c1[i] + c2[j];
+  cs_ = detail::upload(cs);
 }
 
 std::size_t RvqTables::page_stride(int page_size) const {
@@ -257,8 +267,34 @@ void rvq_decode(const RvqTables& ktab, const RvqTables& vtab, const VqDecodeArgs
   detail::staged_block_decode("cuda::rvq_decode", ktab, vtab, a, rvq_call(ktab, vtab), detail::stream_of(stream));
 }
 
+namespace detail {
+// decode.cu: the 2 + 2-bit RVQ decode on the fp16 tensor-core kernel of decode_h16.cuh (RVQ instances below).
+void rvq_paged_decode_h16(const RvqTables& ktab, const RvqTables& vtab, PagedPool kpool, PagedPool vpool,
+                          const PageTable& table, const DecodeArgs& args, Stream stream);
+
+void launch_rvq_h16(int d, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+  switch (d) {
+    case 64: return launch_h16<64, 4, 4, false, true>(shape, s, a);
+    case 128: return launch_h16<128, 4, 4, false, true>(shape, s, a);
+    case 256: return launch_h16<256, 4, 4, false, true>(shape, s, a);
+  }
+  throw std::logic_error("launch_rvq_h16: head_dim out of range");
+}
+}  // namespace detail
+
 void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kpool, PagedPool vpool,
                       const PageTable& table, const DecodeArgs& args, Stream stream) {
+  // Kernel 0 with 2 bits per stage on both sides: a coordinate is a 4-bit code in two planes, decoded by the
+  // TurboQuant fp16 kernel's pair tables (decode_h16.cuh, H16Layout::RVQ). TURBOKV_RVQ_H16=0 in the
+  // environment keeps the staged kernel there (for A/B runs and tests of both paths).
+  static const bool h16_off = [] {
+    const char* e = std::getenv("TURBOKV_RVQ_H16");
+    return e && std::string(e) == "0";
+  }();
+  if (args.kernel == 0 && ktab.bits() == 2 && vtab.bits() == 2 && !h16_off) {
+    detail::rvq_paged_decode_h16(ktab, vtab, kpool, vpool, table, args, stream);
+    return;
+  }
   detail::staged_paged_decode("cuda::rvq_paged_decode", ktab, vtab, kpool, vpool, table, args, rvq_call(ktab, vtab),
                               detail::stream_of(stream));
 }

@@ -147,7 +147,8 @@ double run_decode_case(const Fp8Case& c, std::uint64_t seed) {
   p.window = c.window;
   p.softcap = c.softcap;
   const double io_tol = c.io == cuda::IoType::kF16 ? 1e-3 : c.io == cuda::IoType::kBf16 ? 8e-3 : 0.0;
-  const double tol = c.kernel == 0 && (d == 64 || d == 128 || d == 256) ? kFp8DecodeH16RelTol : kFp8DecodeRelTol;
+  const bool h16 = c.kernel == 0 && (d == 64 || d == 80 || d == 96 || d == 112 || d == 128 || d == 256);
+  const double tol = h16 ? kFp8DecodeH16RelTol : kFp8DecodeRelTol;
   return check_decode_outputs(*ref, *ref, kblk, vblk, c.lens, c.kvh, c.nh, d, q, out, p, tol + io_tol);
 }
 
@@ -180,8 +181,8 @@ TEST(CudaFp8, DecodeMatchesReference) {
   std::printf("fp8 decode (CUDA cores): worst relative error vs fp64 %.3g\n", worst);
 }
 
-// Kernel 0: the fp16 tensor-core kernel at head_dim 64 / 128 / 256 (decode_h16.cuh, KB = VB = 8), and
-// the CUDA-core kernel at the other head_dims. Pools filled with 0xFF, so every stale row of a step
+// Kernel 0: the fp16 tensor-core kernel at head_dim 64, 80, 96, 112, 128, 256 (decode_h16.cuh, KB = VB =
+// 8), and the CUDA-core kernel at the other head_dims. Pools filled with 0xFF, so every stale row of a step
 // (window start, sequence tail, a page's unused slots) holds e4m3 NaN codes and fp16 NaN scales.
 TEST(CudaFp8, TensorCoreDecodeMatchesReference) {
   const std::uint64_t seed = fresh_seed();
@@ -199,7 +200,10 @@ TEST(CudaFp8, TensorCoreDecodeMatchesReference) {
       {128, 12, 2, 1, 0, 5, {999, 31}, 0.0f, IO::kBf16, 0, kNaN},           // GQA 6, page 1
       {128, 12, 1, 32, 77, 1, {4097, 1}, 0.0f, IO::kF32, 0, kNaN},           // GQA 12, window, one split
       {128, 2, 2, 16, 0, 0, {65, 1, 2}, 0.0f, IO::kF32, 0, kNaN},             // GQA 1
-      {96, 6, 1, 1, 0, 0, {1000, 2}, 0.0f, IO::kF32, 0, kNaN},               // CUDA-core kernel
+      {96, 6, 1, 1, 0, 0, {1000, 2}, 0.0f, IO::kF32, 0, kNaN},               // bulk copies, combine kernel
+      {80, 32, 8, 16, 0, 1, {1000, 17}, 0.0f, IO::kF32, 0, kNaN},             // one split: no FUSE at 80
+      {112, 16, 16, 64, 50, 0, {300}, 0.0f, IO::kF16, 0, kNaN},               // GQA 1, window
+      {160, 8, 2, 16, 0, 0, {300, 5}, 0.0f, IO::kF32, 0, kNaN},               // the CUDA-core kernel
   };
   double worst = 0;
   for (std::size_t i = 0; i < cases.size(); ++i) {

@@ -328,7 +328,7 @@ TEST(CudaReal, TqMseAppendAndDecode) {
 
 /// fp8 e4m3: fp8_append of the layer's fp16 keys and values (bytes == the reference encode), then
 /// fp8_decode of the real queries: kernel 1 (fp32 CUDA cores, kFp32RelTol) and kernel 0 (fp16 tensor cores at
-/// head_dim 64 / 128 / 256, kH16RelTol; elsewhere the CUDA-core kernel again). worst[kernel].
+/// head_dim 64, 80, 96, 112, 128, 256, kH16RelTol; elsewhere the CUDA-core kernel again). worst[kernel].
 void run_fp8(const RealLayer& l, int page_size, std::uint64_t seed, double (&worst)[2]) {
   SCOPED_TRACE(l.name + " fp8 page " + std::to_string(page_size) + " seed " + std::to_string(seed));
   CodecConfig cfg;
@@ -356,7 +356,7 @@ void run_fp8(const RealLayer& l, int page_size, std::uint64_t seed, double (&wor
     a.kernel = kernel;
     dout.fill_byte(0xFF);  // NaN poison
     cuda::fp8_decode(lp.kp, lp.vp, lp.pt, a, nullptr);
-    const bool h16 = kernel == 0 && (l.d == 64 || l.d == 128 || l.d == 256);
+    const bool h16 = kernel == 0 && (l.d == 64 || l.d == 80 || l.d == 96 || l.d == 112 || l.d == 128 || l.d == 256);
     const Errors e = check_queries(l, s, dout.download(), refs, h16 ? kH16RelTol : kFp32RelTol);
     worst[kernel] = std::max(worst[kernel], e.reference);
     std::printf("  %-28s fp8 page %3d kernel %d: vs reference %.3g, vs exact attention %.3g (worst of %d queries)\n",

@@ -10,6 +10,8 @@
 //    blocks scattered into shuffled pages: awkward lengths (1, 2, 31, 64, 65, 1000, 4097), page sizes
 //    1..256, GQA ratios 1, 2, 3, 4, 5, 6, 7, 8, 16, head_dim 64 / 128 / 256, split counts, sliding
 //    windows, soft-capping and 16-bit io;
+//  - RVQ with 2 bits per stage on both sides: kernel 0 is the TurboQuant fp16 kernel with RVQ pair
+//    tables (decode_h16.cuh) unless TURBOKV_RVQ_H16=0 (then the staged kernel: run both);
 //  - a control per method: the same decode with a 1000-token sequence's first page-table entry
 //    pointing at another sequence's page must leave the tolerance;
 //  - bad arguments throw std::invalid_argument naming the argument.
@@ -332,6 +334,9 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
   using IO = cuda::IoType;
   const Method R = Method::kRvq, P = Method::kPvq, Q = Method::kPolar;
   const std::vector<DecodeCase> cases = {
+      // First RVQ case (the control): 2 + 2 bits, the fp16 kernel's RVQ tables at kernel 0 (the staged
+      // kernel with TURBOKV_RVQ_H16=0).
+      {R, 128, 2, 2, 32, 8, 16, 0, 0, {1, 2, 31, 1000}},
       {R, 128, 2, 3, 32, 8, 16, 0, 0, {1, 2, 31, 1000}},
       {R, 64, 4, 1, 9, 3, 1, 0, 0, {65, 64}},
       {R, 256, 1, 4, 16, 1, 64, 0, 3, {4097}},
@@ -339,6 +344,12 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
       {R, 128, 2, 2, 8, 4, 16, 0, 0, {300, 17}},   // GQA 2 (2 heads per warp group)
       {R, 64, 4, 4, 3, 3, 4, 0, 0, {129, 1}},      // GQA 1
       {R, 128, 4, 2, 10, 2, 16, 0, 0, {77, 1000}},  // GQA 5
+      // 2 + 2 bits on both sides: kernel 0 is the TurboQuant fp16 kernel with RVQ pair tables (decode_h16.cuh)
+      {R, 64, 2, 2, 9, 3, 1, 0, 0, {1000, 65}},              // GQA 3, page 1 (per-row copies)
+      {R, 128, 2, 2, 32, 8, 16, 0, 1, {4097, 31}},           // GQA 4, one split (fused epilogue)
+      {R, 256, 2, 2, 4, 1, 64, 300, 0, {2049, 2}, 5.0f},     // page 64, window, soft-cap
+      {R, 128, 2, 2, 24, 2, 32, 0, 3, {999, 1}, 0.0f, IO::kF16},  // GQA 12 (two blocks of query heads)
+      {R, 64, 2, 2, 7, 1, 16, 0, 0, {130, 64, 17}, 0.0f, IO::kBf16},  // GQA 7, bulk copies
       {P, 128, 2, 4, 32, 8, 16, 0, 0, {1, 31, 1000}},
       {P, 64, 3, 1, 6, 1, 2, 0, 5, {257, 2}},
       {P, 256, 1, 2, 5, 1, 64, 0, 0, {4097}, 5.0f},
