@@ -400,6 +400,11 @@ void launch_rvq_h16_any(int /*kb*/, int d, int /*vb*/, const LaunchShape& shape,
   launch_rvq_h16(d, shape, s, a);
 }
 
+void launch_kivi_h16_any(int kb, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s,
+                         const DecodeKernelArgs& a) {
+  launch_kivi_h16(d, kb, shape, s, a);
+}
+
 using LaunchAny = void (*)(int, int, int, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 
 /// Tensor-core paths (fp16 or 3xTF32): up to 8 query heads per block (grid z = ceil(group / 8)).
@@ -617,6 +622,22 @@ void rvq_paged_decode_h16(const RvqTables& kt, const RvqTables& vt, PagedPool kp
   ka.vcent = vt.sum_centroids();
   ka.vtab_shared = &kt == &vt ? 1 : 0;
   run_mma(where, args, 4, 4, ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_rvq_h16_any, true);
+}
+
+/// kivi_decode's kernel 0 on the fp16 tensor-core kernel (kivi.cu checks where it applies): unrotated q,
+/// the codes dequantized into the mma fragments (H16Layout::KIVI), the plan and merge of tq_mse_decode.
+void kivi_paged_decode_h16(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpool, PagedPool vpool,
+                           const PageTable& table, const DecodeArgs& args, std::size_t kstride, std::size_t vstride,
+                           Stream stream) {
+  const char* where = "cuda::kivi_decode";
+  DecodeKernelArgs ka = paged_args(where, kpool, vpool, table, args, kstride,
+                                   "must equal kivi_page_stride(kcodec, page_size)", vstride,
+                                   "must equal kivi_page_stride(vcodec, page_size)");
+  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E);
+  ka.kside.group = kcfg.group_size;
+  ka.vside.group = vcfg.group_size;
+  const int b = static_cast<int>(kcfg.bits);
+  run_mma(where, args, b, b, ka, nullptr, 1.0f, stream_of(stream), launch_kivi_h16_any, true);
 }
 
 namespace {

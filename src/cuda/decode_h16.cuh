@@ -179,11 +179,19 @@ constexpr int kMaxBlockSmem = 232448;
 /// two planes. A pair-table index byte is (stage-1 codes of the pair) | (stage-2 codes) << 4, i.e.
 /// e = p1a | p1b << 2 | p2a << 4 | p2b << 6 -> half2(c1[p1a] + c2[p2a], c1[p1b] + c2[p2b]); the pair is two
 /// dims of a token (keys) or two tokens at one dim (values), the same entry either way.
-template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false, bool RVQ = false>
+/// KIVI (MODE kModeKivi; KB = VB = 2 or 4): KIVI keys and values (formats.h "kivi"): a step's key rows
+/// lie in one key group (G a multiple of 16), whose [channel][min, scale] fp16 words (4 D bytes) are
+/// staged in the key-norm slot; the value slot holds the 16 tokens' [channel group][min, scale] words
+/// (at most 512 bytes: head_dim / G_v <= 8). Each A register is two codes as exact fp16 integers
+/// (PRMT + LOP3 on 0x6400, minus 1024) times the channels' scales plus their mins (one hfma2, rounded
+/// once, as the staged kernel's fp16 tile). No tables, no rotation.
+constexpr int kModeTq = 0, kModeRvq = 1, kModeKivi = 2;
+template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false, int MODE = kModeTq>
 struct H16Layout {
-  static constexpr bool F8 = KB == 8;
-  static_assert(!F8 || (VB == 8 && !PROD && !SPLIT), "fp8: keys and values e4m3");
+  static constexpr bool F8 = KB == 8, RVQ = MODE == kModeRvq, KIVI = MODE == kModeKivi;
+  static_assert(!F8 || (VB == 8 && !PROD && !SPLIT && MODE == kModeTq), "fp8: keys and values e4m3");
   static_assert(!RVQ || (KB == 4 && VB == 4 && !PROD && !SPLIT && (D & (D - 1)) == 0), "rvq: 2 + 2 bits");
+  static_assert(!KIVI || ((KB == 2 || KB == 4) && VB == KB && !PROD && !SPLIT && (D & (D - 1)) == 0), "kivi: 2 or 4 bits");
   static constexpr int kTileT = 16 * NW;
   static constexpr int H = D / 2;
   static constexpr int cbO = SPLIT ? H * KB / 8 : 0;  // SPLIT: byte offset of part 1 in a row
@@ -215,11 +223,13 @@ struct H16Layout {
   static constexpr int rsK = kDenseK ? cbK : mma_row_stride(cbK), rsV = kBulk ? cbV : mma_row_stride(cbV);
   static constexpr int NBK = PROD || SPLIT ? 4 : 2;  // staged key-norm bytes per token
   static constexpr int NBV = SPLIT ? 4 : 2;          // staged value-norm bytes per token
+  /// Bytes of a step's key-norm and value-norm slots (KIVI: the key group's and the tokens' scalars).
+  static constexpr int KSB = KIVI ? 4 * D : 16 * NBK, VSB = KIVI ? 512 : 16 * NBV;
   /// One warp step: [key codes 16 x rsK][key norms 16 x NBK][value codes 16 x rsV][value norms 16 x NBV]
   /// (with page_size 16 a pool's codes and norms of a step are one contiguous range of the page:
   /// kBulk copies each pool's step whole).
-  static constexpr int wstep = 16 * (rsK + rsV) + 16 * NBK + 16 * NBV;
-  static constexpr int off_kn = 16 * rsK, off_vc = off_kn + 16 * NBK, off_vn = off_vc + 16 * rsV;
+  static constexpr int wstep = 16 * (rsK + rsV) + KSB + VSB;
+  static constexpr int off_kn = 16 * rsK, off_vc = off_kn + KSB, off_vn = off_vc + 16 * rsV;
   /// Pair tables: row e (256 bytes) holds the key entry e of lane L at byte 4 L and, when values
   /// have their own codebook, the value entry e at 128 + 4 L (so a look-up address is
   /// (e << 8) | lane byte: one PRMT for byte-wide fields; 32 lanes hit 32 banks).
@@ -237,7 +247,7 @@ struct H16Layout {
   /// cross-token fields of dims d0 and d1), built from two nibble fields per byte.
   static constexpr bool kQuad = !PROD && !SPLIT && KB == 2 && VB == 2;
   static constexpr int kQuadV = 256 * 256;
-  static constexpr int tab = F8 ? 0 : kQuad ? 2 * kQuadV : (KR > VR ? KR : VR) * 256;
+  static constexpr int tab = F8 || KIVI ? 0 : kQuad ? 2 * kQuadV : (KR > VR ? KR : VR) * 256;
   static constexpr int qrot = kMmaHeads * D * 4;
   static constexpr int pbuf = NW * kPWarpFloats * 4;          // per warp P[16][8] (p_at)
   static constexpr int qp = qrot > pbuf ? qrot : pbuf;        // Pi q (set-up) and P (main loop) overlaid
@@ -291,6 +301,23 @@ __device__ __forceinline__ std::uint32_t e4m3x2_h2(std::uint32_t x) {
   else
     asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %1;\n cvt.rn.f16x2.e4m3x2 %0, h;\n}" : "=r"(r) : "r"(x));
   return r;
+}
+
+/// KIVI: B-bit code fields (B = 2 or 4) at byte `by` of x (low half) and of y (high half), bits
+/// [0, B) of that byte, as the fp16 integers 1024 + code (0x6400 has a zero low byte: one PRMT moves the
+/// two bytes into the halves' low bytes, one LOP3 masks them and sets the exponent).
+template <int B>
+__device__ __forceinline__ std::uint32_t kivi_int_pair(std::uint32_t x, std::uint32_t y, int by) {
+  const std::uint32_t t = __byte_perm(x, y, by | (by << 4) | ((4 + by) << 8) | ((4 + by) << 12));
+  return (t & (((1u << B) - 1u) * 0x00010001u)) | 0x64006400u;
+}
+
+/// KIVI: min + scale * code of two elements (half2 each), from kivi_int_pair's 1024 + code (exact
+/// subtraction), one fp16 fma (rounded once, as the staged kernel's tile).
+__device__ __forceinline__ std::uint32_t kivi_dequant(std::uint32_t codes, std::uint32_t sc, std::uint32_t mn) {
+  const __half2 c = __hsub2(*reinterpret_cast<const __half2*>(&codes), __half2(__half(1024.0f), __half(1024.0f)));
+  const __half2 r = __hfma2(c, *reinterpret_cast<const __half2*>(&sc), *reinterpret_cast<const __half2*>(&mn));
+  return *reinterpret_cast<const std::uint32_t*>(&r);
 }
 
 // mbarrier and bulk-copy (TMA) primitives (PTX ISA 8.0, sm_90) on shared-window addresses.
@@ -489,12 +516,14 @@ __device__ __noinline__ void fused_epilogue(float* y, int heads, void* out, int 
 /// for keys and values); a.kchan / a.vchan the parts' channels.
 /// KB = VB = 8: fp8 e4m3 keys and values (H16Layout::F8): q unrotated (a.ksigns unused), A registers
 /// from e4m3 pairs by cvt (exact), the per-token scales in the norms' place, no rotation back.
-/// RVQ: 2 + 2-bit RVQ keys and values (H16Layout::RVQ); a.kcent / a.vcent hold the 16 sums
-/// c1[i] + c2[j] at i | j << 2 (RvqTables::sum_centroids).
-template <int D, int KB, int VB, int NW, bool PROD = false, bool FUSE = false, bool SPLIT = false, bool RVQ = false>
+/// MODE kModeRvq: 2 + 2-bit RVQ keys and values (H16Layout::RVQ); a.kcent / a.vcent hold the 16 sums
+/// c1[i] + c2[j] at i | j << 2 (RvqTables::sum_centroids). kModeKivi: KIVI keys and values
+/// (H16Layout::KIVI; a.kside.group = key group tokens, a.vside.group = value group channels).
+template <int D, int KB, int VB, int NW, bool PROD = false, bool FUSE = false, bool SPLIT = false, int MODE = kModeTq>
 __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKernelArgs a) {
-  using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT, RVQ>;
-  constexpr bool F8 = Lay::F8;
+  using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT, MODE>;
+  constexpr bool F8 = Lay::F8, RVQ = Lay::RVQ, KIVI = Lay::KIVI;
+  static_assert(!KIVI || Lay::kBulk, "kivi: dense rows (bulk copies)");
   constexpr int H = Lay::H;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;
   constexpr int KSPAN = Lay::cbM / 4;   // bytes of a key row's MSE codes per lane (D/4 dims)
@@ -595,12 +624,22 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   std::uint64_t kbase16, vbase16;
   asm("mov.b64 %0, %1;" : "=l"(kbase16) : "l"(reinterpret_cast<std::uint64_t>(kpool_g)));
   asm("mov.b64 %0, %1;" : "=l"(vbase16) : "l"(reinterpret_cast<std::uint64_t>(vpool_g)));
+  // KIVI: bytes of a step's value scalars (16 tokens x head_dim / G_v (min, scale) words) and the key
+  // group shift (groups of G_k tokens, a power of two >= 16), warp-uniform.
+  const unsigned kivi_vsb = KIVI ? 64u * static_cast<unsigned>(D / a.vside.group) : 0u;
+  const int kivi_gshift = KIVI ? __ffs(a.kside.group) - 1 : 0;
+  (void)kivi_vsb, (void)kivi_gshift;
   auto copy_page16 = [&](int sl, unsigned pgu) {
     constexpr unsigned K = 16 * Lay::cbK, V = 16 * Lay::cbV;
     const std::uint32_t du = wst_u + sl * Lay::wstep;
     const auto* ksrc = reinterpret_cast<const void*>(kbase16 + std::uint64_t(pgu) * kps);
     const auto* vsrc = reinterpret_cast<const void*>(vbase16 + std::uint64_t(pgu) * vps);
-    elect_bulk2(wbar_u + 8 * sl, K + V + 64, du, ksrc, K + 32, du + K + 32, vsrc, V + 32);
+    if constexpr (KIVI) {  // a page of 16 tokens is one key group: codes then the group's scalars
+      elect_bulk2(wbar_u + 8 * sl, K + V + Lay::KSB + kivi_vsb, du, ksrc, K + Lay::KSB, du + Lay::off_vc, vsrc,
+                  V + kivi_vsb);
+    } else {
+      elect_bulk2(wbar_u + 8 * sl, K + V + 64, du, ksrc, K + 32, du + K + 32, vsrc, V + 32);
+    }
   };
   auto issue = [&](int it, int sl, unsigned page) {
     std::uint8_t* sp = wst + sl * Lay::wstep;
@@ -615,7 +654,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         const unsigned pgu = __shfl_sync(0xffffffffu, page, 0);
         const int p0u = wbeg_u + TILE * it, nu = min(16, t_end - p0u), lou = max(start - p0u, 0);
         constexpr unsigned K = 16 * Lay::cbK, V = 16 * Lay::cbV;
-        static_assert(Lay::off_vc == K + 32 && Lay::off_vn == K + 32 + V, "kBulk stage = the page's K and V blocks");
+        static_assert(Lay::off_vc == K + Lay::KSB && Lay::off_vn == K + Lay::KSB + V,
+                      "kBulk stage = the page's K and V blocks");
         const std::uint8_t* kb = kpool_g + static_cast<std::uint64_t>(pgu) * kps;
         const std::uint8_t* vb = vpool_g + static_cast<std::uint64_t>(pgu) * vps;
         const std::uint32_t baru = wbar_u + 8 * sl, du = wst_u + sl * Lay::wstep;
@@ -625,9 +665,17 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           copy_page16(sl, pgu);
         } else {
           const unsigned pmask = (1u << a.page_shift) - 1u, slot = static_cast<unsigned>(p0u) & pmask;
-          elect_bulk2(baru, K + V + 64, du, kb + slot * Lay::cbK, K, du + K + 32, vb + slot * Lay::cbV, V);
-          elect_bulk2(baru, 0, du + K, kb + ((pmask + 1u) * Lay::cbK + slot * 2), 32, du + K + 32 + V,
-                      vb + ((pmask + 1u) * Lay::cbV + slot * 2), 32);
+          if constexpr (KIVI) {  // the step's key group (slot >> log2 G_k) and the 16 tokens' value scalars
+            elect_bulk2(baru, K + V + Lay::KSB + kivi_vsb, du, kb + slot * Lay::cbK, K, du + Lay::off_vc,
+                        vb + slot * Lay::cbV, V);
+            elect_bulk2(baru, 0, du + Lay::off_kn,
+                        kb + ((pmask + 1u) * Lay::cbK + (slot >> kivi_gshift) * Lay::KSB), Lay::KSB,
+                        du + Lay::off_vn, vb + ((pmask + 1u) * Lay::cbV + slot * (kivi_vsb / 16)), kivi_vsb);
+          } else {
+            elect_bulk2(baru, K + V + 64, du, kb + slot * Lay::cbK, K, du + K + 32, vb + slot * Lay::cbV, V);
+            elect_bulk2(baru, 0, du + K, kb + ((pmask + 1u) * Lay::cbK + slot * 2), 32, du + K + 32 + V,
+                        vb + ((pmask + 1u) * Lay::cbV + slot * 2), 32);
+          }
         }
         return;
       }
@@ -651,8 +699,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
 #pragma unroll
   for (int it = 0; it < Lay::kStages; ++it)
     pg0[it] = kPageBlocks && fast ? __shfl_sync(0xffffffffu, pgc, it) : page_of(it);
-  const float kc = (!F8 && KB > 0 && lane < (1 << KB)) ? __ldg(a.kcent + lane) : 0.0f;
-  const float vc = (!F8 && lane < (1 << VB)) ? __ldg(a.vcent + lane) : 0.0f;
+  const float kc = (!F8 && !KIVI && KB > 0 && lane < (1 << KB)) ? __ldg(a.kcent + lane) : 0.0f;
+  const float vc = (!F8 && !KIVI && lane < (1 << VB)) ? __ldg(a.vcent + lane) : 0.0f;
   // Warp n < 8 rotates query head n of the block: lane L holds dims [E L, E L + E).
   constexpr int E = kDenseRot ? 1 : D / 32;
   float qv[E];
@@ -663,7 +711,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const int i = SPLIT ? __ldg(a.kchan + E * lane + e) : E * lane + e;  // SPLIT: the parts' channels
-      qv[e] = has ? (F8 ? __ldg(qh + i) : __ldg(qh + i) * __ldg(a.ksigns + E * lane + e)) : 0.0f;
+      qv[e] = has ? (F8 || KIVI ? __ldg(qh + i) : __ldg(qh + i) * __ldg(a.ksigns + E * lane + e)) : 0.0f;
     }
   }
   // Pipeline, private to each warp (no block barrier in the main loop): up to kStages - 1 steps in
@@ -679,7 +727,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   // half2(c[lo], c[hi]). Lane j < 16 of each warp holds centroid j; entries are gathered by shuffles.
   {
     constexpr int KE = Lay::KE, VE = Lay::VE, R = KE > VE ? KE : VE;
-    if constexpr (F8) {
+    if constexpr (F8 || KIVI) {
       (void)kc, (void)vc;  // no tables
     } else if constexpr (Lay::kQuad) {
       // Quad tables: 2 x 256 rows x 32 lanes of uint2; thread i writes the 16-byte unit i (two lanes'
@@ -746,7 +794,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       }
       s_qrot[idx] = y;
     }
-  } else if (F8) {
+  } else if (F8 || KIVI) {
     if (warp < kMmaHeads)
 #pragma unroll
       for (int e = 0; e < E; ++e) s_qrot[warp * D + E * lane + e] = qv[e];  // q itself (no rotation)
@@ -935,6 +983,25 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
                 mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
               }
             }
+          } else if constexpr (KIVI) {
+            // Dims D/4 tig + 4 kk + {0..3}: their group's (min, scale) words (one 16-byte load), the
+            // codes of rows gid / gid + 8 as fp16 integer pairs, dequantized into the A registers.
+            const uint4* s_ks = reinterpret_cast<const uint4*>(s_kn) + (D / 16) * tig;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+              const uint4 w = s_ks[kk];
+              const std::uint32_t mn01 = __byte_perm(w.x, w.y, 0x5410), sc01 = __byte_perm(w.x, w.y, 0x7632);
+              const std::uint32_t mn23 = __byte_perm(w.z, w.w, 0x5410), sc23 = __byte_perm(w.z, w.w, 0x7632);
+              constexpr int bit0 = 0;  // (the field offsets below are compile-time per kk)
+              const int b = 4 * kk * KB + bit0, wi = b / 32, by = (b % 32) / 8, oa = b % 8, ob = oa + KB;
+              const int b2 = b + 2 * KB, by2 = (b2 % 32) / 8, oc = b2 % 8, od = oc + KB;
+              std::uint32_t af[4];
+              af[0] = kivi_dequant(kivi_int_pair<KB>(k0.w[wi] >> oa, k0.w[wi] >> ob, by), sc01, mn01);
+              af[1] = kivi_dequant(kivi_int_pair<KB>(k1.w[wi] >> oa, k1.w[wi] >> ob, by), sc01, mn01);
+              af[2] = kivi_dequant(kivi_int_pair<KB>(k0.w[wi] >> oc, k0.w[wi] >> od, by2), sc23, mn23);
+              af[3] = kivi_dequant(kivi_int_pair<KB>(k1.w[wi] >> oc, k1.w[wi] >> od, by2), sc23, mn23);
+              mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
+            }
           } else if constexpr (F8) {
             // Word kk of a lane's span: the e4m3 codes of dims D/4 tig + 4 kk + {0..3}, so its low
             // half is (a0 | a1: k-slots 2tig + {0, 1}) and its high half (a2 | a3: 2tig + 8 + {0, 1}).
@@ -1016,7 +1083,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       {
         const int ta = tb + gid, tc = ta + 8;  // tile rows of s[0..1] and s[2..3]
         const bool va = ta >= lo && ta < n, vc = tc >= lo && tc < n;
-        if constexpr (SPLIT) {  // norms already applied to S; the value norms go into the P fragments
+        if constexpr (SPLIT || KIVI) {  // SPLIT: norms already in S, value norms in the P fragments; KIVI: none
           softmax_core(a, s, va, vc, 1.0f, 1.0f, 1.0f, 1.0f, m, l, acc, gid, tig, s_p);
         } else {
           const __half* s_kh = reinterpret_cast<const __half*>(s_kn);
@@ -1127,6 +1194,33 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             af[3] = lds_at(tabs, byte_addr(odd ? ohc : ehc, jj / 2, vlane));
             mma_f16(acc[8 * wq + jj], af, pb0, pb1);
           }
+        }
+      } else if constexpr (KIVI) {
+        // The lane's dims 2 (gid D/16 + j) + {0, 1} lie in one value group (G_v a multiple of D/8, checked
+        // by the host): its (min, scale) words of rows r0, r0 + R1, r0 + R2, r0 + R3 (zero for rows that
+        // are not tokens: stale scalars may be NaN, and 0 x NaN is NaN in the mma), then per block j the
+        // two rows' codes at d0 and at d1 as fp16 integer pairs, dequantized into the A registers.
+        const std::uint32_t* s_vw = reinterpret_cast<const std::uint32_t*>(s_kc + Lay::off_vn);
+        const int npt = D >> (__ffs(a.vside.group) - 1);               // words per token
+        const int grp = (gid * (D / 8)) >> (__ffs(a.vside.group) - 1);  // the lane's value group
+        std::uint32_t sw[4];
+        const int rr[4] = {r0, r0 + R1, r0 + R2, r0 + R3};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          sw[i] = s_vw[(tb + rr[i]) * npt + grp];
+          if (lo > 0 || n < 16) sw[i] = rr[i] >= lo && rr[i] < n ? sw[i] : 0u;
+        }
+        const std::uint32_t mn01 = __byte_perm(sw[0], sw[1], 0x5410), sc01 = __byte_perm(sw[0], sw[1], 0x7632);
+        const std::uint32_t mn23 = __byte_perm(sw[2], sw[3], 0x5410), sc23 = __byte_perm(sw[2], sw[3], 0x7632);
+#pragma unroll
+        for (int j = 0; j < D / 16; ++j) {
+          const int b = 2 * j * VB, wi = b / 32, by = (b % 32) / 8, oa = b % 8, ob = oa + VB;
+          std::uint32_t af[4];
+          af[0] = kivi_dequant(kivi_int_pair<VB>(v0.w[wi] >> oa, v1.w[wi] >> oa, by), sc01, mn01);  // d0
+          af[1] = kivi_dequant(kivi_int_pair<VB>(v0.w[wi] >> ob, v1.w[wi] >> ob, by), sc01, mn01);  // d1
+          af[2] = kivi_dequant(kivi_int_pair<VB>(v2.w[wi] >> oa, v3.w[wi] >> oa, by), sc23, mn23);
+          af[3] = kivi_dequant(kivi_int_pair<VB>(v2.w[wi] >> ob, v3.w[wi] >> ob, by), sc23, mn23);
+          mma_f16(acc[j], af, pb0, pb1);
         }
       } else if constexpr (F8) {
         // Rows past n or before lo hold stale or unwritten bytes (possibly e4m3's NaN, which times a
@@ -1297,18 +1391,18 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   if constexpr (FUSE) {
     const int heads = min(kMmaHeads, a.group - static_cast<int>(blockIdx.z) * kMmaHeads);
     const std::size_t row0 = static_cast<std::size_t>(b) * a.num_heads + g * a.group + blockIdx.z * kMmaHeads;
-    fused_epilogue<D, NT, !F8>(s_qrot, heads, a.out, a.io, row0, a.vsigns, a.vscale, SPLIT ? a.vchan : nullptr);
+    fused_epilogue<D, NT, !F8 && !KIVI>(s_qrot, heads, a.out, a.io, row0, a.vsigns, a.vscale, SPLIT ? a.vchan : nullptr);
   }
 }
 
 /// Launch (or occupancy query) of decode_h16_kernel<D, KB, VB>; grid z = ceil(group / 8); the FUSE
 /// instance when a.fuse_out (one split).
-template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false, bool RVQ = false>
+template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false, int MODE = kModeTq>
 void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
   constexpr bool kDenseRot = (D & (D - 1)) != 0;  // no FUSE instance (the combine kernel rotates back)
-  auto kernel = decode_h16_kernel<D, KB, VB, NW, PROD, false, SPLIT, RVQ>;
-  auto fused = decode_h16_kernel<D, KB, VB, NW, PROD, !kDenseRot, SPLIT, RVQ>;
-  using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT, RVQ>;
+  auto kernel = decode_h16_kernel<D, KB, VB, NW, PROD, false, SPLIT, MODE>;
+  auto fused = decode_h16_kernel<D, KB, VB, NW, PROD, !kDenseRot, SPLIT, MODE>;
+  using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT, MODE>;
   const int smem = Lay::bytes();
   // Driver calls once per instance (and device: the process uses one), not per launch: at batch 1
   // the decode itself takes tens of microseconds.
@@ -1335,9 +1429,9 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
 /// 8 at head_dim 256 (its registers allow 8 warps per SM).
 /// History (docs/CUDA_NOTES.md): 8 warps against 4 in v8 (704 vs 781 us at batch 16 x 65,536,
 /// 4-bit, 32/8 heads); v11 moved d64/d128 from two blocks of 8 warps to one of 16.
-template <int D, int KB, int VB, bool PROD = false, bool RVQ = false>
+template <int D, int KB, int VB, bool PROD = false, int MODE = kModeTq>
 void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
-  launch_h16_nw<D, KB, VB, (D == 256 ? 8 : 16), PROD, false, RVQ>(shape, stream, a);
+  launch_h16_nw<D, KB, VB, (D == 256 ? 8 : 16), PROD, false, MODE>(shape, stream, a);
 }
 
 template <int KB, bool PROD = false>
@@ -1377,6 +1471,9 @@ void launch_h16_k4(int d, int vb, const LaunchShape&, cudaStream_t, const Decode
 void launch_fp8_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// RVQ keys and values at 2 bits per stage (H16Layout::RVQ) at head_dim 64 / 128 / 256: instances in rvq.cu.
 void launch_rvq_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+/// KIVI keys and values at b = 2 or 4 bits (H16Layout::KIVI) at head_dim 64 / 128 / 256 (dense rows: not
+/// 4 bits at 256): instances in kivi.cu.
+void launch_kivi_h16(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// TurboQuant-Prod keys with MSE part of kmb bits (0..3): instances in decode_h16p_k{0..3}.cu.
 void launch_h16p_k0(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16p_k1(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);

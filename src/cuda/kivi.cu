@@ -7,8 +7,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
+#include "decode_h16.cuh"
 #include "staged.cuh"
 #include "turbokv/cuda_kivi.h"
 #include "turbokv/error.h"
@@ -376,6 +380,30 @@ void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, 
   }
 }
 
+namespace detail {
+// decode.cu: KIVI on the fp16 tensor-core kernel of decode_h16.cuh (H16Layout::KIVI; instances below).
+void kivi_paged_decode_h16(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpool, PagedPool vpool,
+                           const PageTable& table, const DecodeArgs& args, std::size_t kstride, std::size_t vstride,
+                           Stream stream);
+
+void launch_kivi_h16(int d, int b, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+  auto by_d = [&](auto bc) {
+    constexpr int B = decltype(bc)::value;
+    switch (d) {
+      case 64: return launch_h16<64, B, B, false, kModeKivi>(shape, s, a);
+      case 128: return launch_h16<128, B, B, false, kModeKivi>(shape, s, a);
+      case 256:
+        if constexpr (B == 2) return launch_h16<256, B, B, false, kModeKivi>(shape, s, a);  // 4-bit rows: not dense
+        break;
+    }
+    throw std::logic_error("launch_kivi_h16: head_dim out of range");
+  };
+  if (b == 2) return by_d(std::integral_constant<int, 2>{});
+  if (b == 4) return by_d(std::integral_constant<int, 4>{});
+  throw std::logic_error("launch_kivi_h16: bits out of range");
+}
+}  // namespace detail
+
 void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpool, PagedPool vpool,
                  const PageTable& table, const DecodeArgs& args, Stream stream) {
   const char* where = "cuda::kivi_decode";
@@ -387,6 +415,26 @@ void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpo
             "must equal args.head_dim for keys and values");
   const std::size_t kstride = kivi_stride(where, kcfg, table.page_size),
                     vstride = kivi_stride(where, vcfg, table.page_size);  // also checks the codecs
+  {
+    // Kernel 0 on the TurboQuant fp16 kernel (decode_h16.cuh, codes dequantized straight into the mma
+    // fragments, no staging tile) where its layout applies: head_dim 64 / 128 / 256 with dense code rows
+    // (not 4 bits at 256), keys and values at 2 or 4 bits alike, pages of at least 16 tokens, key groups
+    // a multiple of 16 tokens (a warp step in one group), value groups a multiple of head_dim / 8 channels
+    // (a lane's dims in one group). TURBOKV_KIVI_H16=0 in the environment keeps the staged kernel (A/B
+    // runs, tests of both paths).
+    static const bool h16_off = [] {
+      const char* e = std::getenv("TURBOKV_KIVI_H16");
+      return e && std::string(e) == "0";
+    }();
+    const int d = args.head_dim, kb = static_cast<int>(kcfg.bits), vb = static_cast<int>(vcfg.bits);
+    const bool h16 = args.kernel == 0 && !h16_off && (d == 64 || d == 128 || d == 256) && kb == vb &&
+                     kcfg.bits == kb && vcfg.bits == vb && (kb == 2 || kb == 4) && !(d == 256 && kb == 4) &&
+                     table.page_size >= 16 && kcfg.group_size % 16 == 0 && vcfg.group_size % (d / 8) == 0;
+    if (h16) {
+      detail::kivi_paged_decode_h16(kcfg, vcfg, kpool, vpool, table, args, kstride, vstride, stream);
+      return;
+    }
+  }
   detail::StagedCall call;
   call.kside.bits = static_cast<int>(kcfg.bits), call.kside.group = kcfg.group_size;
   call.kside.group_div = FastDiv(kcfg.group_size);

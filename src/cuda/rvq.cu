@@ -274,9 +274,9 @@ void rvq_paged_decode_h16(const RvqTables& ktab, const RvqTables& vtab, PagedPoo
 
 void launch_rvq_h16(int d, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
   switch (d) {
-    case 64: return launch_h16<64, 4, 4, false, true>(shape, s, a);
-    case 128: return launch_h16<128, 4, 4, false, true>(shape, s, a);
-    case 256: return launch_h16<256, 4, 4, false, true>(shape, s, a);
+    case 64: return launch_h16<64, 4, 4, false, kModeRvq>(shape, s, a);
+    case 128: return launch_h16<128, 4, 4, false, kModeRvq>(shape, s, a);
+    case 256: return launch_h16<256, 4, 4, false, kModeRvq>(shape, s, a);
   }
   throw std::logic_error("launch_rvq_h16: head_dim out of range");
 }

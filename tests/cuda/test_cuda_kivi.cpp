@@ -154,6 +154,9 @@ struct DecodeCase {
   std::vector<int> lens;
   float softcap = 0;
   cuda::IoType io = cuda::IoType::kF32;
+  /// Byte of the pools' unused slots at kernel 0 (0xFF: fp16 NaN scalars in rows that are not tokens;
+  /// kernel 1 keeps 0xA5).
+  std::uint8_t fill0 = 0xA5;
 };
 
 double run_decode_case(const DecodeCase& c, std::uint64_t seed, int kernel) {
@@ -162,7 +165,7 @@ double run_decode_case(const DecodeCase& c, std::uint64_t seed, int kernel) {
                " heads=" + std::to_string(c.nh) + "/" + std::to_string(c.kvh) + " page=" + std::to_string(c.page_size) +
                " window=" + std::to_string(c.window) + " splits=" + std::to_string(c.splits) +
                " io=" + std::to_string(static_cast<int>(c.io)) + " kernel=" + std::to_string(kernel) +
-               " seed=" + std::to_string(seed));
+               " fill=" + std::to_string(kernel == 0 ? c.fill0 : 0xA5) + " seed=" + std::to_string(seed));
   const int d = c.d, batch = static_cast<int>(c.lens.size());
   const int max_len = *std::max_element(c.lens.begin(), c.lens.end());
   const int max_pages = (max_len + c.page_size - 1) / c.page_size;
@@ -171,7 +174,8 @@ double run_decode_case(const DecodeCase& c, std::uint64_t seed, int kernel) {
   const std::size_t ks = cuda::kivi_page_stride(kcfg, c.page_size), vs = cuda::kivi_page_stride(vcfg, c.page_size);
   const std::size_t kcb = static_cast<std::size_t>(d) * c.kbits / 8, vcb = static_cast<std::size_t>(d) * c.vbits / 8;
   const auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 3);
-  std::vector<std::uint8_t> kpool(table.size() * c.kvh * ks, 0xA5), vpool(table.size() * c.kvh * vs, 0xA5);
+  const std::uint8_t fill = kernel == 0 ? c.fill0 : 0xA5;
+  std::vector<std::uint8_t> kpool(table.size() * c.kvh * ks, fill), vpool(table.size() * c.kvh * vs, fill);
   Rng r(seed);
   std::vector<float> q(static_cast<std::size_t>(batch) * c.nh * d);
   for (auto& v : q) v = static_cast<float>(r.normal()) * 0.5f;
@@ -245,6 +249,14 @@ TEST(CudaKivi, DecodeMatchesReference) {
       {64, 4, 4, 16, 16, 9, 3, 16, 0, 0, {4097, 65}},
       {256, 2, 2, 64, 32, 4, 1, 64, 0, 0, {2000, 3}},
       {128, 2, 2, 32, 8, 16, 2, 32, 0, 0, {333, 64}},  // GQA 8, value groups of 8
+      // Kernel 0 on the TurboQuant fp16 kernel (decode_h16.cuh, H16Layout::KIVI): equal widths 2 or 4,
+      // pages >= 16, key groups of 16k tokens, value groups of a multiple of head_dim / 8 channels (the
+      // d128 2/2, 4/4, the d64 4/4 and the d256 2/2 cases above too); unused slots NaN (0xFF) at kernel 0.
+      {128, 4, 4, 16, 16, 32, 8, 16, 0, 0, {1000, 17, 1}, 0.0f, IO::kF32, 0xFF},      // pages of 16 (lean copies)
+      {128, 2, 2, 16, 128, 20, 4, 16, 300, 1, {2000, 40}, 0.0f, IO::kF32, 0xFF},     // GQA 5, window, one split
+      {128, 4, 4, 64, 64, 24, 2, 64, 0, 0, {2049, 5}, 0.0f, IO::kF16, 0xFF},         // GQA 12, 4 steps per group
+      {256, 2, 2, 16, 32, 16, 1, 16, 0, 0, {777, 16}, 3.0f, IO::kBf16, 0xFF},        // GQA 16, soft-cap
+      {64, 2, 2, 32, 8, 7, 1, 32, 100, 0, {1000, 130}, 0.0f, IO::kF32, 0xFF},        // GQA 7, value groups of 8
   };
   double worst[2] = {0, 0};
   for (int kernel : {0, 1})
