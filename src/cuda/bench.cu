@@ -239,8 +239,8 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
       }
 
       // KIVI (kivi_decode: kernel 0 = the fp16 tensor-core kernel of decode_h16.cuh at 2 / 4 bits where its
-      // layout applies (here d64 and d128: value groups of 16 are not a multiple of 256 / 8), else the staged
-      // tensor-core kernel; kernel 1 = the CUDA-core one), keys and values at the same integer width,
+      // layout applies (here all but d256 4-bit), else the staged tensor-core kernel; kernel 1 = the CUDA-core
+      // one), keys and values at the same integer width,
       // groups of 16 (key groups of 16 tokens fill a page; value groups of 16 channels divide every head_dim).
       for (double bits_d : opt.bits) {
         if (!want("kivi") || bits_d != std::floor(bits_d)) continue;

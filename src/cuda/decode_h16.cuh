@@ -1197,29 +1197,41 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         }
       } else if constexpr (KIVI) {
         // The lane's dims 2 (gid D/16 + j) + {0, 1} lie in one value group (G_v a multiple of D/8, checked
-        // by the host): its (min, scale) words of rows r0, r0 + R1, r0 + R2, r0 + R3 (zero for rows that
+        // by the host; at head_dim 256 also G_v = 16: two groups): its (min, scale) words of rows r0, r0 + R1, r0 + R2, r0 + R3 (zero for rows that
         // are not tokens: stale scalars may be NaN, and 0 x NaN is NaN in the mma), then per block j the
         // two rows' codes at d0 and at d1 as fp16 integer pairs, dequantized into the A registers.
         const std::uint32_t* s_vw = reinterpret_cast<const std::uint32_t*>(s_kc + Lay::off_vn);
         const int npt = D >> (__ffs(a.vside.group) - 1);               // words per token
-        const int grp = (gid * (D / 8)) >> (__ffs(a.vside.group) - 1);  // the lane's value group
-        std::uint32_t sw[4];
+        const int grp = (gid * (D / 8)) >> (__ffs(a.vside.group) - 1);  // the lane's (first) value group
+        // head_dim 256 with value groups of 16 channels: the lane's 32 dims are two groups (blocks j < 8 and
+        // j >= 8; the host allows no smaller groups); otherwise both sets are the one group.
+        const int grp2 = D == 256 && a.vside.group < D / 8 ? grp + 1 : grp;
+        std::uint32_t sw[4], sw2[4];
         const int rr[4] = {r0, r0 + R1, r0 + R2, r0 + R3};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           sw[i] = s_vw[(tb + rr[i]) * npt + grp];
-          if (lo > 0 || n < 16) sw[i] = rr[i] >= lo && rr[i] < n ? sw[i] : 0u;
+          sw2[i] = D == 256 ? s_vw[(tb + rr[i]) * npt + grp2] : sw[i];
+          if (lo > 0 || n < 16) {
+            const bool ok = rr[i] >= lo && rr[i] < n;
+            sw[i] = ok ? sw[i] : 0u, sw2[i] = ok ? sw2[i] : 0u;
+          }
         }
         const std::uint32_t mn01 = __byte_perm(sw[0], sw[1], 0x5410), sc01 = __byte_perm(sw[0], sw[1], 0x7632);
         const std::uint32_t mn23 = __byte_perm(sw[2], sw[3], 0x5410), sc23 = __byte_perm(sw[2], sw[3], 0x7632);
+        const std::uint32_t mn01b = __byte_perm(sw2[0], sw2[1], 0x5410), sc01b = __byte_perm(sw2[0], sw2[1], 0x7632);
+        const std::uint32_t mn23b = __byte_perm(sw2[2], sw2[3], 0x5410), sc23b = __byte_perm(sw2[2], sw2[3], 0x7632);
 #pragma unroll
         for (int j = 0; j < D / 16; ++j) {
+          const bool hi = D == 256 && j >= 8;  // the second group's blocks (compile time)
+          const std::uint32_t m01 = hi ? mn01b : mn01, s01 = hi ? sc01b : sc01;
+          const std::uint32_t m23 = hi ? mn23b : mn23, s23 = hi ? sc23b : sc23;
           const int b = 2 * j * VB, wi = b / 32, by = (b % 32) / 8, oa = b % 8, ob = oa + VB;
           std::uint32_t af[4];
-          af[0] = kivi_dequant(kivi_int_pair<VB>(v0.w[wi] >> oa, v1.w[wi] >> oa, by), sc01, mn01);  // d0
-          af[1] = kivi_dequant(kivi_int_pair<VB>(v0.w[wi] >> ob, v1.w[wi] >> ob, by), sc01, mn01);  // d1
-          af[2] = kivi_dequant(kivi_int_pair<VB>(v2.w[wi] >> oa, v3.w[wi] >> oa, by), sc23, mn23);
-          af[3] = kivi_dequant(kivi_int_pair<VB>(v2.w[wi] >> ob, v3.w[wi] >> ob, by), sc23, mn23);
+          af[0] = kivi_dequant(kivi_int_pair<VB>(v0.w[wi] >> oa, v1.w[wi] >> oa, by), s01, m01);  // d0
+          af[1] = kivi_dequant(kivi_int_pair<VB>(v0.w[wi] >> ob, v1.w[wi] >> ob, by), s01, m01);  // d1
+          af[2] = kivi_dequant(kivi_int_pair<VB>(v2.w[wi] >> oa, v3.w[wi] >> oa, by), s23, m23);
+          af[3] = kivi_dequant(kivi_int_pair<VB>(v2.w[wi] >> ob, v3.w[wi] >> ob, by), s23, m23);
           mma_f16(acc[j], af, pb0, pb1);
         }
       } else if constexpr (F8) {

@@ -420,8 +420,8 @@ void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpo
     // fragments, no staging tile) where its layout applies: head_dim 64 / 128 / 256 with dense code rows
     // (not 4 bits at 256), keys and values at 2 or 4 bits alike, pages of at least 16 tokens, key groups
     // a multiple of 16 tokens (a warp step in one group), value groups a multiple of head_dim / 8 channels
-    // (a lane's dims in one group). TURBOKV_KIVI_H16=0 in the environment keeps the staged kernel (A/B
-    // runs, tests of both paths).
+    // (a lane's dims in one group; at 256 also 16: two groups). TURBOKV_KIVI_H16=0 in the environment
+    // keeps the staged kernel (A/B runs, tests of both paths).
     static const bool h16_off = [] {
       const char* e = std::getenv("TURBOKV_KIVI_H16");
       return e && std::string(e) == "0";
@@ -429,7 +429,8 @@ void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpo
     const int d = args.head_dim, kb = static_cast<int>(kcfg.bits), vb = static_cast<int>(vcfg.bits);
     const bool h16 = args.kernel == 0 && !h16_off && (d == 64 || d == 128 || d == 256) && kb == vb &&
                      kcfg.bits == kb && vcfg.bits == vb && (kb == 2 || kb == 4) && !(d == 256 && kb == 4) &&
-                     table.page_size >= 16 && kcfg.group_size % 16 == 0 && vcfg.group_size % (d / 8) == 0;
+                     table.page_size >= 16 && kcfg.group_size % 16 == 0 &&
+                     (vcfg.group_size % (d / 8) == 0 || (d == 256 && vcfg.group_size == 16));
     if (h16) {
       detail::kivi_paged_decode_h16(kcfg, vcfg, kpool, vpool, table, args, kstride, vstride, stream);
       return;

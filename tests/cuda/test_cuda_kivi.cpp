@@ -257,6 +257,8 @@ TEST(CudaKivi, DecodeMatchesReference) {
       {128, 4, 4, 64, 64, 24, 2, 64, 0, 0, {2049, 5}, 0.0f, IO::kF16, 0xFF},         // GQA 12, 4 steps per group
       {256, 2, 2, 16, 32, 16, 1, 16, 0, 0, {777, 16}, 3.0f, IO::kBf16, 0xFF},        // GQA 16, soft-cap
       {64, 2, 2, 32, 8, 7, 1, 32, 100, 0, {1000, 130}, 0.0f, IO::kF32, 0xFF},        // GQA 7, value groups of 8
+      {256, 2, 2, 16, 16, 8, 2, 16, 0, 0, {1000, 33}, 0.0f, IO::kF32, 0xFF},         // d256, value groups of 16
+      {256, 2, 2, 32, 16, 6, 1, 32, 200, 2, {3000, 40}, 0.0f, IO::kF16, 0xFF},       // (two per lane), window
   };
   double worst[2] = {0, 0};
   for (int kernel : {0, 1})
