@@ -182,7 +182,7 @@ constexpr int kMaxBlockSmem = 232448;
 /// KIVI (MODE kModeKivi; KB = VB = 2 or 4): KIVI keys and values (formats.h "kivi"): a step's key rows
 /// lie in one key group (G a multiple of 16), whose [channel][min, scale] fp16 words (4 D bytes) are
 /// staged in the key-norm slot; the value slot holds the 16 tokens' [channel group][min, scale] words
-/// (at most 512 bytes: head_dim / G_v <= 8). Each A register is two codes as exact fp16 integers
+/// (at most 512 bytes: head_dim / G_v <= 8; 1024 at head_dim 256, where G_v may be 16). Each A register is two codes as exact fp16 integers
 /// (PRMT + LOP3 on 0x6400, minus 1024) times the channels' scales plus their mins (one hfma2, rounded
 /// once, as the staged kernel's fp16 tile). No tables, no rotation.
 constexpr int kModeTq = 0, kModeRvq = 1, kModeKivi = 2;
@@ -224,7 +224,8 @@ struct H16Layout {
   static constexpr int NBK = PROD || SPLIT ? 4 : 2;  // staged key-norm bytes per token
   static constexpr int NBV = SPLIT ? 4 : 2;          // staged value-norm bytes per token
   /// Bytes of a step's key-norm and value-norm slots (KIVI: the key group's and the tokens' scalars).
-  static constexpr int KSB = KIVI ? 4 * D : 16 * NBK, VSB = KIVI ? 512 : 16 * NBV;
+  /// KIVI's value slot: 16 tokens x head_dim / G_v words, G_v >= head_dim / 8 (>= 16 at 256: 16 groups).
+  static constexpr int KSB = KIVI ? 4 * D : 16 * NBK, VSB = KIVI ? 64 * (D >= 256 ? 16 : 8) : 16 * NBV;
   /// One warp step: [key codes 16 x rsK][key norms 16 x NBK][value codes 16 x rsV][value norms 16 x NBV]
   /// (with page_size 16 a pool's codes and norms of a step are one contiguous range of the page:
   /// kBulk copies each pool's step whole).

@@ -389,11 +389,22 @@ void kivi_paged_decode_h16(const CodecConfig& kcfg, const CodecConfig& vcfg, Pag
 void launch_kivi_h16(int d, int b, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
   auto by_d = [&](auto bc) {
     constexpr int B = decltype(bc)::value;
+    // The step's value scalars (16 tokens x head_dim / G_v words) must fit the stage's value slot.
+    auto fits = [&](int vsb) {
+      if (64 * (d / a.vside.group) > vsb) throw std::logic_error("launch_kivi_h16: value groups too small");
+    };
     switch (d) {
-      case 64: return launch_h16<64, B, B, false, kModeKivi>(shape, s, a);
-      case 128: return launch_h16<128, B, B, false, kModeKivi>(shape, s, a);
+      case 64:
+        fits(H16Layout<64, B, B, 16, false, false, kModeKivi>::VSB);
+        return launch_h16<64, B, B, false, kModeKivi>(shape, s, a);
+      case 128:
+        fits(H16Layout<128, B, B, 16, false, false, kModeKivi>::VSB);
+        return launch_h16<128, B, B, false, kModeKivi>(shape, s, a);
       case 256:
-        if constexpr (B == 2) return launch_h16<256, B, B, false, kModeKivi>(shape, s, a);  // 4-bit rows: not dense
+        if constexpr (B == 2) {  // (4-bit rows are not dense)
+          fits(H16Layout<256, B, B, 8, false, false, kModeKivi>::VSB);
+          return launch_h16<256, B, B, false, kModeKivi>(shape, s, a);
+        }
         break;
     }
     throw std::logic_error("launch_kivi_h16: head_dim out of range");
