@@ -993,8 +993,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
               const uint4 w = s_ks[kk];
               const std::uint32_t mn01 = __byte_perm(w.x, w.y, 0x5410), sc01 = __byte_perm(w.x, w.y, 0x7632);
               const std::uint32_t mn23 = __byte_perm(w.z, w.w, 0x5410), sc23 = __byte_perm(w.z, w.w, 0x7632);
-              constexpr int bit0 = 0;  // (the field offsets below are compile-time per kk)
-              const int b = 4 * kk * KB + bit0, wi = b / 32, by = (b % 32) / 8, oa = b % 8, ob = oa + KB;
+              // (field offsets compile-time per kk: dims 4 kk, 4 kk + 1 at bit b, 4 kk + 2, 4 kk + 3 at b2)
+              const int b = 4 * kk * KB, wi = b / 32, by = (b % 32) / 8, oa = b % 8, ob = oa + KB;
               const int b2 = b + 2 * KB, by2 = (b2 % 32) / 8, oc = b2 % 8, od = oc + KB;
               std::uint32_t af[4];
               af[0] = kivi_dequant(kivi_int_pair<KB>(k0.w[wi] >> oa, k0.w[wi] >> ob, by), sc01, mn01);
