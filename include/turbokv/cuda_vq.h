@@ -18,7 +18,9 @@
 // the GQA group served from them): kernel 0 (default; VqDecodeArgs::kernel, DecodeArgs::kernel)
 // stages fp16 tiles and computes scores and value sums with fp16 tensor-core MMAs (fp32
 // accumulation), kernel 1 stages fp32 and runs on CUDA cores (fp32 throughout); product VQ's
-// look-up-table keys always run kernel 1. tests/cuda/test_cuda_vq.cpp checks both against
+// look-up-table keys always run kernel 1, except pvq_paged_decode's kernel 0 at 4 bits (head_dim 64 / 128),
+// which is TurboQuant's fp16 tensor-core kernel with product-VQ tables, as is rvq_paged_decode's at 2 + 2
+// bits. tests/cuda/test_cuda_vq.cpp and test_cuda_vq_paged.cpp check them against
 // attention_compressed (fp64).
 //
 // Every function takes device pointers and a stream, validates its arguments on
@@ -179,8 +181,9 @@ struct VqDecodeArgs {
   int num_splits = 0;                  ///< split-K count 1..256; 0 = chosen by the cost model of DecodeArgs::num_splits (cuda.h)
   void* workspace = nullptr;           ///< device, 16-byte aligned, *_decode_workspace_bytes bytes
   /// The decode kernel, as DecodeArgs::kernel of the staged decodes (cuda.h): 0 = fp16 tensor cores
-  /// (default; RVQ and PolarQuant; product VQ's look-up-table keys run the CUDA-core kernel), 1 = CUDA
-  /// cores (fp32). Other values throw.
+  /// (default; RVQ and PolarQuant; product VQ's look-up-table keys run the CUDA-core kernel in these
+  /// contiguous blocks: only pvq_paged_decode has the tensor-core path), 1 = CUDA cores (fp32). Other
+  /// values throw.
   int kernel = 0;
 };
 
@@ -248,8 +251,17 @@ std::size_t pvq_paged_decode_workspace_bytes(const DecodeArgs& args, const PvqTa
 
 /// pvq_decode on paged pools (pvq_append's layout; page strides ktab / vtab.page_stride(page_size)),
 /// DecodeArgs as rvq_paged_decode except the workspace: args.workspace must hold
-/// pvq_paged_decode_workspace_bytes(args, ktab) bytes (16-byte aligned). Throws
-/// std::invalid_argument naming the argument.
+/// pvq_paged_decode_workspace_bytes(args, ktab) bytes (16-byte aligned).
+/// args.kernel 0 with 4-bit keys and values at head_dim 64 or 128: TurboQuant-MSE's fp16 tensor-core
+/// kernel (decode_h16.cuh) instead of the look-up tables: q' = Pi_k (lambda_k q) once per query head,
+/// each code byte's centroid pair C_s[code] (fp16, from per-sub-vector tables in shared memory: 2 x
+/// head_dim KB, one when ktab and vtab are the same object) is an mma operand of the scores and of the
+/// value sums directly, fp32 accumulation, then Pi_v^T and lambda_v once after the merge; relative L2
+/// error <= 3e-3 per sequence against attention_compressed (kVqDecodeH16RelTol of the tests; plus the
+/// 16-bit output rounding). H200, batch 16 x 65,536 tokens, 32/8 heads, head_dim 128: 608 us against
+/// 9,337 us for the look-up-table kernel (docs/RESULTS.md "Session 19"). Other widths, head_dim 256
+/// (whose tables would not fit) and args.kernel 1: the look-up-table kernel, within 1e-4.
+/// Throws std::invalid_argument naming the argument.
 void pvq_paged_decode(const PvqTables& ktab, const PvqTables& vtab, PagedPool kpool, PagedPool vpool,
                       const PageTable& table, const DecodeArgs& args, Stream stream);
 

@@ -268,11 +268,13 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         }
       }
 
-      // RVQ, product VQ and PolarQuant (rvq_paged_decode, pvq_paged_decode, polar_paged_decode: the
-      // staged kernels of staged.cuh, fp16 tensor cores (kernel 0; not product VQ's look-up-table keys)
-      // and CUDA cores (kernel 1)) on the same page table, keys and values at the
-      // same integer width; random code bytes, fp16 scalars in [0.5, 1.5). Product VQ's tables come from
-      // a reference codec calibrated on 1200 Gaussian rows (3 k-means iterations).
+      // RVQ, product VQ and PolarQuant (rvq_paged_decode, pvq_paged_decode, polar_paged_decode: kernel 0
+      // (fp16 tensor cores: the staged kernels of staged.cuh, or decode_h16.cuh for 2 + 2-bit RVQ and
+      // 4-bit product VQ at head_dim 64 / 128; product VQ's other widths run the look-up-table kernel
+      // either way, so only kernel 1 is timed there) and kernel 1 (CUDA cores)) on the same page table,
+      // keys and values at the same integer width; random code bytes, fp16 scalars in [0.5, 1.5).
+      // Product VQ's key and value tables come from two reference codecs, each calibrated on its own
+      // 1200 Gaussian rows (3 k-means iterations).
       for (double bits_d : opt.bits) {
         const int b = static_cast<int>(bits_d);
         if (bits_d != b || !pow2) continue;
@@ -284,18 +286,22 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           vc.kmeans_iters = 3;
           std::unique_ptr<cuda::RvqTables> rt;
           std::unique_ptr<cuda::PolarTables> qt;
-          std::unique_ptr<cuda::PvqTables> vt;
+          std::unique_ptr<cuda::PvqTables> kt, vt;
           std::size_t stride = 0, cb = 0, sb = 0;
           if (polar) {
             qt = std::make_unique<cuda::PolarTables>(vc);
             stride = qt->page_stride(page_size), cb = qt->code_bytes(), sb = 2 * std::size_t(qt->num_radii());
           } else if (pvq) {
-            const auto ref = make_codec(vc);
-            Rng rr(5);
-            std::vector<float> cal(std::size_t(1200) * d);
-            for (auto& x : cal) x = static_cast<float>(rr.normal());
-            ref->calibrate(cal.data(), 1200);
-            vt = std::make_unique<cuda::PvqTables>(*ref);
+            for (int side = 0; side < 2; ++side) {
+              CodecConfig sc = vc;
+              sc.seed = vc.seed + side;
+              const auto ref = make_codec(sc);
+              Rng rr(5 + side);
+              std::vector<float> cal(std::size_t(1200) * d);
+              for (auto& x : cal) x = static_cast<float>(rr.normal());
+              ref->calibrate(cal.data(), 1200);
+              (side == 0 ? kt : vt) = std::make_unique<cuda::PvqTables>(*ref);
+            }
             stride = vt->page_stride(page_size), cb = vt->code_bytes();
           } else {
             rt = std::make_unique<cuda::RvqTables>(vc);
@@ -306,17 +312,17 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           cuda::DecodeArgs va = a;  // product VQ: a workspace with its look-up tables
           std::unique_ptr<DevMem> vws;
           if (pvq) {
-            vws = std::make_unique<DevMem>(cuda::pvq_paged_decode_workspace_bytes(a, *vt));
+            vws = std::make_unique<DevMem>(cuda::pvq_paged_decode_workspace_bytes(a, *kt));
             va.workspace = vws->p;
           }
           for (int kernel : {0, 1}) {
-            if (pvq && kernel == 0) continue;  // look-up-table keys: the CUDA-core kernel either way
+            if (pvq && kernel == 0 && !(b == 4 && (d == 64 || d == 128))) continue;  // the same kernel as 1
             va.kernel = kernel;
             const double us = median_us(s, kernel == 0 ? reps : std::max(10, reps / 5), [&](int i) {
               const cuda::PagedPool kp{pp.k[i % pp.size()]->as<std::uint8_t>(), stride},
                   vp{pp.v[i % pp.size()]->as<std::uint8_t>(), stride};
               if (polar) cuda::polar_paged_decode(*qt, *qt, kp, vp, pt, va, st);
-              else if (pvq) cuda::pvq_paged_decode(*vt, *vt, kp, vp, pt, va, st);
+              else if (pvq) cuda::pvq_paged_decode(*kt, *vt, kp, vp, pt, va, st);
               else cuda::rvq_paged_decode(*rt, *rt, kp, vp, pt, va, st);
             });
             BenchRow r = proto;

@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -65,6 +66,14 @@ inline unsigned capped_grid(std::size_t n, int per_block) {
 /// head_dim values that are not powers of two with fp16 tensor-core decode instances (dense
 /// rotations, decode_h16.cuh): 80, 96, 112. Other multiples of 16 run the CUDA-core kernel.
 inline bool h16_dense_head_dim(int d) { return d == 80 || d == 96 || d == 112; }
+
+/// True when the environment variable `name` is set to "0": the A/B switches that turn a path off
+/// (TURBOKV_STAGED_RAW, TURBOKV_RVQ_H16, TURBOKV_KIVI_H16, TURBOKV_PVQ_H16). Read once per call site
+/// (callers keep the result in a static).
+inline bool env_off(const char* name) {
+  const char* e = std::getenv(name);
+  return e && std::string(e) == "0";
+}
 
 /// The paged layout's page size rule (cuda.h): throws std::invalid_argument naming `where` and the
 /// value unless page_size is a power of two in 1..4096.

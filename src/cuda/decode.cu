@@ -405,6 +405,11 @@ void launch_kivi_h16_any(int kb, int d, int /*vb*/, const LaunchShape& shape, cu
   launch_kivi_h16(d, kb, shape, s, a);
 }
 
+void launch_pvq_h16_any(int /*kb*/, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s,
+                        const DecodeKernelArgs& a) {
+  launch_pvq_h16(d, shape, s, a);
+}
+
 using LaunchAny = void (*)(int, int, int, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 
 /// Tensor-core paths (fp16 or 3xTF32): up to 8 query heads per block (grid z = ceil(group / 8)).
@@ -624,6 +629,28 @@ void rvq_paged_decode_h16(const RvqTables& kt, const RvqTables& vt, PagedPool kp
   run_mma(where, args, 4, 4, ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_rvq_h16_any, true);
 }
 
+/// pvq_paged_decode's kernel 0 at 4 bits, head_dim 64 / 128 (pvq.cu checks where it applies): the fp16
+/// tensor-core kernel with per-sub-vector centroid tables (H16Layout::PVQ): q' = Pi_k (lambda_k q) in the
+/// set-up, the codes' centroids looked up straight into the mma fragments, the plan and merge of
+/// tq_mse_decode; the combine kernel rotates back and applies lambda_v (no fused epilogue).
+void pvq_paged_decode_h16(const PvqTables& kt, const PvqTables& vt, PagedPool kpool, PagedPool vpool,
+                          const PageTable& table, const DecodeArgs& args, Stream stream) {
+  const char* where = "cuda::pvq_paged_decode";
+  check_arg(kt.head_dim() == args.head_dim && vt.head_dim() == args.head_dim, where, "tables head_dim", kt.head_dim(),
+            "must equal args.head_dim for keys and values");
+  DecodeKernelArgs ka = paged_args(where, kpool, vpool, table, args, kt.page_stride(table.page_size),
+                                   "must equal ktab.page_stride(page_size)", vt.page_stride(table.page_size),
+                                   "must equal vtab.page_stride(page_size)");
+  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E * kt.hadamard_scale());
+  ka.ksigns = kt.signs();
+  ka.klambda = kt.lambda();
+  ka.kcent = kt.centroids();
+  ka.vcent = vt.centroids();
+  ka.vlambda = vt.lambda();
+  ka.vtab_shared = &kt == &vt ? 1 : 0;
+  run_mma(where, args, 4, 4, ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_pvq_h16_any, false);
+}
+
 /// kivi_decode's kernel 0 on the fp16 tensor-core kernel (kivi.cu checks where it applies): unrotated q,
 /// the codes dequantized into the mma fragments (H16Layout::KIVI), the plan and merge of tq_mse_decode.
 void kivi_paged_decode_h16(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpool, PagedPool vpool,
@@ -648,10 +675,7 @@ namespace {
 /// read from global memory) otherwise, or for look-up-table keys (no staged rows).
 /// TURBOKV_STAGED_RAW=0 in the environment turns raw rows off (for A/B runs and tests of both paths).
 void plan_raw(StagedSide& s, const void* pool, std::size_t stride, bool lut) {
-  static const bool off = [] {
-    const char* e = std::getenv("TURBOKV_STAGED_RAW");
-    return e && std::string(e) == "0";
-  }();
+  static const bool off = env_off("TURBOKV_STAGED_RAW");
   s.chunk = 0;
   if (off || lut || s.cb <= 0) return;
   const std::uintptr_t addr = reinterpret_cast<std::uintptr_t>(pool);

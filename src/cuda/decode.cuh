@@ -99,6 +99,9 @@ struct DecodeKernelArgs {
   // and the value codec's smoothing applied after the inverse rotation (product VQ; nullptr: none).
   StagedSide kside, vside;
   const float* vlambda;
+  // Product VQ on the fp16 tensor-core kernel (decode_h16.cuh, MODE kModePvq): the key codec's smoothing,
+  // device [head_dim] (q is multiplied by it before the rotation); nullptr otherwise.
+  const float* klambda;
 };
 
 /// Logit soft-capping on a log2-scaled logit x = log2(e) * l: log2(e) * c * tanh(l / c).

@@ -185,11 +185,18 @@ constexpr int kMaxBlockSmem = 232448;
 /// (at most 512 bytes: head_dim / G_v <= 8; 1024 at head_dim 256, where G_v may be 16). Each A register is two codes as exact fp16 integers
 /// (PRMT + LOP3 on 0x6400, minus 1024) times the channels' scales plus their mins (one hfma2, rounded
 /// once, as the staged kernel's fp16 tile). No tables, no rotation.
-constexpr int kModeTq = 0, kModeRvq = 1, kModeKivi = 2;
+/// PVQ (MODE kModePvq; KB = VB = 4): product VQ at 4 bits (formats.h "pvq": g = 2 coordinates per
+/// sub-vector, 8-bit codes, rows of D / 2 code bytes, no per-token scalars): code byte s of a row is
+/// the centroid index of dims (2 s, 2 s + 1) in the codec's smoothed, rotated domain, and C_s[code] as
+/// a half2 is the mma A register of a key row's dim pair (values: one byte permute with the
+/// neighbouring token's pair, as the generic path). One table per side and sub-vector, [s][256] half2
+/// (1 KB each, D KB for both sides), not replicated per lane: a look-up's banks are its codes mod 32.
+constexpr int kModeTq = 0, kModeRvq = 1, kModeKivi = 2, kModePvq = 3;
 template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false, int MODE = kModeTq>
 struct H16Layout {
-  static constexpr bool F8 = KB == 8, RVQ = MODE == kModeRvq, KIVI = MODE == kModeKivi;
+  static constexpr bool F8 = KB == 8, RVQ = MODE == kModeRvq, KIVI = MODE == kModeKivi, PVQ = MODE == kModePvq;
   static_assert(!F8 || (VB == 8 && !PROD && !SPLIT && MODE == kModeTq), "fp8: keys and values e4m3");
+  static_assert(!PVQ || (KB == 4 && VB == 4 && !PROD && !SPLIT && (D == 64 || D == 128)), "pvq: 4 bits, head_dim 64 / 128");
   static_assert(!RVQ || (KB == 4 && VB == 4 && !PROD && !SPLIT && (D & (D - 1)) == 0), "rvq: 2 + 2 bits");
   static_assert(!KIVI || ((KB == 2 || KB == 4) && VB == KB && !PROD && !SPLIT && (D & (D - 1)) == 0), "kivi: 2 or 4 bits");
   static constexpr int kTileT = 16 * NW;
@@ -221,8 +228,8 @@ struct H16Layout {
   /// 121.2 -> 105.9, d128 386.7 -> 381.5; dense rows without the wide table: d128 389.2).
   static constexpr bool kBulk = kDenseK && dense_ok(cbV);
   static constexpr int rsK = kDenseK ? cbK : mma_row_stride(cbK), rsV = kBulk ? cbV : mma_row_stride(cbV);
-  static constexpr int NBK = PROD || SPLIT ? 4 : 2;  // staged key-norm bytes per token
-  static constexpr int NBV = SPLIT ? 4 : 2;          // staged value-norm bytes per token
+  static constexpr int NBK = PVQ ? 0 : PROD || SPLIT ? 4 : 2;  // staged key-norm bytes per token (PVQ: none)
+  static constexpr int NBV = PVQ ? 0 : SPLIT ? 4 : 2;          // staged value-norm bytes per token
   /// Bytes of a step's key-norm and value-norm slots (KIVI: the key group's and the tokens' scalars).
   /// KIVI's value slot: 16 tokens x head_dim / G_v words, G_v >= head_dim / 8 (>= 16 at 256: 16 groups).
   static constexpr int KSB = KIVI ? 4 * D : 16 * NBK, VSB = KIVI ? 64 * (D >= 256 ? 16 : 8) : 16 * NBV;
@@ -248,19 +255,21 @@ struct H16Layout {
   /// cross-token fields of dims d0 and d1), built from two nibble fields per byte.
   static constexpr bool kQuad = !PROD && !SPLIT && KB == 2 && VB == 2;
   static constexpr int kQuadV = 256 * 256;
-  static constexpr int tab = F8 || KIVI ? 0 : kQuad ? 2 * kQuadV : (KR > VR ? KR : VR) * 256;
+  /// PVQ: the key tables [D/2 sub-vectors][256] half2 at byte 0, the value tables at kPvqV.
+  static constexpr int kPvqV = PVQ ? (D / 2) * 1024 : 0;
+  static constexpr int tab = F8 || KIVI ? 0 : PVQ ? 2 * kPvqV : kQuad ? 2 * kQuadV : (KR > VR ? KR : VR) * 256;
   static constexpr int qrot = kMmaHeads * D * 4;
   static constexpr int pbuf = NW * kPWarpFloats * 4;          // per warp P[16][8] (p_at)
   static constexpr int qp = qrot > pbuf ? qrot : pbuf;        // Pi q (set-up) and P (main loop) overlaid
   static constexpr int merge = NW * kMmaHeads * (D + 2) * 4;  // per warp acc[8][D] + m, l
   /// Pipeline depth of each warp: 4 steps of 16 tokens (3 in flight while one is computed) where the
-  /// block still fits, else 3.
+  /// block still fits, else 3, else 2 (PVQ at head_dim 128 with 16 warps: 128 KB of tables).
   static constexpr int mbar = kBulk ? NW * 4 * 8 : 0;  // kBulk: one mbarrier per (warp, slot)
   static constexpr int base_bytes(int st) {
     return tab + qp + mbar + (PROD ? 4 * 256 + (D / 16) * 32 * 8 + kMmaHeads * D * 4 : 0) +
            (NW * st * wstep > merge ? NW * st * wstep : merge);
   }
-  static constexpr int kStages = base_bytes(4) <= kMaxBlockSmem ? 4 : 3;
+  static constexpr int kStages = base_bytes(4) <= kMaxBlockSmem ? 4 : base_bytes(3) <= kMaxBlockSmem ? 3 : 2;
   static constexpr int stages_bytes = NW * kStages * wstep;
   /// Layout after the tables (tab bytes).
   static constexpr int stab = PROD ? 4 * 256 : 0;              // sign-pair table: 4 rows as in tab
@@ -282,6 +291,12 @@ __device__ __forceinline__ std::uint32_t lds_at(std::uint32_t tab, std::uint32_t
   std::uint32_t v;
   asm("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(tab + off));
   return v;
+}
+
+/// base + 4 * (byte k of x): the address of entry (byte k of x) of a table of 4-byte entries at base
+/// (one PRMT and one LEA; product VQ's per-sub-vector tables).
+__device__ __forceinline__ std::uint32_t entry_addr(std::uint32_t x, int k, std::uint32_t base) {
+  return base + (__byte_perm(x, 0u, 0x4440u + k) << 2);
 }
 
 /// The 64-bit entry at byte off of a quad table (H16Layout::kQuad), as lds_at.
@@ -367,7 +382,7 @@ __device__ __forceinline__ void elect_arrive(std::uint32_t bar) {
 
 /// Copies one warp step of one pool (positions p0 .. p0 + 15, p0 a multiple of 16) into the warp's
 /// stage: codes as 16 rows of RS bytes at s_codes, norms as NBY bytes per token at s_norm (NBY = 2:
-/// the fp16 norm of TurboQuant-MSE; NBY = 4: TurboQuant-Prod's [||x|| | gamma] word). pool_g: the
+/// the fp16 norm of TurboQuant-MSE; NBY = 4: TurboQuant-Prod's [||x|| | gamma] word; NBY = 0: none). pool_g: the
 /// pool + g * stride (this KV head's block of page 0); pstride: bytes between pages (fits 32 bits,
 /// checked by the host); page: this lane's page id (fast: the page of p0 in every lane; otherwise
 /// lane r holds the page of row r mod 16). fast (page_size >= 16): the 16 rows are consecutive
@@ -415,13 +430,13 @@ __device__ __forceinline__ void warp_copy(std::uint8_t* s_codes, std::uint8_t* s
     }
   }
   const int row = lane;
-  if (row < 16 && row >= lo && row < n) {
+  if (NBY > 0 && row < 16 && row >= lo && row < n) {  // (NBY 0: no per-token scalars, product VQ)
     const unsigned pos = static_cast<unsigned>(p0 + row);
     const std::uint8_t* src =
         pool_g + static_cast<std::uint64_t>(page) * pstride + ((pmask + 1u) * CB + (pos & pmask) * NBY);
     if constexpr (NBY == 4) {
       cp_async_n<4>(s_norm + 4 * row, src);
-    } else {
+    } else if constexpr (NBY == 2) {
       reinterpret_cast<unsigned short*>(s_norm)[row] = __ldg(reinterpret_cast<const unsigned short*>(src));
     }
   }
@@ -523,7 +538,7 @@ __device__ __noinline__ void fused_epilogue(float* y, int heads, void* out, int 
 template <int D, int KB, int VB, int NW, bool PROD = false, bool FUSE = false, bool SPLIT = false, int MODE = kModeTq>
 __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKernelArgs a) {
   using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT, MODE>;
-  constexpr bool F8 = Lay::F8, RVQ = Lay::RVQ, KIVI = Lay::KIVI;
+  constexpr bool F8 = Lay::F8, RVQ = Lay::RVQ, KIVI = Lay::KIVI, PVQ = Lay::PVQ;
   static_assert(!KIVI || Lay::kBulk, "kivi: dense rows (bulk copies)");
   constexpr int H = Lay::H;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;
@@ -537,6 +552,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   // the set-up (a.krot_t) and Pi^T is applied by the combine kernel (no FUSE instance).
   constexpr bool kDenseRot = (D & (D - 1)) != 0;
   static_assert(!kDenseRot || (!PROD && !SPLIT && !FUSE), "dense rotations: TurboQuant-MSE integer widths, combine");
+  static_assert(!PVQ || !FUSE, "product VQ: the combine kernel applies the value smoothing");
   extern __shared__ __align__(16) std::uint8_t smem[];
   // The combine kernel is a programmatic dependent launch (decode.cu): let it be scheduled now; it
   // waits for this grid's completion in griddepcontrol.wait.
@@ -638,6 +654,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     if constexpr (KIVI) {  // a page of 16 tokens is one key group: codes then the group's scalars
       elect_bulk2(wbar_u + 8 * sl, K + V + Lay::KSB + kivi_vsb, du, ksrc, K + Lay::KSB, du + Lay::off_vc, vsrc,
                   V + kivi_vsb);
+    } else if constexpr (Lay::PVQ) {  // codes only
+      elect_bulk2(wbar_u + 8 * sl, K + V, du, ksrc, K, du + Lay::off_vc, vsrc, V);
     } else {
       elect_bulk2(wbar_u + 8 * sl, K + V + 64, du, ksrc, K + 32, du + K + 32, vsrc, V + 32);
     }
@@ -672,6 +690,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             elect_bulk2(baru, 0, du + Lay::off_kn,
                         kb + ((pmask + 1u) * Lay::cbK + (slot >> kivi_gshift) * Lay::KSB), Lay::KSB,
                         du + Lay::off_vn, vb + ((pmask + 1u) * Lay::cbV + slot * (kivi_vsb / 16)), kivi_vsb);
+          } else if constexpr (Lay::PVQ) {  // codes only
+            elect_bulk2(baru, K + V, du, kb + slot * Lay::cbK, K, du + Lay::off_vc, vb + slot * Lay::cbV, V);
           } else {
             elect_bulk2(baru, K + V + 64, du, kb + slot * Lay::cbK, K, du + K + 32, vb + slot * Lay::cbV, V);
             elect_bulk2(baru, 0, du + K, kb + ((pmask + 1u) * Lay::cbK + slot * 2), 32, du + K + 32 + V,
@@ -700,8 +720,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
 #pragma unroll
   for (int it = 0; it < Lay::kStages; ++it)
     pg0[it] = kPageBlocks && fast ? __shfl_sync(0xffffffffu, pgc, it) : page_of(it);
-  const float kc = (!F8 && !KIVI && KB > 0 && lane < (1 << KB)) ? __ldg(a.kcent + lane) : 0.0f;
-  const float vc = (!F8 && !KIVI && lane < (1 << VB)) ? __ldg(a.vcent + lane) : 0.0f;
+  const float kc = (!F8 && !KIVI && !PVQ && KB > 0 && lane < (1 << KB)) ? __ldg(a.kcent + lane) : 0.0f;
+  const float vc = (!F8 && !KIVI && !PVQ && lane < (1 << VB)) ? __ldg(a.vcent + lane) : 0.0f;
   // Warp n < 8 rotates query head n of the block: lane L holds dims [E L, E L + E).
   constexpr int E = kDenseRot ? 1 : D / 32;
   float qv[E];
@@ -712,7 +732,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const int i = SPLIT ? __ldg(a.kchan + E * lane + e) : E * lane + e;  // SPLIT: the parts' channels
-      qv[e] = has ? (F8 || KIVI ? __ldg(qh + i) : __ldg(qh + i) * __ldg(a.ksigns + E * lane + e)) : 0.0f;
+      // (PVQ: the key smoothing first, Pi_k (lambda_k * q), as the reference's prepare_query)
+      const float qi = PVQ ? __ldg(qh + i) * __ldg(a.klambda + i) : __ldg(qh + i);
+      qv[e] = has ? (F8 || KIVI ? qi : qi * __ldg(a.ksigns + E * lane + e)) : 0.0f;
     }
   }
   // Pipeline, private to each warp (no block barrier in the main loop): up to kStages - 1 steps in
@@ -730,6 +752,17 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     constexpr int KE = Lay::KE, VE = Lay::VE, R = KE > VE ? KE : VE;
     if constexpr (F8 || KIVI) {
       (void)kc, (void)vc;  // no tables
+    } else if constexpr (PVQ) {
+      // Word s * 256 + k of a side's tables = half2(C_s[k][0], C_s[k][1]): PvqTables::centroids()
+      // [D/2][256][2] fp32, rounded to fp16 (the key tables, then the value tables unless shared).
+      (void)kc, (void)vc;
+      constexpr int W = (D / 2) * 256;
+      const float2* kc2 = reinterpret_cast<const float2*>(a.kcent);
+      const float2* vc2 = reinterpret_cast<const float2*>(a.vcent);
+      for (int i = tid; i < (share ? W : 2 * W); i += NT) {
+        const float2 c = i < W ? __ldg(kc2 + i) : __ldg(vc2 + (i - W));
+        s_tab[i] = pack_h2(c.x, c.y);
+      }
     } else if constexpr (Lay::kQuad) {
       // Quad tables: 2 x 256 rows x 32 lanes of uint2; thread i writes the 16-byte unit i (two lanes'
       // identical entries) for i < 2 x 256 x 16 (the key table only when values share its codebook:
@@ -984,6 +1017,21 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
                 mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
               }
             }
+          } else if constexpr (PVQ) {
+            // Code byte 2 kk (2 kk + 1) of the lane's span is sub-vector D/8 tig + 2 kk (+ 1), dims
+            // D/4 tig + 4 kk + {0, 1} ({2, 3}): its table entry is the A register (rows gid, gid + 8).
+            // The sub-vector's table offset (compile time) folds into the load's immediate.
+            const std::uint32_t kbase = tabs + static_cast<std::uint32_t>((D / 8) * 1024) * tig;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+              std::uint32_t af[4];
+              const int p = 2 * kk, q = 2 * kk + 1;
+              af[0] = lds_at(entry_addr(k0.w[p / 4], p % 4, kbase), 1024u * p);
+              af[1] = lds_at(entry_addr(k1.w[p / 4], p % 4, kbase), 1024u * p);
+              af[2] = lds_at(entry_addr(k0.w[q / 4], q % 4, kbase), 1024u * q);
+              af[3] = lds_at(entry_addr(k1.w[q / 4], q % 4, kbase), 1024u * q);
+              mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
+            }
           } else if constexpr (KIVI) {
             // Dims D/4 tig + 4 kk + {0..3}: their group's (min, scale) words (one 16-byte load), the
             // codes of rows gid / gid + 8 as fp16 integer pairs, dequantized into the A registers.
@@ -1084,7 +1132,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       {
         const int ta = tb + gid, tc = ta + 8;  // tile rows of s[0..1] and s[2..3]
         const bool va = ta >= lo && ta < n, vc = tc >= lo && tc < n;
-        if constexpr (SPLIT || KIVI) {  // SPLIT: norms already in S, value norms in the P fragments; KIVI: none
+        if constexpr (SPLIT || KIVI || PVQ) {  // SPLIT: norms in S, value norms in the P fragments; KIVI, PVQ: none
           softmax_core(a, s, va, vc, 1.0f, 1.0f, 1.0f, 1.0f, m, l, acc, gid, tig, s_p);
         } else {
           const __half* s_kh = reinterpret_cast<const __half*>(s_kn);
@@ -1195,6 +1243,25 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             af[3] = lds_at(tabs, byte_addr(odd ? ohc : ehc, jj / 2, vlane));
             mma_f16(acc[8 * wq + jj], af, pb0, pb1);
           }
+        }
+      } else if constexpr (PVQ) {
+        // Block j's dims 2 (gid D/16 + j) + {0, 1} are sub-vector gid D/16 + j, code byte j of the lane's
+        // span: each row's entry is (d0, d1) of that token; a byte permute with the neighbouring row's
+        // entry gives the A registers (rows r0, r0 + R1 at d0, and at d1), as the generic path below.
+        const std::uint32_t vbase =
+            tabs + (share ? 0u : static_cast<std::uint32_t>(Lay::kPvqV)) + static_cast<std::uint32_t>((D / 16) * 1024) * gid;
+#pragma unroll
+        for (int j = 0; j < D / 16; ++j) {
+          const std::uint32_t c0 = lds_at(entry_addr(v0.w[j / 4], j % 4, vbase), 1024u * j);
+          const std::uint32_t c1 = lds_at(entry_addr(v1.w[j / 4], j % 4, vbase), 1024u * j);
+          const std::uint32_t c2 = lds_at(entry_addr(v2.w[j / 4], j % 4, vbase), 1024u * j);
+          const std::uint32_t c3 = lds_at(entry_addr(v3.w[j / 4], j % 4, vbase), 1024u * j);
+          std::uint32_t af[4];
+          af[0] = __byte_perm(c0, c1, 0x5410);  // (rows r0, r0 + R1) at d0
+          af[1] = __byte_perm(c0, c1, 0x7632);  // same rows at d1
+          af[2] = __byte_perm(c2, c3, 0x5410);  // (r0 + R2, r0 + R3) at d0
+          af[3] = __byte_perm(c2, c3, 0x7632);
+          mma_f16(acc[j], af, pb0, pb1);
         }
       } else if constexpr (KIVI) {
         // The lane's dims 2 (gid D/16 + j) + {0, 1} lie in one value group (G_v a multiple of D/8, checked
@@ -1412,9 +1479,11 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
 /// instance when a.fuse_out (one split).
 template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false, int MODE = kModeTq>
 void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
-  constexpr bool kDenseRot = (D & (D - 1)) != 0;  // no FUSE instance (the combine kernel rotates back)
+  // No FUSE instance for dense rotations (the combine kernel rotates back) or product VQ (the combine
+  // kernel applies the value smoothing after the rotation).
+  constexpr bool kDenseRot = (D & (D - 1)) != 0;
   auto kernel = decode_h16_kernel<D, KB, VB, NW, PROD, false, SPLIT, MODE>;
-  auto fused = decode_h16_kernel<D, KB, VB, NW, PROD, !kDenseRot, SPLIT, MODE>;
+  auto fused = decode_h16_kernel<D, KB, VB, NW, PROD, !kDenseRot && MODE != kModePvq, SPLIT, MODE>;
   using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT, MODE>;
   const int smem = Lay::bytes();
   // Driver calls once per instance (and device: the process uses one), not per launch: at batch 1
@@ -1487,6 +1556,8 @@ void launch_rvq_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelA
 /// KIVI keys and values at b = 2 or 4 bits (H16Layout::KIVI) at head_dim 64 / 128 / 256 (dense rows: not
 /// 4 bits at 256): instances in kivi.cu.
 void launch_kivi_h16(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+/// Product-VQ keys and values at 4 bits (H16Layout::PVQ) at head_dim 64 / 128: instances in pvq.cu.
+void launch_pvq_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// TurboQuant-Prod keys with MSE part of kmb bits (0..3): instances in decode_h16p_k{0..3}.cu.
 void launch_h16p_k0(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16p_k1(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);

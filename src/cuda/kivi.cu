@@ -433,10 +433,7 @@ void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpo
     // a multiple of 16 tokens (a warp step in one group), value groups a multiple of head_dim / 8 channels
     // (a lane's dims in one group; at 256 also 16: two groups). TURBOKV_KIVI_H16=0 in the environment
     // keeps the staged kernel (A/B runs, tests of both paths).
-    static const bool h16_off = [] {
-      const char* e = std::getenv("TURBOKV_KIVI_H16");
-      return e && std::string(e) == "0";
-    }();
+    static const bool h16_off = detail::env_off("TURBOKV_KIVI_H16");
     const int d = args.head_dim, kb = static_cast<int>(kcfg.bits), vb = static_cast<int>(vcfg.bits);
     const bool h16 = args.kernel == 0 && !h16_off && (d == 64 || d == 128 || d == 256) && kb == vb &&
                      kcfg.bits == kb && vcfg.bits == vb && (kb == 2 || kb == 4) && !(d == 256 && kb == 4) &&

@@ -287,10 +287,7 @@ void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kp
   // Kernel 0 with 2 bits per stage on both sides: a coordinate is a 4-bit code in two planes, decoded by the
   // TurboQuant fp16 kernel's pair tables (decode_h16.cuh, H16Layout::RVQ). TURBOKV_RVQ_H16=0 in the
   // environment keeps the staged kernel there (for A/B runs and tests of both paths).
-  static const bool h16_off = [] {
-    const char* e = std::getenv("TURBOKV_RVQ_H16");
-    return e && std::string(e) == "0";
-  }();
+  static const bool h16_off = detail::env_off("TURBOKV_RVQ_H16");
   if (args.kernel == 0 && ktab.bits() == 2 && vtab.bits() == 2 && !h16_off) {
     detail::rvq_paged_decode_h16(ktab, vtab, kpool, vpool, table, args, stream);
     return;

@@ -5,13 +5,16 @@
 //    block's scalars), for fp32, fp16 and bf16 input (the reference sees the widened values), a
 //    prefill chunk then single-token decode steps, and touches no other byte;
 //  - *_paged_decode with both kernels (0: fp16 tensor cores, kStagedH16RelTol; 1: CUDA cores,
-//    kPagedRelTol; product VQ's look-up-table keys run the CUDA-core kernel for both) against
+//    kPagedRelTol; product VQ runs the look-up-table kernel on CUDA cores for both, except below) against
 //    attention_compressed (fp64) on the reference-encoded
 //    blocks scattered into shuffled pages: awkward lengths (1, 2, 31, 64, 65, 1000, 4097), page sizes
 //    1..256, GQA ratios 1, 2, 3, 4, 5, 6, 7, 8, 16, head_dim 64 / 128 / 256, split counts, sliding
 //    windows, soft-capping and 16-bit io;
 //  - RVQ with 2 bits per stage on both sides: kernel 0 is the TurboQuant fp16 kernel with RVQ pair
 //    tables (decode_h16.cuh) unless TURBOKV_RVQ_H16=0 (then the staged kernel: run both);
+//  - product VQ at 4 bits, head_dim 64 / 128: kernel 0 is the same fp16 kernel with per-sub-vector
+//    centroid tables unless TURBOKV_PVQ_H16=0 (then the look-up-table kernel), with separate and with
+//    shared key / value tables (one codec for both);
 //  - a control per method: the same decode with a 1000-token sequence's first page-table entry
 //    pointing at another sequence's page must leave the tolerance;
 //  - bad arguments throw std::invalid_argument naming the argument.
@@ -50,6 +53,7 @@ struct Codecs {
   std::unique_ptr<cuda::RvqTables> krvq, vrvq;
   std::unique_ptr<cuda::PvqTables> kpvq, vpvq;
   std::unique_ptr<cuda::PolarTables> kpolar, vpolar;
+  bool shared = false;  ///< product VQ: the value codec is a copy of the key codec and decode passes kpvq twice
 
   /// Code bytes and scalar bytes per token of the key (value = false: value) codec.
   std::size_t cb(bool key) const {
@@ -79,7 +83,7 @@ struct Codecs {
   }
   void decode(cuda::PagedPool kp, cuda::PagedPool vp, const cuda::PageTable& t, const cuda::DecodeArgs& a) const {
     if (method == Method::kRvq) return cuda::rvq_paged_decode(*krvq, *vrvq, kp, vp, t, a, nullptr);
-    if (method == Method::kPvq) return cuda::pvq_paged_decode(*kpvq, *vpvq, kp, vp, t, a, nullptr);
+    if (method == Method::kPvq) return cuda::pvq_paged_decode(*kpvq, shared ? *kpvq : *vpvq, kp, vp, t, a, nullptr);
     cuda::polar_paged_decode(*kpolar, *vpolar, kp, vp, t, a, nullptr);
   }
 };
@@ -95,11 +99,14 @@ CodecConfig config(Method m, int d, double bits, std::uint64_t seed, Role role) 
   return cfg;
 }
 
-Codecs make_codecs(Method m, int d, int kb, int vb, std::uint64_t seed) {
+/// shared (product VQ, kb == vb): the value codec is configured and calibrated as the key codec (the same
+/// state), and decode passes the key tables for both sides (one table in the fp16 kernel).
+Codecs make_codecs(Method m, int d, int kb, int vb, std::uint64_t seed, bool shared = false) {
   Codecs c;
   c.method = m;
+  c.shared = shared;
   c.kref = make_codec(config(m, d, kb, seed ^ 0x1234, Role::kKey));
-  c.vref = make_codec(config(m, d, vb, seed ^ 0x9876, Role::kValue));
+  c.vref = shared ? make_codec(c.kref->config()) : make_codec(config(m, d, vb, seed ^ 0x9876, Role::kValue));
   if (m == Method::kRvq) {
     c.krvq = std::make_unique<cuda::RvqTables>(c.kref->config());
     c.vrvq = std::make_unique<cuda::RvqTables>(c.vref->config());
@@ -108,7 +115,7 @@ Codecs make_codecs(Method m, int d, int kb, int vb, std::uint64_t seed) {
     const std::size_t n = 1200;
     const auto cal = awkward_rows(n, d, r);
     c.kref->calibrate(cal.data(), n);
-    const auto cal2 = awkward_rows(n, d, r);
+    const auto cal2 = shared ? cal : awkward_rows(n, d, r);
     c.vref->calibrate(cal2.data(), n);
     c.kpvq = std::make_unique<cuda::PvqTables>(*c.kref);
     c.vpvq = std::make_unique<cuda::PvqTables>(*c.vref);
@@ -217,11 +224,22 @@ struct DecodeCase {
   float softcap = 0;
   cuda::IoType io = cuda::IoType::kF32;
   int kernel = 0;  ///< DecodeArgs::kernel
+  bool shared = false;  ///< product VQ: one codec (and one GPU table object) for keys and values
 };
+
+/// Product VQ's kernel 0 runs the fp16 tensor-core kernel (4-bit keys and values at head_dim 64 / 128,
+/// unless TURBOKV_PVQ_H16=0); its other cases run the look-up-table kernel (fp32).
+bool pvq_h16(const DecodeCase& c) {
+  static const bool off = [] {
+    const char* e = std::getenv("TURBOKV_PVQ_H16");
+    return e && std::string(e) == "0";
+  }();
+  return c.method == Method::kPvq && c.kernel == 0 && !off && c.kb == 4 && c.vb == 4 && (c.d == 64 || c.d == 128);
+}
 
 /// The decode tolerance of case c before 16-bit output rounding: the fp16 tensor-core kernel's where it runs.
 double kernel_tol(const DecodeCase& c) {
-  return c.kernel == 0 && c.method != Method::kPvq ? kStagedH16RelTol : kPagedRelTol;
+  return c.kernel == 0 && (c.method != Method::kPvq || pvq_h16(c)) ? kStagedH16RelTol : kPagedRelTol;
 }
 
 std::string describe(const DecodeCase& c, std::uint64_t seed) {
@@ -230,7 +248,7 @@ std::string describe(const DecodeCase& c, std::uint64_t seed) {
                   "/" + std::to_string(c.kvh) + " page=" + std::to_string(c.page_size) +
                   " window=" + std::to_string(c.window) + " splits=" + std::to_string(c.splits) +
                   " softcap=" + std::to_string(c.softcap) + " io=" + io_name(c.io) +
-                  " kernel=" + std::to_string(c.kernel) + " lens=";
+                  " kernel=" + std::to_string(c.kernel) + (c.shared ? " shared" : "") + " lens=";
   for (int l : c.lens) s += std::to_string(l) + ",";
   return s + " seed=" + std::to_string(seed) + " (TURBOKV_TEST_SEED=" + std::to_string(fresh_seed()) + ")";
 }
@@ -244,7 +262,7 @@ double run_decode_case(DecodeCase c, std::uint64_t seed, bool control = false) {
   const int d = c.d, batch = static_cast<int>(c.lens.size()), kvh = c.kvh, ps = c.page_size;
   const int max_len = *std::max_element(c.lens.begin(), c.lens.end());
   const int max_pages = (max_len + ps - 1) / ps;
-  const Codecs cod = make_codecs(c.method, d, c.kb, c.vb, seed);
+  const Codecs cod = make_codecs(c.method, d, c.kb, c.vb, seed, c.shared);
   const std::size_t ks = cod.stride(true, ps), vs = cod.stride(false, ps);
   const std::size_t kcb = cod.cb(true), vcb = cod.cb(false), ksb = cod.sb(true), vsb = cod.sb(false);
   auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 3);
@@ -355,6 +373,17 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
       {P, 256, 1, 2, 5, 1, 64, 0, 0, {4097}, 5.0f},
       {P, 128, 4, 3, 10, 2, 128, 37, 0, {999, 64}, 0.0f, IO::kBf16},
       {P, 64, 2, 2, 4, 2, 16, 0, 0, {200, 3}},     // GQA 2
+      // 4 bits on both sides at head_dim 64 / 128: kernel 0 is the fp16 kernel with per-sub-vector tables
+      {P, 128, 4, 4, 32, 8, 16, 0, 0, {1, 31, 1000}},               // GQA 4, pages of 16 (bulk copies)
+      {P, 64, 4, 4, 9, 3, 1, 0, 0, {1000, 65}},                     // GQA 3, page 1 (per-row copies)
+      {P, 128, 4, 4, 24, 2, 32, 0, 3, {999, 1}, 0.0f, IO::kF16},    // GQA 12, page 32, 3 splits
+      {P, 128, 4, 4, 4, 1, 64, 300, 0, {2049, 2}, 5.0f},            // page 64, window, soft-cap
+      {P, 64, 4, 4, 7, 1, 16, 0, 1, {130, 64, 17}, 0.0f, IO::kBf16},  // GQA 7, one split
+      {P, 128, 4, 4, 8, 8, 8, 0, 0, {300, 17}},                     // GQA 1, page 8 (cp.async rows)
+      {P, 128, 4, 4, 16, 1, 16, 0, 0, {4097, 5}},                   // GQA 16
+      {P, 64, 4, 4, 6, 2, 4, 40, 0, {513, 64}, 0.0f, IO::kF32, 0, true},  // shared tables, page 4, window
+      {P, 128, 4, 4, 10, 2, 16, 0, 0, {777}, 0.0f, IO::kF32, 0, true},    // GQA 5, shared tables
+      {P, 256, 4, 4, 4, 1, 16, 0, 0, {500}},                        // head_dim 256: the look-up-table kernel
       {Q, 128, 3, 2, 32, 8, 16, 0, 0, {1, 2, 31, 1000}},
       {Q, 64, 2, 4, 12, 4, 1, 0, 2, {65, 64}},
       {Q, 256, 4, 3, 16, 2, 256, 0, 0, {4097, 1}, 0.0f, IO::kF16},
@@ -362,21 +391,23 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
       {Q, 256, 3, 3, 2, 1, 32, 0, 0, {333, 64}},   // GQA 2
       {Q, 64, 3, 3, 24, 2, 8, 0, 0, {130, 7}},     // GQA 12 (two blocks of query heads, the second partial)
   };
-  double worst[2][3] = {{0, 0, 0}, {0, 0, 0}};  // [kernel][method]
+  double worst[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};  // [kernel][rvq, pvq (look-up-table kernel), polar, pvq fp16]
   for (int kernel : {0, 1}) {
-    bool controlled[3] = {false, false, false};
+    bool controlled[4] = {false, false, false, false};
     for (std::size_t i = 0; i < cases.size(); ++i) {
       DecodeCase c = cases[i];
       c.kernel = kernel;
-      const int mi = c.method == R ? 0 : c.method == P ? 1 : 2;
-      const bool control = !controlled[mi];  // the first case of each method (a 1000-token sequence, pages of 16)
+      const int mi = pvq_h16(c) ? 3 : c.method == R ? 0 : c.method == P ? 1 : 2;
+      // The first case of each method and kernel (a 1000-token sequence, pages of 16)
+      const bool control = !controlled[mi];
       controlled[mi] = true;
       worst[kernel][mi] = std::max(worst[kernel][mi], run_decode_case(c, seed + 31 * i, control));
     }
   }
-  std::printf("[ measured ] paged decode worst relative L2 error, kernel 0 (fp16 tensor cores; pvq: CUDA cores): rvq "
-              "%.3g, pvq %.3g, polar %.3g (tolerance %.0e, pvq %.0e, + io)\n",
-              worst[0][0], worst[0][1], worst[0][2], kStagedH16RelTol, kPagedRelTol);
+  std::printf("[ measured ] paged decode worst relative L2 error, kernel 0 (fp16 tensor cores): rvq %.3g, polar %.3g, "
+              "pvq 4-bit d64/128 %.3g (tolerance %.0e + io); pvq's other cases (look-up-table kernel) %.3g "
+              "(tolerance %.0e + io)\n",
+              worst[0][0], worst[0][2], worst[0][3], kStagedH16RelTol, worst[0][1], kPagedRelTol);
   std::printf("[ measured ] paged decode worst relative L2 error, kernel 1 (CUDA cores): rvq %.3g, pvq %.3g, polar %.3g "
               "(tolerance %.0e + io)\n",
               worst[1][0], worst[1][1], worst[1][2], kPagedRelTol);
