@@ -270,8 +270,8 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
 
       // RVQ, product VQ and PolarQuant (rvq_paged_decode, pvq_paged_decode, polar_paged_decode: kernel 0
       // (fp16 tensor cores: the staged kernels of staged.cuh, or decode_h16.cuh for 2 + 2-bit RVQ and
-      // 4-bit product VQ at head_dim 64 / 128; product VQ's other widths run the look-up-table kernel
-      // either way, so only kernel 1 is timed there) and kernel 1 (CUDA cores)) on the same page table,
+      // product VQ at head_dim 64 / 128; product VQ at 256 runs the look-up-table kernel either way, so
+      // only kernel 1 is timed there) and kernel 1 (CUDA cores)) on the same page table,
       // keys and values at the same integer width; random code bytes, fp16 scalars in [0.5, 1.5).
       // Product VQ's key and value tables come from two reference codecs, each calibrated on its own
       // 1200 Gaussian rows (3 k-means iterations).
@@ -316,7 +316,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             va.workspace = vws->p;
           }
           for (int kernel : {0, 1}) {
-            if (pvq && kernel == 0 && !(b == 4 && (d == 64 || d == 128))) continue;  // the same kernel as 1
+            if (pvq && kernel == 0 && !(d == 64 || d == 128)) continue;  // the same kernel as 1
             va.kernel = kernel;
             const double us = median_us(s, kernel == 0 ? reps : std::max(10, reps / 5), [&](int i) {
               const cuda::PagedPool kp{pp.k[i % pp.size()]->as<std::uint8_t>(), stride},

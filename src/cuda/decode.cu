@@ -405,9 +405,9 @@ void launch_kivi_h16_any(int kb, int d, int /*vb*/, const LaunchShape& shape, cu
   launch_kivi_h16(d, kb, shape, s, a);
 }
 
-void launch_pvq_h16_any(int /*kb*/, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s,
+void launch_pvq_h16_any(int kb, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s,
                         const DecodeKernelArgs& a) {
-  launch_pvq_h16(d, shape, s, a);
+  launch_pvq_h16(d, kb, shape, s, a);
 }
 
 using LaunchAny = void (*)(int, int, int, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
@@ -629,7 +629,8 @@ void rvq_paged_decode_h16(const RvqTables& kt, const RvqTables& vt, PagedPool kp
   run_mma(where, args, 4, 4, ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_rvq_h16_any, true);
 }
 
-/// pvq_paged_decode's kernel 0 at 4 bits, head_dim 64 / 128 (pvq.cu checks where it applies): the fp16
+/// pvq_paged_decode's kernel 0 at 1..4 bits (keys and values alike), head_dim 64 / 128 (pvq.cu checks
+/// where it applies): the fp16
 /// tensor-core kernel with per-sub-vector centroid tables (H16Layout::PVQ): q' = Pi_k (lambda_k q) in the
 /// set-up, the codes' centroids looked up straight into the mma fragments, the plan and merge of
 /// tq_mse_decode; the combine kernel rotates back and applies lambda_v (no fused epilogue).
@@ -648,7 +649,8 @@ void pvq_paged_decode_h16(const PvqTables& kt, const PvqTables& vt, PagedPool kp
   ka.vcent = vt.centroids();
   ka.vlambda = vt.lambda();
   ka.vtab_shared = &kt == &vt ? 1 : 0;
-  run_mma(where, args, 4, 4, ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_pvq_h16_any, false);
+  run_mma(where, args, kt.bits(), vt.bits(), ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_pvq_h16_any,
+          false);
 }
 
 /// kivi_decode's kernel 0 on the fp16 tensor-core kernel (kivi.cu checks where it applies): unrotated q,

@@ -185,18 +185,22 @@ constexpr int kMaxBlockSmem = 232448;
 /// (at most 512 bytes: head_dim / G_v <= 8; 1024 at head_dim 256, where G_v may be 16). Each A register is two codes as exact fp16 integers
 /// (PRMT + LOP3 on 0x6400, minus 1024) times the channels' scales plus their mins (one hfma2, rounded
 /// once, as the staged kernel's fp16 tile). No tables, no rotation.
-/// PVQ (MODE kModePvq; KB = VB = 4): product VQ at 4 bits (formats.h "pvq": g = 2 coordinates per
-/// sub-vector, 8-bit codes, rows of D / 2 code bytes, no per-token scalars): code byte s of a row is
-/// the centroid index of dims (2 s, 2 s + 1) in the codec's smoothed, rotated domain, and C_s[code] as
-/// a half2 is the mma A register of a key row's dim pair (values: one byte permute with the
-/// neighbouring token's pair, as the generic path). One table per side and sub-vector, [s][256] half2
-/// (1 KB each, D KB for both sides), not replicated per lane: a look-up's banks are its codes mod 32.
+/// PVQ (MODE kModePvq; KB = VB = 4, 3, 2 or 1): product VQ at b bits (formats.h "pvq": g = 2, 2, 4, 8
+/// coordinates per sub-vector, c = 8, 6, 8, 8-bit codes packed LSB first, no per-token scalars): code s of
+/// a row is the centroid index of dims [g s, g s + g) in the codec's smoothed, rotated domain, and
+/// C_s[code] as g fp16 values (one 4-, 8- or 16-byte look-up) is g / 2 mma A registers of a key row
+/// (values: one byte permute per register with the neighbouring token's pair, as the generic path). One
+/// table per side and sub-vector, [s][2^c] entries of 2 g bytes (D / 2 KB per side; D / 8 KB at 3 bits),
+/// not replicated per lane: a look-up's banks follow its codes.
 constexpr int kModeTq = 0, kModeRvq = 1, kModeKivi = 2, kModePvq = 3;
 template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false, int MODE = kModeTq>
 struct H16Layout {
   static constexpr bool F8 = KB == 8, RVQ = MODE == kModeRvq, KIVI = MODE == kModeKivi, PVQ = MODE == kModePvq;
   static_assert(!F8 || (VB == 8 && !PROD && !SPLIT && MODE == kModeTq), "fp8: keys and values e4m3");
-  static_assert(!PVQ || (KB == 4 && VB == 4 && !PROD && !SPLIT && (D == 64 || D == 128)), "pvq: 4 bits, head_dim 64 / 128");
+  static_assert(!PVQ || (KB >= 1 && KB <= 4 && VB == KB && !PROD && !SPLIT && (D == 64 || D == 128)),
+                "pvq: 1..4 bits, head_dim 64 / 128");
+  /// PVQ: bytes of a table entry (g fp16 values), code bits c and entries 2^c per sub-vector table.
+  static constexpr int kPvqE = PVQ ? (KB == 3 ? 4 : 16 / KB) : 0, kPvqC = KB == 3 ? 6 : 8, kPvqK = 1 << kPvqC;
   static_assert(!RVQ || (KB == 4 && VB == 4 && !PROD && !SPLIT && (D & (D - 1)) == 0), "rvq: 2 + 2 bits");
   static_assert(!KIVI || ((KB == 2 || KB == 4) && VB == KB && !PROD && !SPLIT && (D & (D - 1)) == 0), "kivi: 2 or 4 bits");
   static constexpr int kTileT = 16 * NW;
@@ -253,10 +257,10 @@ struct H16Layout {
   /// look-up (half-warps on 16 distinct bank pairs) gives an mma A register pair (a0, a1) or (a2, a3):
   /// an index byte is two tokens x two dims (keys: a pair field of rows gid and gid + 8; values: the
   /// cross-token fields of dims d0 and d1), built from two nibble fields per byte.
-  static constexpr bool kQuad = !PROD && !SPLIT && KB == 2 && VB == 2;
+  static constexpr bool kQuad = !PROD && !SPLIT && !PVQ && KB == 2 && VB == 2;
   static constexpr int kQuadV = 256 * 256;
-  /// PVQ: the key tables [D/2 sub-vectors][256] half2 at byte 0, the value tables at kPvqV.
-  static constexpr int kPvqV = PVQ ? (D / 2) * 1024 : 0;
+  /// PVQ: the key tables [D/g sub-vectors][2^c][g] fp16 at byte 0, the value tables at kPvqV (2 D 2^c bytes).
+  static constexpr int kPvqV = PVQ ? 2 * D * kPvqK : 0;
   static constexpr int tab = F8 || KIVI ? 0 : PVQ ? 2 * kPvqV : kQuad ? 2 * kQuadV : (KR > VR ? KR : VR) * 256;
   static constexpr int qrot = kMmaHeads * D * 4;
   static constexpr int pbuf = NW * kPWarpFloats * 4;          // per warp P[16][8] (p_at)
@@ -293,10 +297,34 @@ __device__ __forceinline__ std::uint32_t lds_at(std::uint32_t tab, std::uint32_t
   return v;
 }
 
-/// base + 4 * (byte k of x): the address of entry (byte k of x) of a table of 4-byte entries at base
+/// base + EB * (byte k of x): the address of entry (byte k of x) of a table of EB-byte entries at base
 /// (one PRMT and one LEA; product VQ's per-sub-vector tables).
+template <int EB>
 __device__ __forceinline__ std::uint32_t entry_addr(std::uint32_t x, int k, std::uint32_t base) {
-  return base + (__byte_perm(x, 0u, 0x4440u + k) << 2);
+  static_assert(EB == 4 || EB == 8 || EB == 16, "entry bytes");
+  return base + (__byte_perm(x, 0u, 0x4440u + k) << (EB == 4 ? 2 : EB == 8 ? 3 : 4));
+}
+
+/// Product VQ (H16Layout::PVQ): the address of code i's entry in the tables of the span's first
+/// sub-vector at base (EB-byte entries, 2^CB per sub-vector table): a byte code by entry_addr, a 6-bit
+/// field (3 bits: EB = 4) by a shift and mask; the sub-vector's table offset i 2^CB EB is a constant.
+template <int EB, int CB, int SPAN>
+__device__ __forceinline__ std::uint32_t pvq_addr(const CodeSpan<SPAN>& k, int i, std::uint32_t base) {
+  const std::uint32_t sub = static_cast<std::uint32_t>(i) * (EB << CB);
+  if constexpr (CB == 8) return entry_addr<EB>(k.w[i / 4], i % 4, base) + sub;
+  else return base + (k.template field<CB>(i) << 2) + sub;
+}
+
+/// The EB-byte entry at shared-window address addr as EB / 4 words (one LDS.32, .64 or .128).
+template <int EB>
+__device__ __forceinline__ void lds_entry(std::uint32_t addr, std::uint32_t (&w)[EB / 4]) {
+  if constexpr (EB == 4) {
+    asm("ld.shared.b32 %0, [%1];" : "=r"(w[0]) : "r"(addr));
+  } else if constexpr (EB == 8) {
+    asm("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "r"(addr));
+  } else {
+    asm("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(addr));
+  }
 }
 
 /// The 64-bit entry at byte off of a quad table (H16Layout::kQuad), as lds_at.
@@ -756,7 +784,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       // Word s * 256 + k of a side's tables = half2(C_s[k][0], C_s[k][1]): PvqTables::centroids()
       // [D/2][256][2] fp32, rounded to fp16 (the key tables, then the value tables unless shared).
       (void)kc, (void)vc;
-      constexpr int W = (D / 2) * 256;
+      constexpr int W = Lay::kPvqV / 4;
       const float2* kc2 = reinterpret_cast<const float2*>(a.kcent);
       const float2* vc2 = reinterpret_cast<const float2*>(a.vcent);
       for (int i = tid; i < (share ? W : 2 * W); i += NT) {
@@ -1018,19 +1046,37 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
               }
             }
           } else if constexpr (PVQ) {
-            // Code byte 2 kk (2 kk + 1) of the lane's span is sub-vector D/8 tig + 2 kk (+ 1), dims
-            // D/4 tig + 4 kk + {0, 1} ({2, 3}): its table entry is the A register (rows gid, gid + 8).
-            // The sub-vector's table offset (compile time) folds into the load's immediate.
-            const std::uint32_t kbase = tabs + static_cast<std::uint32_t>((D / 8) * 1024) * tig;
+            // The lane's dims D/4 tig + [0, D/4) are its KSPAN sub-vectors (code bytes) of g = 8 / KB dims:
+            // entry word h of sub-vector i is dims D/4 tig + g i + {2 h, 2 h + 1}, i.e. register a0 (h even)
+            // or a2 (h odd) of kk = (g i + 2 h) / 4 for row gid (a1 / a3 for row gid + 8). The sub-vector's
+            // table offset (compile time) folds into the load's immediate.
+            constexpr int EB = Lay::kPvqE, NE = EB / 4, C = Lay::kPvqC;
+            // (KSPAN * 8 / C sub-vectors per lane: D / 4 dims)
+            const std::uint32_t kbase = tabs + static_cast<std::uint32_t>((D / 4) / (EB / 2) * (EB << C)) * tig;
+            auto entry = [&](const CodeSpan<KSPAN>& k, int i, std::uint32_t (&w)[NE]) {
+              lds_entry<EB>(pvq_addr<EB, C>(k, i, kbase), w);
+            };
+            if constexpr (NE == 1) {  // 4 and 3 bits: sub-vectors 2 kk (a0, a1) and 2 kk + 1 (a2, a3)
 #pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
-              std::uint32_t af[4];
-              const int p = 2 * kk, q = 2 * kk + 1;
-              af[0] = lds_at(entry_addr(k0.w[p / 4], p % 4, kbase), 1024u * p);
-              af[1] = lds_at(entry_addr(k1.w[p / 4], p % 4, kbase), 1024u * p);
-              af[2] = lds_at(entry_addr(k0.w[q / 4], q % 4, kbase), 1024u * q);
-              af[3] = lds_at(entry_addr(k1.w[q / 4], q % 4, kbase), 1024u * q);
-              mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
+              for (int kk = 0; kk < D / 16; ++kk) {
+                std::uint32_t af[4][1];
+                entry(k0, 2 * kk, af[0]), entry(k1, 2 * kk, af[1]);
+                entry(k0, 2 * kk + 1, af[2]), entry(k1, 2 * kk + 1, af[3]);
+                const std::uint32_t a4[4] = {af[0][0], af[1][0], af[2][0], af[3][0]};
+                mma_f16(s2[kk & 1], a4, qb[kk][0], qb[kk][1]);
+              }
+            } else {  // 2 / 1 bits: one sub-vector is 1 / 2 kk
+#pragma unroll
+              for (int i = 0; i < (D / 4) / (EB / 2); ++i) {
+                std::uint32_t ra[NE], rc[NE];
+                entry(k0, i, ra), entry(k1, i, rc);
+#pragma unroll
+                for (int h = 0; h < NE / 2; ++h) {
+                  const int kk = (NE / 2) * i + h;
+                  const std::uint32_t af[4] = {ra[2 * h], rc[2 * h], ra[2 * h + 1], rc[2 * h + 1]};
+                  mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
+                }
+              }
             }
           } else if constexpr (KIVI) {
             // Dims D/4 tig + 4 kk + {0..3}: their group's (min, scale) words (one 16-byte load), the
@@ -1245,23 +1291,29 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           }
         }
       } else if constexpr (PVQ) {
-        // Block j's dims 2 (gid D/16 + j) + {0, 1} are sub-vector gid D/16 + j, code byte j of the lane's
-        // span: each row's entry is (d0, d1) of that token; a byte permute with the neighbouring row's
-        // entry gives the A registers (rows r0, r0 + R1 at d0, and at d1), as the generic path below.
-        const std::uint32_t vbase =
-            tabs + (share ? 0u : static_cast<std::uint32_t>(Lay::kPvqV)) + static_cast<std::uint32_t>((D / 16) * 1024) * gid;
+        // Block j's dims 2 (gid D/16 + j) + {0, 1} are word j % (g / 2) of sub-vector (gid D/16 + j) / (g / 2),
+        // code byte j / (g / 2) of the lane's span: each row's word is (d0, d1) of that token; a byte permute
+        // with the neighbouring row's word gives the A registers (rows r0, r0 + R1 at d0, and at d1), as
+        // the generic path below.
+        constexpr int EB = Lay::kPvqE, NE = EB / 4, C = Lay::kPvqC, NS = (D / 8) / (EB / 2);  // NS: sub-vectors per lane
+        const std::uint32_t vbase = tabs + (share ? 0u : static_cast<std::uint32_t>(Lay::kPvqV)) +
+                                    static_cast<std::uint32_t>(NS * (EB << C)) * gid;
 #pragma unroll
-        for (int j = 0; j < D / 16; ++j) {
-          const std::uint32_t c0 = lds_at(entry_addr(v0.w[j / 4], j % 4, vbase), 1024u * j);
-          const std::uint32_t c1 = lds_at(entry_addr(v1.w[j / 4], j % 4, vbase), 1024u * j);
-          const std::uint32_t c2 = lds_at(entry_addr(v2.w[j / 4], j % 4, vbase), 1024u * j);
-          const std::uint32_t c3 = lds_at(entry_addr(v3.w[j / 4], j % 4, vbase), 1024u * j);
-          std::uint32_t af[4];
-          af[0] = __byte_perm(c0, c1, 0x5410);  // (rows r0, r0 + R1) at d0
-          af[1] = __byte_perm(c0, c1, 0x7632);  // same rows at d1
-          af[2] = __byte_perm(c2, c3, 0x5410);  // (r0 + R2, r0 + R3) at d0
-          af[3] = __byte_perm(c2, c3, 0x7632);
-          mma_f16(acc[j], af, pb0, pb1);
+        for (int i = 0; i < NS; ++i) {
+          std::uint32_t c0[NE], c1[NE], c2[NE], c3[NE];
+          lds_entry<EB>(pvq_addr<EB, C>(v0, i, vbase), c0);
+          lds_entry<EB>(pvq_addr<EB, C>(v1, i, vbase), c1);
+          lds_entry<EB>(pvq_addr<EB, C>(v2, i, vbase), c2);
+          lds_entry<EB>(pvq_addr<EB, C>(v3, i, vbase), c3);
+#pragma unroll
+          for (int h = 0; h < NE; ++h) {
+            std::uint32_t af[4];
+            af[0] = __byte_perm(c0[h], c1[h], 0x5410);  // (rows r0, r0 + R1) at d0
+            af[1] = __byte_perm(c0[h], c1[h], 0x7632);  // same rows at d1
+            af[2] = __byte_perm(c2[h], c3[h], 0x5410);  // (r0 + R2, r0 + R3) at d0
+            af[3] = __byte_perm(c2[h], c3[h], 0x7632);
+            mma_f16(acc[NE * i + h], af, pb0, pb1);
+          }
         }
       } else if constexpr (KIVI) {
         // The lane's dims 2 (gid D/16 + j) + {0, 1} lie in one value group (G_v a multiple of D/8, checked
@@ -1556,8 +1608,8 @@ void launch_rvq_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelA
 /// KIVI keys and values at b = 2 or 4 bits (H16Layout::KIVI) at head_dim 64 / 128 / 256 (dense rows: not
 /// 4 bits at 256): instances in kivi.cu.
 void launch_kivi_h16(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
-/// Product-VQ keys and values at 4 bits (H16Layout::PVQ) at head_dim 64 / 128: instances in pvq.cu.
-void launch_pvq_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+/// Product-VQ keys and values at b = 1..4 bits (H16Layout::PVQ) at head_dim 64 / 128: instances in pvq.cu.
+void launch_pvq_h16(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// TurboQuant-Prod keys with MSE part of kmb bits (0..3): instances in decode_h16p_k{0..3}.cu.
 void launch_h16p_k0(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16p_k1(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);

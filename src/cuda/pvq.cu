@@ -392,15 +392,37 @@ namespace detail {
 void pvq_paged_decode_h16(const PvqTables& ktab, const PvqTables& vtab, PagedPool kpool, PagedPool vpool,
                           const PageTable& table, const DecodeArgs& args, Stream stream);
 
-/// Warps per block: 16 at head_dim 64; 8 at 128, with 4 pipeline stages per warp (the 128 KB of tables
-/// leave room for only 2 stages at 16 warps). H200 run s19-1 (two alternating passes of
+/// Warps per block: 16 at head_dim 64; 8 at 128 for 4 bits, with 4 pipeline stages per warp (the 128 KB
+/// of tables leave room for only 2 stages at 16 warps). H200 run s19-1 (two alternating passes of
 /// `turbokv_cuda_bench --configs 128:32:8 --batches 1,16,64 --contexts 32768,65536 --bits 4 --methods pvq`,
 /// 16 / 8 warps): batch 1 x 32k 42.8, 43.0 / 38.7, 38.6 us, x 64k 64.4, 64.6 / 59.5, 59.0; batch 16 x 64k
 /// 608.1, 607.9 / 612.7, 612.5; batch 64 x 64k 2405.6, 2386.9 / 2422.3, 2402.3.
-void launch_pvq_h16(int d, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
-  switch (d) {
-    case 64: return launch_h16_nw<64, 4, 4, 16, false, false, kModePvq>(shape, s, a);
-    case 128: return launch_h16_nw<128, 4, 4, 8, false, false, kModePvq>(shape, s, a);
+/// (TURBOKV_PVQ_NW=16 or 8: A/B of 1-, 2- and 3-bit at head_dim 128, run s19-2.)
+void launch_pvq_h16(int d, int b, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+  static const int nw = [] {
+    const char* e = std::getenv("TURBOKV_PVQ_NW");
+    return e && std::string(e) == "16" ? 16 : 8;
+  }();
+  if (d == 64) {
+    switch (b) {
+      case 1: return launch_h16_nw<64, 1, 1, 16, false, false, kModePvq>(shape, s, a);
+      case 2: return launch_h16_nw<64, 2, 2, 16, false, false, kModePvq>(shape, s, a);
+      case 3: return launch_h16_nw<64, 3, 3, 16, false, false, kModePvq>(shape, s, a);
+      case 4: return launch_h16_nw<64, 4, 4, 16, false, false, kModePvq>(shape, s, a);
+    }
+  } else if (d == 128) {
+    switch (b) {
+      case 1:
+        if (nw == 16) return launch_h16_nw<128, 1, 1, 16, false, false, kModePvq>(shape, s, a);
+        return launch_h16_nw<128, 1, 1, 8, false, false, kModePvq>(shape, s, a);
+      case 2:
+        if (nw == 16) return launch_h16_nw<128, 2, 2, 16, false, false, kModePvq>(shape, s, a);
+        return launch_h16_nw<128, 2, 2, 8, false, false, kModePvq>(shape, s, a);
+      case 3:
+        if (nw == 16) return launch_h16_nw<128, 3, 3, 16, false, false, kModePvq>(shape, s, a);
+        return launch_h16_nw<128, 3, 3, 8, false, false, kModePvq>(shape, s, a);
+      case 4: return launch_h16_nw<128, 4, 4, 8, false, false, kModePvq>(shape, s, a);
+    }
   }
   throw std::logic_error("launch_pvq_h16: head_dim out of range");
 }
@@ -408,11 +430,12 @@ void launch_pvq_h16(int d, const LaunchShape& shape, cudaStream_t s, const Decod
 
 void pvq_paged_decode(const PvqTables& ktab, const PvqTables& vtab, PagedPool kpool, PagedPool vpool,
                       const PageTable& table, const DecodeArgs& args, Stream stream) {
-  // Kernel 0 with 4-bit keys and values at head_dim 64 / 128: the TurboQuant fp16 kernel with
-  // per-sub-vector centroid tables (decode_h16.cuh, H16Layout::PVQ; 2 x D KB of shared memory, so not at
+  // Kernel 0 with keys and values of the same width at head_dim 64 / 128: the TurboQuant
+  // fp16 kernel with per-sub-vector centroid tables (decode_h16.cuh, H16Layout::PVQ; 2 x D KB of shared memory, so not at
   // 256). TURBOKV_PVQ_H16=0 in the environment keeps the look-up-table kernel there (A/B runs, tests).
   static const bool h16_off = detail::env_off("TURBOKV_PVQ_H16");
-  if (args.kernel == 0 && !h16_off && ktab.bits() == 4 && vtab.bits() == 4 &&
+  const int b = ktab.bits();
+  if (args.kernel == 0 && !h16_off && b >= 1 && b <= 4 && vtab.bits() == b &&
       (args.head_dim == 64 || args.head_dim == 128)) {
     detail::pvq_paged_decode_h16(ktab, vtab, kpool, vpool, table, args, stream);
     return;

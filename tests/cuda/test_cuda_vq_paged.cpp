@@ -227,14 +227,16 @@ struct DecodeCase {
   bool shared = false;  ///< product VQ: one codec (and one GPU table object) for keys and values
 };
 
-/// Product VQ's kernel 0 runs the fp16 tensor-core kernel (4-bit keys and values at head_dim 64 / 128,
+/// Product VQ's kernel 0 runs the fp16 tensor-core kernel (keys and values of the same width at head_dim
+/// 64 / 128,
 /// unless TURBOKV_PVQ_H16=0); its other cases run the look-up-table kernel (fp32).
 bool pvq_h16(const DecodeCase& c) {
   static const bool off = [] {
     const char* e = std::getenv("TURBOKV_PVQ_H16");
     return e && std::string(e) == "0";
   }();
-  return c.method == Method::kPvq && c.kernel == 0 && !off && c.kb == 4 && c.vb == 4 && (c.d == 64 || c.d == 128);
+  return c.method == Method::kPvq && c.kernel == 0 && !off && c.kb >= 1 && c.kb <= 4 && c.vb == c.kb &&
+         (c.d == 64 || c.d == 128);
 }
 
 /// The decode tolerance of case c before 16-bit output rounding: the fp16 tensor-core kernel's where it runs.
@@ -372,9 +374,19 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
       {P, 64, 3, 1, 6, 1, 2, 0, 5, {257, 2}},
       {P, 256, 1, 2, 5, 1, 64, 0, 0, {4097}, 5.0f},
       {P, 128, 4, 3, 10, 2, 128, 37, 0, {999, 64}, 0.0f, IO::kBf16},
-      {P, 64, 2, 2, 4, 2, 16, 0, 0, {200, 3}},     // GQA 2
-      // 4 bits on both sides at head_dim 64 / 128: kernel 0 is the fp16 kernel with per-sub-vector tables
+      // The same width on both sides at head_dim 64 / 128: kernel 0 is the fp16 kernel with per-sub-vector
+      // tables (the first is the control)
       {P, 128, 4, 4, 32, 8, 16, 0, 0, {1, 31, 1000}},               // GQA 4, pages of 16 (bulk copies)
+      {P, 64, 2, 2, 4, 2, 16, 0, 0, {200, 3}},                      // GQA 2
+      {P, 128, 2, 2, 32, 8, 16, 0, 0, {1, 31, 1000}},
+      {P, 128, 1, 1, 32, 8, 32, 0, 2, {1000, 64}, 0.0f, IO::kF16},  // page 32, 2 splits
+      {P, 64, 1, 1, 9, 3, 1, 100, 0, {500, 2}},                     // GQA 3, page 1, window
+      {P, 128, 2, 2, 12, 1, 8, 0, 1, {333}, 3.0f},                  // GQA 12, page 8, one split, soft-cap
+      {P, 64, 2, 2, 5, 1, 16, 0, 0, {4097, 65}, 0.0f, IO::kBf16, 0, true},  // GQA 5, shared tables
+      {P, 128, 1, 1, 16, 2, 64, 0, 0, {129, 2}, 0.0f, IO::kF32, 0, true},   // GQA 8, page 64, shared
+      {P, 128, 3, 3, 32, 8, 16, 0, 0, {1000, 17}},                  // 3 bits: 6-bit codes
+      {P, 64, 3, 3, 6, 1, 4, 0, 3, {300, 1}, 0.0f, IO::kF16},       // GQA 6, page 4, 3 splits
+      {P, 128, 3, 3, 4, 4, 16, 0, 0, {65}, 0.0f, IO::kF32, 0, true},  // GQA 1, shared
       {P, 64, 4, 4, 9, 3, 1, 0, 0, {1000, 65}},                     // GQA 3, page 1 (per-row copies)
       {P, 128, 4, 4, 24, 2, 32, 0, 3, {999, 1}, 0.0f, IO::kF16},    // GQA 12, page 32, 3 splits
       {P, 128, 4, 4, 4, 1, 64, 300, 0, {2049, 2}, 5.0f},            // page 64, window, soft-cap
