@@ -392,17 +392,14 @@ namespace detail {
 void pvq_paged_decode_h16(const PvqTables& ktab, const PvqTables& vtab, PagedPool kpool, PagedPool vpool,
                           const PageTable& table, const DecodeArgs& args, Stream stream);
 
-/// Warps per block: 16 at head_dim 64; 8 at 128 for 4 bits, with 4 pipeline stages per warp (the 128 KB
-/// of tables leave room for only 2 stages at 16 warps). H200 run s19-1 (two alternating passes of
-/// `turbokv_cuda_bench --configs 128:32:8 --batches 1,16,64 --contexts 32768,65536 --bits 4 --methods pvq`,
-/// 16 / 8 warps): batch 1 x 32k 42.8, 43.0 / 38.7, 38.6 us, x 64k 64.4, 64.6 / 59.5, 59.0; batch 16 x 64k
-/// 608.1, 607.9 / 612.7, 612.5; batch 64 x 64k 2405.6, 2386.9 / 2422.3, 2402.3.
-/// (TURBOKV_PVQ_NW=16 or 8: A/B of 1-, 2- and 3-bit at head_dim 128, run s19-2.)
+/// Warps per block: 16 at head_dim 64; at 128 (128 KB of tables at 1, 2 and 4 bits, 32 KB at 3) 16 for
+/// 1 and 2 bits (3 and 4 pipeline stages per warp), 8 with 4 stages for 3 and 4 bits (at 16 warps 4-bit
+/// has room for only 2). H200 runs s19-1 and s19-2, two alternating passes each of `turbokv_cuda_bench
+/// --configs 128:32:8,64:9:3 --batches 1,16,64 --contexts 32768,65536 --bits 1,2,3,4 --methods pvq` with 16
+/// and 8 warps at head_dim 128 (us, 16 / 8 warps): batch 16 x 64k 1-bit 468.9 / 497.8, 2-bit 530.8 / 554.7,
+/// 3-bit 605.8 / 605.2, 4-bit 608.1 / 612.7 (s19-1), 607.5 / 607.5 (s19-2); batch 64 x 64k 3-bit 2403.7 /
+/// 2380.4; batch 1 x 32k 1-bit 37.2 / 33.5, 2-bit 39.6 / 35.0, 4-bit 42.8 / 38.7 (s19-1).
 void launch_pvq_h16(int d, int b, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
-  static const int nw = [] {
-    const char* e = std::getenv("TURBOKV_PVQ_NW");
-    return e && std::string(e) == "16" ? 16 : 8;
-  }();
   if (d == 64) {
     switch (b) {
       case 1: return launch_h16_nw<64, 1, 1, 16, false, false, kModePvq>(shape, s, a);
@@ -412,15 +409,9 @@ void launch_pvq_h16(int d, int b, const LaunchShape& shape, cudaStream_t s, cons
     }
   } else if (d == 128) {
     switch (b) {
-      case 1:
-        if (nw == 16) return launch_h16_nw<128, 1, 1, 16, false, false, kModePvq>(shape, s, a);
-        return launch_h16_nw<128, 1, 1, 8, false, false, kModePvq>(shape, s, a);
-      case 2:
-        if (nw == 16) return launch_h16_nw<128, 2, 2, 16, false, false, kModePvq>(shape, s, a);
-        return launch_h16_nw<128, 2, 2, 8, false, false, kModePvq>(shape, s, a);
-      case 3:
-        if (nw == 16) return launch_h16_nw<128, 3, 3, 16, false, false, kModePvq>(shape, s, a);
-        return launch_h16_nw<128, 3, 3, 8, false, false, kModePvq>(shape, s, a);
+      case 1: return launch_h16_nw<128, 1, 1, 16, false, false, kModePvq>(shape, s, a);
+      case 2: return launch_h16_nw<128, 2, 2, 16, false, false, kModePvq>(shape, s, a);
+      case 3: return launch_h16_nw<128, 3, 3, 8, false, false, kModePvq>(shape, s, a);
       case 4: return launch_h16_nw<128, 4, 4, 8, false, false, kModePvq>(shape, s, a);
     }
   }
