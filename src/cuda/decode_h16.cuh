@@ -222,7 +222,9 @@ struct H16Layout {
   }
   /// fp8 at 16 warps (head_dim 128): dense 128-byte key rows (2-way conflicts on the key loads) so that
   /// three steps per warp fit in shared memory (padded rows need 1.5 KB more than a block may have).
-  static constexpr bool kDenseK = !PROD && !SPLIT && (dense_ok(cbK) || (F8 && NW == 16));
+  /// KIVI at head_dim 256 and 4 bits: dense 128-byte rows too (2-way conflicts on the key loads, 4-way on the
+  /// value loads), so its rows and scalars are bulk-copied like the other KIVI widths.
+  static constexpr bool kDenseK = !PROD && !SPLIT && (dense_ok(cbK) || (F8 && NW == 16) || (KIVI && cbK == 128));
   /// kBulk: key and value rows dense, so a step of a page (page_size >= 16) is four contiguous
   /// ranges, copied by one lane with cp.async.bulk (TMA) onto a per-(warp, slot) mbarrier. Values
   /// are then read as rows tig + 4 r (r = 0..3: four consecutive rows per load; conflict-free except
@@ -230,7 +232,7 @@ struct H16Layout {
   /// the P fragments follow the same token order. 3-bit rows became dense in session 6, with the wide
   /// table (H200 run s6-2, A/B, b16 x 64k, means of two passes: d64 163.9 -> 144.2 us, d256
   /// 121.2 -> 105.9, d128 386.7 -> 381.5; dense rows without the wide table: d128 389.2).
-  static constexpr bool kBulk = kDenseK && dense_ok(cbV);
+  static constexpr bool kBulk = kDenseK && (dense_ok(cbV) || (KIVI && cbV == 128));
   static constexpr int rsK = kDenseK ? cbK : mma_row_stride(cbK), rsV = kBulk ? cbV : mma_row_stride(cbV);
   static constexpr int NBK = PVQ ? 0 : PROD || SPLIT ? 4 : 2;  // staged key-norm bytes per token (PVQ: none)
   static constexpr int NBV = PVQ ? 0 : SPLIT ? 4 : 2;          // staged value-norm bytes per token
@@ -1605,8 +1607,7 @@ void launch_h16_k4(int d, int vb, const LaunchShape&, cudaStream_t, const Decode
 void launch_fp8_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// RVQ keys and values at 2 bits per stage (H16Layout::RVQ) at head_dim 64 / 128 / 256: instances in rvq.cu.
 void launch_rvq_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
-/// KIVI keys and values at b = 2 or 4 bits (H16Layout::KIVI) at head_dim 64 / 128 / 256 (dense rows: not
-/// 4 bits at 256): instances in kivi.cu.
+/// KIVI keys and values at b = 2 or 4 bits (H16Layout::KIVI) at head_dim 64 / 128 / 256: instances in kivi.cu.
 void launch_kivi_h16(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// Product-VQ keys and values at b = 1..4 bits (H16Layout::PVQ) at head_dim 64 / 128: instances in pvq.cu.
 void launch_pvq_h16(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);

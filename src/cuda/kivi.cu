@@ -401,11 +401,8 @@ void launch_kivi_h16(int d, int b, const LaunchShape& shape, cudaStream_t s, con
         fits(H16Layout<128, B, B, 16, false, false, kModeKivi>::VSB);
         return launch_h16<128, B, B, false, kModeKivi>(shape, s, a);
       case 256:
-        if constexpr (B == 2) {  // (4-bit rows are not dense)
-          fits(H16Layout<256, B, B, 8, false, false, kModeKivi>::VSB);
-          return launch_h16<256, B, B, false, kModeKivi>(shape, s, a);
-        }
-        break;
+        fits(H16Layout<256, B, B, 8, false, false, kModeKivi>::VSB);
+        return launch_h16<256, B, B, false, kModeKivi>(shape, s, a);
     }
     throw std::logic_error("launch_kivi_h16: head_dim out of range");
   };
@@ -428,15 +425,15 @@ void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpo
                     vstride = kivi_stride(where, vcfg, table.page_size);  // also checks the codecs
   {
     // Kernel 0 on the TurboQuant fp16 kernel (decode_h16.cuh, codes dequantized straight into the mma
-    // fragments, no staging tile) where its layout applies: head_dim 64 / 128 / 256 with dense code rows
-    // (not 4 bits at 256), keys and values at 2 or 4 bits alike, pages of at least 16 tokens, key groups
+    // fragments, no staging tile) where its layout applies: head_dim 64 / 128 / 256 (dense code rows; at
+    // 256 and 4 bits rows of 128 bytes, since session 19), keys and values at 2 or 4 bits alike, pages of at least 16 tokens, key groups
     // a multiple of 16 tokens (a warp step in one group), value groups a multiple of head_dim / 8 channels
     // (a lane's dims in one group; at 256 also 16: two groups). TURBOKV_KIVI_H16=0 in the environment
     // keeps the staged kernel (A/B runs, tests of both paths).
     static const bool h16_off = detail::env_off("TURBOKV_KIVI_H16");
     const int d = args.head_dim, kb = static_cast<int>(kcfg.bits), vb = static_cast<int>(vcfg.bits);
     const bool h16 = args.kernel == 0 && !h16_off && (d == 64 || d == 128 || d == 256) && kb == vb &&
-                     kcfg.bits == kb && vcfg.bits == vb && (kb == 2 || kb == 4) && !(d == 256 && kb == 4) &&
+                     kcfg.bits == kb && vcfg.bits == vb && (kb == 2 || kb == 4) &&
                      table.page_size >= 16 && kcfg.group_size % 16 == 0 &&
                      (vcfg.group_size % (d / 8) == 0 || (d == 256 && vcfg.group_size == 16));
     if (h16) {

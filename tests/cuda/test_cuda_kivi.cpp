@@ -259,6 +259,10 @@ TEST(CudaKivi, DecodeMatchesReference) {
       {64, 2, 2, 32, 8, 7, 1, 32, 100, 0, {1000, 130}, 0.0f, IO::kF32, 0xFF},        // GQA 7, value groups of 8
       {256, 2, 2, 16, 16, 8, 2, 16, 0, 0, {1000, 33}, 0.0f, IO::kF32, 0xFF},         // d256, value groups of 16
       {256, 2, 2, 32, 16, 6, 1, 32, 200, 2, {3000, 40}, 0.0f, IO::kF16, 0xFF},       // (two per lane), window
+      // d256 at 4 bits: dense 128-byte rows, bulk-copied (session 19)
+      {256, 4, 4, 16, 32, 16, 2, 16, 0, 0, {1000, 17, 1}, 0.0f, IO::kF32, 0xFF},      // GQA 8, pages of 16
+      {256, 4, 4, 32, 16, 4, 1, 32, 300, 1, {2049, 40}, 2.0f, IO::kF16, 0xFF},       // value groups of 16, window
+      {256, 4, 4, 64, 64, 12, 1, 64, 0, 3, {999}, 0.0f, IO::kBf16, 0xFF},             // GQA 12, 3 splits
   };
   double worst[2] = {0, 0};
   for (int kernel : {0, 1})
