@@ -54,8 +54,8 @@ void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, 
  * scores and value sums by fp16 tensor-core MMAs, fp32 accumulation (the staged elements, the scaled
  * query and the softmax weights rounded to fp16): within 3e-3 relative
  * of the fp64 reference; 1: 32-token steps on CUDA cores, one warp per query head, fp32: within 2e-5
- * (tests/cuda/test_cuda_kivi.cpp). Kernel 0 at head_dim 64 / 128 / 256 with keys and values both at 2 or
- * both at 4 bits (4 bits at 256 since session 19), pages of >= 16 tokens, key groups a multiple of 16 tokens and value
+ * (tests/cuda/test_cuda_kivi.cpp). Kernel 0 at head_dim 64 / 128 / 256 with keys and values both at 2,
+ * both at 3 or both at 4 bits (3 bits, and 4 bits at 256, since session 19), pages of >= 16 tokens, key groups a multiple of 16 tokens and value
  * groups a multiple of head_dim / 8 channels (or 16 at 256): TurboQuant-MSE's fp16 tensor-core kernel (decode_h16.cuh)
  * instead, codes dequantized straight into the mma fragments (min16 + scale16 * code, one fp16 fma,
  * rounded once as the staged tile), same tolerance; H200 b16 x 65,536, 32/8 heads, d128: about 500 us,

@@ -179,7 +179,7 @@ constexpr int kMaxBlockSmem = 232448;
 /// two planes. A pair-table index byte is (stage-1 codes of the pair) | (stage-2 codes) << 4, i.e.
 /// e = p1a | p1b << 2 | p2a << 4 | p2b << 6 -> half2(c1[p1a] + c2[p2a], c1[p1b] + c2[p2b]); the pair is two
 /// dims of a token (keys) or two tokens at one dim (values), the same entry either way.
-/// KIVI (MODE kModeKivi; KB = VB = 2 or 4): KIVI keys and values (formats.h "kivi"): a step's key rows
+/// KIVI (MODE kModeKivi; KB = VB = 2, 3 or 4): KIVI keys and values (formats.h "kivi"): a step's key rows
 /// lie in one key group (G a multiple of 16), whose [channel][min, scale] fp16 words (4 D bytes) are
 /// staged in the key-norm slot; the value slot holds the 16 tokens' [channel group][min, scale] words
 /// (at most 512 bytes: head_dim / G_v <= 8; 1024 at head_dim 256, where G_v may be 16). Each A register is two codes as exact fp16 integers
@@ -202,7 +202,7 @@ struct H16Layout {
   /// PVQ: bytes of a table entry (g fp16 values), code bits c and entries 2^c per sub-vector table.
   static constexpr int kPvqE = PVQ ? (KB == 3 ? 4 : 16 / KB) : 0, kPvqC = KB == 3 ? 6 : 8, kPvqK = 1 << kPvqC;
   static_assert(!RVQ || (KB == 4 && VB == 4 && !PROD && !SPLIT && (D & (D - 1)) == 0), "rvq: 2 + 2 bits");
-  static_assert(!KIVI || ((KB == 2 || KB == 4) && VB == KB && !PROD && !SPLIT && (D & (D - 1)) == 0), "kivi: 2 or 4 bits");
+  static_assert(!KIVI || (KB >= 2 && KB <= 4 && VB == KB && !PROD && !SPLIT && (D & (D - 1)) == 0), "kivi: 2, 3 or 4 bits");
   static constexpr int kTileT = 16 * NW;
   static constexpr int H = D / 2;
   static constexpr int cbO = SPLIT ? H * KB / 8 : 0;  // SPLIT: byte offset of part 1 in a row
@@ -349,7 +349,7 @@ __device__ __forceinline__ std::uint32_t e4m3x2_h2(std::uint32_t x) {
   return r;
 }
 
-/// KIVI: B-bit code fields (B = 2 or 4) at byte `by` of x (low half) and of y (high half), bits
+/// KIVI: B-bit code fields (B = 2, 3 or 4) at byte `by` of x (low half) and of y (high half), bits
 /// [0, B) of that byte, as the fp16 integers 1024 + code (0x6400 has a zero low byte: one PRMT moves the
 /// two bytes into the halves' low bytes, one LOP3 masks them and sets the exponent).
 template <int B>
@@ -1089,14 +1089,26 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
               const uint4 w = s_ks[kk];
               const std::uint32_t mn01 = __byte_perm(w.x, w.y, 0x5410), sc01 = __byte_perm(w.x, w.y, 0x7632);
               const std::uint32_t mn23 = __byte_perm(w.z, w.w, 0x5410), sc23 = __byte_perm(w.z, w.w, 0x7632);
-              // (field offsets compile-time per kk: dims 4 kk, 4 kk + 1 at bit b, 4 kk + 2, 4 kk + 3 at b2)
-              const int b = 4 * kk * KB, wi = b / 32, by = (b % 32) / 8, oa = b % 8, ob = oa + KB;
-              const int b2 = b + 2 * KB, by2 = (b2 % 32) / 8, oc = b2 % 8, od = oc + KB;
               std::uint32_t af[4];
-              af[0] = kivi_dequant(kivi_int_pair<KB>(k0.w[wi] >> oa, k0.w[wi] >> ob, by), sc01, mn01);
-              af[1] = kivi_dequant(kivi_int_pair<KB>(k1.w[wi] >> oa, k1.w[wi] >> ob, by), sc01, mn01);
-              af[2] = kivi_dequant(kivi_int_pair<KB>(k0.w[wi] >> oc, k0.w[wi] >> od, by2), sc23, mn23);
-              af[3] = kivi_dequant(kivi_int_pair<KB>(k1.w[wi] >> oc, k1.w[wi] >> od, by2), sc23, mn23);
+              if constexpr (KB == 3) {
+                // The four 3-bit fields from bit 12 kk on (straddling bytes and words): one funnel shift
+                // puts them at bits 0, 3, 6, 9, and shifts by 3 bring each pair's second field to bit 0.
+                const int b = 12 * kk, wi = b / 32, sh = b % 32;
+                const std::uint32_t x0 = sh == 0 ? k0.w[wi] : __funnelshift_r(k0.w[wi], k0.w[wi + 1], sh);
+                const std::uint32_t x1 = sh == 0 ? k1.w[wi] : __funnelshift_r(k1.w[wi], k1.w[wi + 1], sh);
+                af[0] = kivi_dequant(kivi_int_pair<3>(x0, x0 >> 3, 0), sc01, mn01);
+                af[1] = kivi_dequant(kivi_int_pair<3>(x1, x1 >> 3, 0), sc01, mn01);
+                af[2] = kivi_dequant(kivi_int_pair<3>(x0 >> 6, x0 >> 9, 0), sc23, mn23);
+                af[3] = kivi_dequant(kivi_int_pair<3>(x1 >> 6, x1 >> 9, 0), sc23, mn23);
+              } else {
+                // (field offsets compile-time per kk: dims 4 kk, 4 kk + 1 at bit b, 4 kk + 2, 4 kk + 3 at b2)
+                const int b = 4 * kk * KB, wi = b / 32, by = (b % 32) / 8, oa = b % 8, ob = oa + KB;
+                const int b2 = b + 2 * KB, by2 = (b2 % 32) / 8, oc = b2 % 8, od = oc + KB;
+                af[0] = kivi_dequant(kivi_int_pair<KB>(k0.w[wi] >> oa, k0.w[wi] >> ob, by), sc01, mn01);
+                af[1] = kivi_dequant(kivi_int_pair<KB>(k1.w[wi] >> oa, k1.w[wi] >> ob, by), sc01, mn01);
+                af[2] = kivi_dequant(kivi_int_pair<KB>(k0.w[wi] >> oc, k0.w[wi] >> od, by2), sc23, mn23);
+                af[3] = kivi_dequant(kivi_int_pair<KB>(k1.w[wi] >> oc, k1.w[wi] >> od, by2), sc23, mn23);
+              }
               mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
             }
           } else if constexpr (F8) {
@@ -1348,12 +1360,22 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           const bool hi = D == 256 && j >= 8;  // the second group's blocks (compile time)
           const std::uint32_t m01 = hi ? mn01b : mn01, s01 = hi ? sc01b : sc01;
           const std::uint32_t m23 = hi ? mn23b : mn23, s23 = hi ? sc23b : sc23;
-          const int b = 2 * j * VB, wi = b / 32, by = (b % 32) / 8, oa = b % 8, ob = oa + VB;
           std::uint32_t af[4];
-          af[0] = kivi_dequant(kivi_int_pair<VB>(v0.w[wi] >> oa, v1.w[wi] >> oa, by), s01, m01);  // d0
-          af[1] = kivi_dequant(kivi_int_pair<VB>(v0.w[wi] >> ob, v1.w[wi] >> ob, by), s01, m01);  // d1
-          af[2] = kivi_dequant(kivi_int_pair<VB>(v2.w[wi] >> oa, v3.w[wi] >> oa, by), s23, m23);
-          af[3] = kivi_dequant(kivi_int_pair<VB>(v2.w[wi] >> ob, v3.w[wi] >> ob, by), s23, m23);
+          if constexpr (VB == 3) {  // fields d0, d1 from bit 6 j on: one funnel shift per row, as the keys
+            const int b = 6 * j, wi = b / 32, sh = b % 32;
+            auto at = [&](const VSpan& v) { return sh == 0 ? v.w[wi] : __funnelshift_r(v.w[wi], v.w[wi + 1], sh); };
+            const std::uint32_t x0 = at(v0), x1 = at(v1), x2 = at(v2), x3 = at(v3);
+            af[0] = kivi_dequant(kivi_int_pair<3>(x0, x1, 0), s01, m01);            // d0
+            af[1] = kivi_dequant(kivi_int_pair<3>(x0 >> 3, x1 >> 3, 0), s01, m01);  // d1
+            af[2] = kivi_dequant(kivi_int_pair<3>(x2, x3, 0), s23, m23);
+            af[3] = kivi_dequant(kivi_int_pair<3>(x2 >> 3, x3 >> 3, 0), s23, m23);
+          } else {
+            const int b = 2 * j * VB, wi = b / 32, by = (b % 32) / 8, oa = b % 8, ob = oa + VB;
+            af[0] = kivi_dequant(kivi_int_pair<VB>(v0.w[wi] >> oa, v1.w[wi] >> oa, by), s01, m01);  // d0
+            af[1] = kivi_dequant(kivi_int_pair<VB>(v0.w[wi] >> ob, v1.w[wi] >> ob, by), s01, m01);  // d1
+            af[2] = kivi_dequant(kivi_int_pair<VB>(v2.w[wi] >> oa, v3.w[wi] >> oa, by), s23, m23);
+            af[3] = kivi_dequant(kivi_int_pair<VB>(v2.w[wi] >> ob, v3.w[wi] >> ob, by), s23, m23);
+          }
           mma_f16(acc[j], af, pb0, pb1);
         }
       } else if constexpr (F8) {
@@ -1607,7 +1629,7 @@ void launch_h16_k4(int d, int vb, const LaunchShape&, cudaStream_t, const Decode
 void launch_fp8_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// RVQ keys and values at 2 bits per stage (H16Layout::RVQ) at head_dim 64 / 128 / 256: instances in rvq.cu.
 void launch_rvq_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
-/// KIVI keys and values at b = 2 or 4 bits (H16Layout::KIVI) at head_dim 64 / 128 / 256: instances in kivi.cu.
+/// KIVI keys and values at b = 2, 3 or 4 bits (H16Layout::KIVI) at head_dim 64 / 128 / 256: instances in kivi.cu.
 void launch_kivi_h16(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// Product-VQ keys and values at b = 1..4 bits (H16Layout::PVQ) at head_dim 64 / 128: instances in pvq.cu.
 void launch_pvq_h16(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);

@@ -407,6 +407,7 @@ void launch_kivi_h16(int d, int b, const LaunchShape& shape, cudaStream_t s, con
     throw std::logic_error("launch_kivi_h16: head_dim out of range");
   };
   if (b == 2) return by_d(std::integral_constant<int, 2>{});
+  if (b == 3) return by_d(std::integral_constant<int, 3>{});
   if (b == 4) return by_d(std::integral_constant<int, 4>{});
   throw std::logic_error("launch_kivi_h16: bits out of range");
 }
@@ -426,14 +427,15 @@ void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpo
   {
     // Kernel 0 on the TurboQuant fp16 kernel (decode_h16.cuh, codes dequantized straight into the mma
     // fragments, no staging tile) where its layout applies: head_dim 64 / 128 / 256 (dense code rows; at
-    // 256 and 4 bits rows of 128 bytes, since session 19), keys and values at 2 or 4 bits alike, pages of at least 16 tokens, key groups
+    // 256 and 4 bits rows of 128 bytes, since session 19), keys and values at 2, 3 (since session 19) or 4
+    // bits alike, pages of at least 16 tokens, key groups
     // a multiple of 16 tokens (a warp step in one group), value groups a multiple of head_dim / 8 channels
     // (a lane's dims in one group; at 256 also 16: two groups). TURBOKV_KIVI_H16=0 in the environment
     // keeps the staged kernel (A/B runs, tests of both paths).
     static const bool h16_off = detail::env_off("TURBOKV_KIVI_H16");
     const int d = args.head_dim, kb = static_cast<int>(kcfg.bits), vb = static_cast<int>(vcfg.bits);
     const bool h16 = args.kernel == 0 && !h16_off && (d == 64 || d == 128 || d == 256) && kb == vb &&
-                     kcfg.bits == kb && vcfg.bits == vb && (kb == 2 || kb == 4) &&
+                     kcfg.bits == kb && vcfg.bits == vb && kb >= 2 && kb <= 4 &&
                      table.page_size >= 16 && kcfg.group_size % 16 == 0 &&
                      (vcfg.group_size % (d / 8) == 0 || (d == 256 && vcfg.group_size == 16));
     if (h16) {

@@ -263,6 +263,10 @@ TEST(CudaKivi, DecodeMatchesReference) {
       {256, 4, 4, 16, 32, 16, 2, 16, 0, 0, {1000, 17, 1}, 0.0f, IO::kF32, 0xFF},      // GQA 8, pages of 16
       {256, 4, 4, 32, 16, 4, 1, 32, 300, 1, {2049, 40}, 2.0f, IO::kF16, 0xFF},       // value groups of 16, window
       {256, 4, 4, 64, 64, 12, 1, 64, 0, 3, {999}, 0.0f, IO::kBf16, 0xFF},             // GQA 12, 3 splits
+      // 3 bits on the fp16 kernel (session 19): 3-bit fields straddle bytes and words
+      {128, 3, 3, 16, 16, 32, 8, 16, 0, 0, {1000, 17, 1}, 0.0f, IO::kF32, 0xFF},     // GQA 4, pages of 16
+      {64, 3, 3, 32, 8, 9, 3, 32, 100, 1, {2000, 40}, 0.0f, IO::kF16, 0xFF},         // GQA 3, window, one split
+      {256, 3, 3, 16, 16, 8, 2, 16, 0, 2, {777, 33}, 3.0f, IO::kBf16, 0xFF},         // value groups of 16, soft-cap
   };
   double worst[2] = {0, 0};
   for (int kernel : {0, 1})
