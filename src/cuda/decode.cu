@@ -395,9 +395,10 @@ void launch_fp8_h16_any(int /*kb*/, int d, int /*vb*/, const LaunchShape& shape,
   launch_fp8_h16(d, shape, s, a);
 }
 
-void launch_rvq_h16_any(int /*kb*/, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s,
+void launch_rvq_h16_any(int kb, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s,
                         const DecodeKernelArgs& a) {
-  launch_rvq_h16(d, shape, s, a);
+  if (kb == 4) return launch_rvq_h16(d, shape, s, a);  // 2 + 2 bits: one 4-bit code per coordinate
+  launch_rvq2_h16(d, kb, shape, s, a);                 // b + b bits (kb = b = 3, 4): two parts
 }
 
 void launch_kivi_h16_any(int kb, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s,
@@ -610,9 +611,11 @@ void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const 
 
 namespace detail {
 
-/// rvq_paged_decode's kernel 0 with 2 bits per stage on both sides (rvq.cu): the TurboQuant fp16
-/// tensor-core kernel with RVQ pair tables (H16Layout::RVQ; c1 + c2 sums rounded to fp16): as
-/// tq_mse_decode, with the RVQ tables' rotation, norms and page strides.
+/// rvq_paged_decode's kernel 0 with 2, 3 or 4 bits per stage on both sides (rvq.cu checks where it
+/// applies): the TurboQuant fp16 tensor-core kernel, as tq_mse_decode with the RVQ tables' rotation,
+/// norms and page strides. 2 + 2 bits: pair tables of c1 + c2 sums rounded to fp16 (H16Layout::RVQ);
+/// 3 + 3 and 4 + 4 (head_dim 64 / 128): one set of pair tables per stage, both stages accumulated in the
+/// same fragments (H16Layout::RVQ2).
 void rvq_paged_decode_h16(const RvqTables& kt, const RvqTables& vt, PagedPool kpool, PagedPool vpool,
                           const PageTable& table, const DecodeArgs& args, Stream stream) {
   const char* where = "cuda::rvq_paged_decode";
@@ -623,10 +626,14 @@ void rvq_paged_decode_h16(const RvqTables& kt, const RvqTables& vt, PagedPool kp
                                    "must equal vtab.page_stride(page_size)");
   ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E * kt.hadamard_scale());
   ka.ksigns = kt.signs();
-  ka.kcent = kt.sum_centroids();
-  ka.vcent = vt.sum_centroids();
+  const bool two = kt.bits() != 2;
+  ka.kcent = two ? kt.centroids1() : kt.sum_centroids();
+  ka.vcent = two ? vt.centroids1() : vt.sum_centroids();
+  ka.kcent2 = two ? kt.centroids2() : nullptr;
+  ka.vcent2 = two ? vt.centroids2() : nullptr;
   ka.vtab_shared = &kt == &vt ? 1 : 0;
-  run_mma(where, args, 4, 4, ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_rvq_h16_any, true);
+  const int kb = two ? kt.bits() : 4;  // (launch_rvq_h16_any: 4 = the 2 + 2-bit layout)
+  run_mma(where, args, kb, kb, ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_rvq_h16_any, true);
 }
 
 /// pvq_paged_decode's kernel 0 at 1..4 bits (keys and values alike), head_dim 64 / 128 (pvq.cu checks

@@ -102,6 +102,10 @@ struct DecodeKernelArgs {
   // Product VQ on the fp16 tensor-core kernel (decode_h16.cuh, MODE kModePvq): the key codec's smoothing,
   // device [head_dim] (q is multiplied by it before the rotation); nullptr otherwise.
   const float* klambda;
+  // Two-stage RVQ at 3 or 4 bits per stage on the fp16 tensor-core kernel (decode_h16.cuh, MODE kModeRvq2):
+  // the stage-2 codebooks of keys and values (kcent / vcent hold stage 1's); nullptr otherwise.
+  const float* kcent2;
+  const float* vcent2;
 };
 
 /// Logit soft-capping on a log2-scaled logit x = log2(e) * l: log2(e) * c * tanh(l / c).

@@ -192,10 +192,17 @@ constexpr int kMaxBlockSmem = 232448;
 /// (values: one byte permute per register with the neighbouring token's pair, as the generic path). One
 /// table per side and sub-vector, [s][2^c] entries of 2 g bytes (D / 2 KB per side; D / 8 KB at 3 bits),
 /// not replicated per lane: a look-up's banks follow its codes.
-constexpr int kModeTq = 0, kModeRvq = 1, kModeKivi = 2, kModePvq = 3;
+/// RVQ2 (MODE kModeRvq2; KB = VB = b = 3 or 4, head_dim 64 / 128): two-stage RVQ at b bits per stage
+/// (rows [stage 1 packed(D, b)][stage 2 packed(D, b)] and the fp16 norm): each stage is a TurboQuant-like
+/// part of all D dims with its own pair tables (stage 1 at byte 0, stage 2 at kRvq2S), and both parts
+/// accumulate into the same score and value fragments (c1 + c2 summed by the mma, in fp32).
+constexpr int kModeTq = 0, kModeRvq = 1, kModeKivi = 2, kModePvq = 3, kModeRvq2 = 4;
 template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false, int MODE = kModeTq>
 struct H16Layout {
-  static constexpr bool F8 = KB == 8, RVQ = MODE == kModeRvq, KIVI = MODE == kModeKivi, PVQ = MODE == kModePvq;
+  static constexpr bool F8 = KB == 8, RVQ = MODE == kModeRvq, KIVI = MODE == kModeKivi, PVQ = MODE == kModePvq,
+                        RVQ2 = MODE == kModeRvq2;
+  static_assert(!RVQ2 || ((KB == 3 || KB == 4) && VB == KB && !PROD && !SPLIT && (D == 64 || D == 128)),
+                "rvq2: 3 + 3 or 4 + 4 bits, head_dim 64 / 128");
   static_assert(!F8 || (VB == 8 && !PROD && !SPLIT && MODE == kModeTq), "fp8: keys and values e4m3");
   static_assert(!PVQ || (KB >= 1 && KB <= 4 && VB == KB && !PROD && !SPLIT && (D == 64 || D == 128)),
                 "pvq: 1..4 bits, head_dim 64 / 128");
@@ -207,8 +214,8 @@ struct H16Layout {
   static constexpr int H = D / 2;
   static constexpr int cbO = SPLIT ? H * KB / 8 : 0;  // SPLIT: byte offset of part 1 in a row
   static constexpr int cbS = H * KB / 8 + H * VB / 8;  // SPLIT: row bytes
-  static constexpr int cbM = SPLIT ? cbS : D * KB / 8;
-  static constexpr int cbK = cbM + (PROD ? D / 8 : 0), cbV = SPLIT ? cbS : D * VB / 8;
+  static constexpr int cbM = SPLIT ? cbS : (RVQ2 ? 2 : 1) * D * KB / 8;  // RVQ2: both stages' planes
+  static constexpr int cbK = cbM + (PROD ? D / 8 : 0), cbV = SPLIT ? cbS : (RVQ2 ? 2 : 1) * D * VB / 8;
   /// Key rows: dense where a lane's span is 2..16 bytes (the four lanes of a row read it whole, so
   /// a phase of the warp's look-up reads consecutive rows: conflict-free) or the 3-bit rows of 24,
   /// 48 and 96 bytes (spans of 6, 12, 24 bytes: 16-bit, 32-bit, 64-bit loads; at 48 and 96 bytes
@@ -224,7 +231,8 @@ struct H16Layout {
   /// three steps per warp fit in shared memory (padded rows need 1.5 KB more than a block may have).
   /// KIVI at head_dim 256 and 4 bits: dense 128-byte rows too (2-way conflicts on the key loads, 4-way on the
   /// value loads), so its rows and scalars are bulk-copied like the other KIVI widths.
-  static constexpr bool kDenseK = !PROD && !SPLIT && (dense_ok(cbK) || (F8 && NW == 16) || (KIVI && cbK == 128));
+  static constexpr bool kDenseK =
+      !PROD && !SPLIT && (dense_ok(cbK) || (F8 && NW == 16) || ((KIVI || RVQ2) && cbK == 128));
   /// kBulk: key and value rows dense, so a step of a page (page_size >= 16) is four contiguous
   /// ranges, copied by one lane with cp.async.bulk (TMA) onto a per-(warp, slot) mbarrier. Values
   /// are then read as rows tig + 4 r (r = 0..3: four consecutive rows per load; conflict-free except
@@ -232,7 +240,7 @@ struct H16Layout {
   /// the P fragments follow the same token order. 3-bit rows became dense in session 6, with the wide
   /// table (H200 run s6-2, A/B, b16 x 64k, means of two passes: d64 163.9 -> 144.2 us, d256
   /// 121.2 -> 105.9, d128 386.7 -> 381.5; dense rows without the wide table: d128 389.2).
-  static constexpr bool kBulk = kDenseK && (dense_ok(cbV) || (KIVI && cbV == 128));
+  static constexpr bool kBulk = kDenseK && (dense_ok(cbV) || ((KIVI || RVQ2) && cbV == 128));
   static constexpr int rsK = kDenseK ? cbK : mma_row_stride(cbK), rsV = kBulk ? cbV : mma_row_stride(cbV);
   static constexpr int NBK = PVQ ? 0 : PROD || SPLIT ? 4 : 2;  // staged key-norm bytes per token (PVQ: none)
   static constexpr int NBV = PVQ ? 0 : SPLIT ? 4 : 2;          // staged value-norm bytes per token
@@ -263,7 +271,10 @@ struct H16Layout {
   static constexpr int kQuadV = 256 * 256;
   /// PVQ: the key tables [D/g sub-vectors][2^c][g] fp16 at byte 0, the value tables at kPvqV (2 D 2^c bytes).
   static constexpr int kPvqV = PVQ ? 2 * D * kPvqK : 0;
-  static constexpr int tab = F8 || KIVI ? 0 : PVQ ? 2 * kPvqV : kQuad ? 2 * kQuadV : (KR > VR ? KR : VR) * 256;
+  /// RVQ2: one such set of pair tables per stage, stage 2's at kRvq2S.
+  static constexpr int kRvq2S = RVQ2 ? (KR > VR ? KR : VR) * 256 : 0;
+  static constexpr int tab =
+      F8 || KIVI ? 0 : PVQ ? 2 * kPvqV : RVQ2 ? 2 * kRvq2S : kQuad ? 2 * kQuadV : (KR > VR ? KR : VR) * 256;
   static constexpr int qrot = kMmaHeads * D * 4;
   static constexpr int pbuf = NW * kPWarpFloats * 4;          // per warp P[16][8] (p_at)
   static constexpr int qp = qrot > pbuf ? qrot : pbuf;        // Pi q (set-up) and P (main loop) overlaid
@@ -568,7 +579,7 @@ __device__ __noinline__ void fused_epilogue(float* y, int heads, void* out, int 
 template <int D, int KB, int VB, int NW, bool PROD = false, bool FUSE = false, bool SPLIT = false, int MODE = kModeTq>
 __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKernelArgs a) {
   using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT, MODE>;
-  constexpr bool F8 = Lay::F8, RVQ = Lay::RVQ, KIVI = Lay::KIVI, PVQ = Lay::PVQ;
+  constexpr bool F8 = Lay::F8, RVQ = Lay::RVQ, KIVI = Lay::KIVI, PVQ = Lay::PVQ, RVQ2 = Lay::RVQ2;
   static_assert(!KIVI || Lay::kBulk, "kivi: dense rows (bulk copies)");
   constexpr int H = Lay::H;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;
@@ -752,6 +763,10 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     pg0[it] = kPageBlocks && fast ? __shfl_sync(0xffffffffu, pgc, it) : page_of(it);
   const float kc = (!F8 && !KIVI && !PVQ && KB > 0 && lane < (1 << KB)) ? __ldg(a.kcent + lane) : 0.0f;
   const float vc = (!F8 && !KIVI && !PVQ && lane < (1 << VB)) ? __ldg(a.vcent + lane) : 0.0f;
+  // RVQ2: the stage-2 codebooks (kc, vc: stage 1's)
+  const float kc2 = (RVQ2 && lane < (1 << KB)) ? __ldg(a.kcent2 + lane) : 0.0f;
+  const float vc2 = (RVQ2 && lane < (1 << VB)) ? __ldg(a.vcent2 + lane) : 0.0f;
+  (void)kc2, (void)vc2;
   // Warp n < 8 rotates query head n of the block: lane L holds dims [E L, E L + E).
   constexpr int E = kDenseRot ? 1 : D / 32;
   float qv[E];
@@ -793,6 +808,28 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         const float2 c = i < W ? __ldg(kc2 + i) : __ldg(vc2 + (i - W));
         s_tab[i] = pack_h2(c.x, c.y);
       }
+    } else if constexpr (RVQ2) {
+      // Each stage's pair tables as TurboQuant's at KB bits (the generic fill below): stage 1 from
+      // (kc, vc) at byte 0, stage 2 from (kc2, vc2) at kRvq2S.
+      auto fill = [&](std::uint32_t* t, float ck, float cv) {
+        for (int i = tid; i < R * 64; i += NT) {
+          const int e = i >> 6;
+          const bool val = (i & 32) != 0;
+          const int lo = e & ((1 << KB) - 1), hi = e >> KB;
+          const float clo = __shfl_sync(0xffffffffu, val ? cv : ck, lo & 15);
+          const float chi = __shfl_sync(0xffffffffu, val ? cv : ck, hi & 15);
+          if (val ? (!share && e < VE) : e < KE) {
+            const std::uint32_t h = pack_h2(clo, chi);
+            t[i] = h;
+            if (Lay::kWideK) {  // 64-entry table: rows e + 64, e + 128, e + 192 repeat it
+#pragma unroll
+              for (int r = 1; r < 4; ++r) t[i + r * 64 * 64] = h;
+            }
+          }
+        }
+      };
+      fill(s_tab, kc, vc);
+      fill(s_tab + Lay::kRvq2S / 4, kc2, vc2);
     } else if constexpr (Lay::kQuad) {
       // Quad tables: 2 x 256 rows x 32 lanes of uint2; thread i writes the 16-byte unit i (two lanes'
       // identical entries) for i < 2 x 256 x 16 (the key table only when values share its codebook:
@@ -1009,7 +1046,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         float s2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
         if constexpr (KB > 0) {
           LaneSpan<KBITS, Lay::rsK % 4 == 0 ? 4 : 2, kDenseRot> k0, k1;
-          if constexpr (RVQ) {
+          if constexpr (RVQ || RVQ2) {
             // planes loaded below
           } else if constexpr (std::is_same_v<decltype(k0), CodeSpan<KBITS / 8>>) {
             k0.load(s_kc + (tb + gid) * Lay::rsK + KSPAN * tig);
@@ -1018,7 +1055,17 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             k0.load_bits(s_kc + (tb + gid) * Lay::rsK, KBITS * tig);
             k1.load_bits(s_kc + (tb + gid + 8) * Lay::rsK, KBITS * tig);
           }
-          if constexpr (RVQ) {
+          if constexpr (RVQ2) {
+            // Stage 1, then stage 2 (plane offset D KB / 8, its tables at kRvq2S): each as TurboQuant's
+            // generic KB-bit key path (split_key_part over all D / 16 k-steps), into the same accumulators.
+            (void)k0, (void)k1;
+            constexpr int PL = D * KB / 8;
+            const std::uint8_t* ra = s_kc + (tb + gid) * Lay::rsK;
+            const std::uint8_t* rc = s_kc + (tb + gid + 8) * Lay::rsK;
+            split_key_part<D * KB / 32, 2 * KB, Lay::kWideK, D / 16>(ra, rc, tig, tabs, klane, qb, s2);
+            split_key_part<D * KB / 32, 2 * KB, Lay::kWideK, D / 16>(ra + PL, rc + PL, tig, tabs + Lay::kRvq2S, klane, qb,
+                                                                    s2);
+          } else if constexpr (RVQ) {
             // The lane's D/4 dims in each plane (D/16 bytes at plane offset + D/16 tig): nibble n of a
             // plane word holds dims 2n, 2n + 1 of its 16; the stage-1 nibble | stage-2 nibble << 4 of
             // dims (4k, 4k + 1) of word i is byte k of e (a0 / a1 of kk = 4i + k), of (4k + 2, 4k + 3)
@@ -1265,7 +1312,15 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         v2.load(vr + R2 * Lay::rsV);
         v3.load(vr + R3 * Lay::rsV);
       }
-      if constexpr (RVQ) {
+      if constexpr (RVQ2) {
+        // Stage 1, then stage 2: each as the generic value path (split_value_part), into the same acc.
+        (void)v0, (void)v1, (void)v2, (void)v3;
+        constexpr int PL = D * VB / 8, VS = D * VB / 64;  // plane bytes; the lane's span in a plane
+        const std::uint8_t* vrow = s_vc + (tb + r0) * Lay::rsV + VS * gid;
+        split_value_part<VS, 2 * VB, Lay::kWideV, D / 16, Lay::rsV, R1, R2, R3>(vrow, tabs, vlane, pb0, pb1, acc);
+        split_value_part<VS, 2 * VB, Lay::kWideV, D / 16, Lay::rsV, R1, R2, R3>(vrow + PL, tabs + Lay::kRvq2S, vlane,
+                                                                              pb0, pb1, acc);
+      } else if constexpr (RVQ) {
         // Each plane's D/32 bytes of the lane's dims (D/8 of them) in rows r0, r0 + R1, r0 + R2, r0 + R3;
         // per plane the cross-token 2-bit fields (nibble n: (row x, row y) at dim 2n: lo; 2n + 1: hi), then
         // stage-1 nibble | stage-2 nibble << 4 as bytes (even nibbles: E, odd: O): the table entry of
@@ -1629,6 +1684,8 @@ void launch_h16_k4(int d, int vb, const LaunchShape&, cudaStream_t, const Decode
 void launch_fp8_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// RVQ keys and values at 2 bits per stage (H16Layout::RVQ) at head_dim 64 / 128 / 256: instances in rvq.cu.
 void launch_rvq_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+/// RVQ keys and values at b = 3 or 4 bits per stage (H16Layout::RVQ2) at head_dim 64 / 128: instances in rvq.cu.
+void launch_rvq2_h16(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// KIVI keys and values at b = 2, 3 or 4 bits (H16Layout::KIVI) at head_dim 64 / 128 / 256: instances in kivi.cu.
 void launch_kivi_h16(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// Product-VQ keys and values at b = 1..4 bits (H16Layout::PVQ) at head_dim 64 / 128: instances in pvq.cu.

@@ -280,15 +280,30 @@ void launch_rvq_h16(int d, const LaunchShape& shape, cudaStream_t s, const Decod
   }
   throw std::logic_error("launch_rvq_h16: head_dim out of range");
 }
+
+/// 8 warps per block, 2 (4 + 4) or 3 (3 + 3) pipeline stages per warp at head_dim 128: two stages' pair
+/// tables take 128 KB (16 warps would leave room for fewer than 2 stages of 256- / 192-byte rows).
+void launch_rvq2_h16(int d, int b, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+  if (d == 64 && b == 3) return launch_h16_nw<64, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);
+  if (d == 64 && b == 4) return launch_h16_nw<64, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
+  if (d == 128 && b == 3) return launch_h16_nw<128, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);
+  if (d == 128 && b == 4) return launch_h16_nw<128, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
+  throw std::logic_error("launch_rvq2_h16: head_dim or bits out of range");
+}
 }  // namespace detail
 
 void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kpool, PagedPool vpool,
                       const PageTable& table, const DecodeArgs& args, Stream stream) {
-  // Kernel 0 with 2 bits per stage on both sides: a coordinate is a 4-bit code in two planes, decoded by the
-  // TurboQuant fp16 kernel's pair tables (decode_h16.cuh, H16Layout::RVQ). TURBOKV_RVQ_H16=0 in the
-  // environment keeps the staged kernel there (for A/B runs and tests of both paths).
+  // Kernel 0 with the same width on both sides: at 2 bits per stage a coordinate is a 4-bit code in two
+  // planes, decoded by the TurboQuant fp16 kernel's pair tables (decode_h16.cuh, H16Layout::RVQ); at 3 and
+  // 4 bits (head_dim 64 / 128) each stage is a TurboQuant-like part with its own pair tables, both
+  // accumulated in the same fragments (H16Layout::RVQ2). TURBOKV_RVQ_H16=0 in the environment keeps the
+  // staged kernel there (for A/B runs and tests of both paths).
   static const bool h16_off = detail::env_off("TURBOKV_RVQ_H16");
-  if (args.kernel == 0 && ktab.bits() == 2 && vtab.bits() == 2 && !h16_off) {
+  const int b = ktab.bits();
+  const bool pow2 = args.head_dim == 64 || args.head_dim == 128 || args.head_dim == 256;
+  if (args.kernel == 0 && !h16_off && vtab.bits() == b &&
+      ((b == 2 && pow2) || ((b == 3 || b == 4) && (args.head_dim == 64 || args.head_dim == 128)))) {
     detail::rvq_paged_decode_h16(ktab, vtab, kpool, vpool, table, args, stream);
     return;
   }

@@ -529,8 +529,9 @@ TEST(CudaReal, PolarEncodeAndDecode) {
 /// shuffled pages (bytes == the reference encode, token by token), then *_paged_decode (the staged
 /// kernel) of every query with the layer's sliding window, against attention_compressed on the
 /// reference's blocks: relative L2 <= kPolarRelTol with the CUDA-core kernel (kernel 1, fp32 against
-/// fp64; product VQ with either kernel), <= kH16RelTol with the fp16 tensor-core one (kernel 0, RVQ and
-/// PolarQuant). Product VQ is calibrated on
+/// fp64; product VQ with either kernel where kernel 0 runs its look-up tables), <= kH16RelTol with the fp16
+/// tensor-core ones (kernel 0: RVQ, PolarQuant, product VQ at one width and head_dim 64 / 128). Product
+/// VQ is calibrated on
 /// the layer's own keys / values (3 k-means iterations), as turbokv eval calibrates.
 void run_vq_paged(const RealLayer& l, Method m, int kbits, int vbits, int page_size, std::uint64_t seed,
                   double& worst, double& worst_h16) {
@@ -595,7 +596,8 @@ void run_vq_paged(const RealLayer& l, Method m, int kbits, int vbits, int page_s
     if (m == Method::kRvq) cuda::rvq_paged_decode(*kr, *vr, lp.kp, lp.vp, lp.pt, a, nullptr);
     else if (m == Method::kPvq) cuda::pvq_paged_decode(*kp, *vp, lp.kp, lp.vp, lp.pt, a, nullptr);
     else cuda::polar_paged_decode(*kq, *vq, lp.kp, lp.vp, lp.pt, a, nullptr);
-    const bool h16 = kernel == 0 && m != Method::kPvq;
+    // (product VQ's kernel 0 is the fp16 kernel with one width at head_dim 64 / 128, else the look-up tables)
+    const bool h16 = kernel == 0 && (m != Method::kPvq || (kbits == vbits && (l.d == 64 || l.d == 128)));
     const Errors e = check_queries(l, s, dout.download(), refs, h16 ? kH16RelTol : kPolarRelTol);
     (h16 ? worst_h16 : worst) = std::max(h16 ? worst_h16 : worst, e.reference);
     std::printf("  %-28s %-5s K%d V%d page %3d kernel %d: vs reference %.3g, vs exact attention %.3g (worst of %d "
@@ -610,7 +612,9 @@ TEST(CudaReal, VqAppendAndPagedDecode) {
   for (const auto& l : layers()) {
     run_vq_paged(l, Method::kRvq, 2, 2, 16, seed + 30, worst, worst_h16);
     run_vq_paged(l, Method::kRvq, 4, 3, 1, seed + 31, worst, worst_h16);
+    run_vq_paged(l, Method::kRvq, 4, 4, 16, seed + 35, worst, worst_h16);  // two-part fp16 kernel (d64 / d128)
     run_vq_paged(l, Method::kPvq, 4, 2, 16, seed + 32, worst, worst_h16);
+    run_vq_paged(l, Method::kPvq, 2, 2, 16, seed + 36, worst, worst_h16);  // fp16 kernel (d64 / d128)
     run_vq_paged(l, Method::kPolar, 3, 4, 64, seed + 33, worst, worst_h16);
     run_vq_paged(l, Method::kPolar, 2, 2, 1, seed + 34, worst, worst_h16);
   }

@@ -11,7 +11,9 @@
 //    1..256, GQA ratios 1, 2, 3, 4, 5, 6, 7, 8, 16, head_dim 64 / 128 / 256, split counts, sliding
 //    windows, soft-capping and 16-bit io;
 //  - RVQ with 2 bits per stage on both sides: kernel 0 is the TurboQuant fp16 kernel with RVQ pair
-//    tables (decode_h16.cuh) unless TURBOKV_RVQ_H16=0 (then the staged kernel: run both);
+//    tables (decode_h16.cuh), and with 3 or 4 bits per stage on both sides at head_dim 64 / 128 the same
+//    kernel with one set of pair tables per stage, unless TURBOKV_RVQ_H16=0 (then the staged kernel: run
+//    both);
 //  - product VQ at 4 bits, head_dim 64 / 128: kernel 0 is the same fp16 kernel with per-sub-vector
 //    centroid tables unless TURBOKV_PVQ_H16=0 (then the look-up-table kernel), with separate and with
 //    shared key / value tables (one codec for both);
@@ -53,7 +55,7 @@ struct Codecs {
   std::unique_ptr<cuda::RvqTables> krvq, vrvq;
   std::unique_ptr<cuda::PvqTables> kpvq, vpvq;
   std::unique_ptr<cuda::PolarTables> kpolar, vpolar;
-  bool shared = false;  ///< product VQ: the value codec is a copy of the key codec and decode passes kpvq twice
+  bool shared = false;  ///< the value codec is a copy of the key codec and decode passes the key tables twice
 
   /// Code bytes and scalar bytes per token of the key (value = false: value) codec.
   std::size_t cb(bool key) const {
@@ -82,7 +84,7 @@ struct Codecs {
     return method == Method::kPvq ? cuda::pvq_paged_decode_workspace_bytes(a, *kpvq) : cuda::decode_workspace_bytes(a);
   }
   void decode(cuda::PagedPool kp, cuda::PagedPool vp, const cuda::PageTable& t, const cuda::DecodeArgs& a) const {
-    if (method == Method::kRvq) return cuda::rvq_paged_decode(*krvq, *vrvq, kp, vp, t, a, nullptr);
+    if (method == Method::kRvq) return cuda::rvq_paged_decode(*krvq, shared ? *krvq : *vrvq, kp, vp, t, a, nullptr);
     if (method == Method::kPvq) return cuda::pvq_paged_decode(*kpvq, shared ? *kpvq : *vpvq, kp, vp, t, a, nullptr);
     cuda::polar_paged_decode(*kpolar, *vpolar, kp, vp, t, a, nullptr);
   }
@@ -99,8 +101,8 @@ CodecConfig config(Method m, int d, double bits, std::uint64_t seed, Role role) 
   return cfg;
 }
 
-/// shared (product VQ, kb == vb): the value codec is configured and calibrated as the key codec (the same
-/// state), and decode passes the key tables for both sides (one table in the fp16 kernel).
+/// shared (RVQ or product VQ, kb == vb): the value codec is configured (and calibrated) as the key codec
+/// (the same state), and decode passes the key tables for both sides (one table in the fp16 kernel).
 Codecs make_codecs(Method m, int d, int kb, int vb, std::uint64_t seed, bool shared = false) {
   Codecs c;
   c.method = m;
@@ -224,8 +226,14 @@ struct DecodeCase {
   float softcap = 0;
   cuda::IoType io = cuda::IoType::kF32;
   int kernel = 0;  ///< DecodeArgs::kernel
-  bool shared = false;  ///< product VQ: one codec (and one GPU table object) for keys and values
+  bool shared = false;  ///< RVQ / product VQ: one codec (and one GPU table object) for keys and values
 };
+
+/// RVQ's kernel 0 at 3 + 3 or 4 + 4 bits, head_dim 64 / 128: the fp16 kernel's two-part layout (H16Layout::RVQ2).
+bool rvq2_h16(const DecodeCase& c) {
+  return c.method == Method::kRvq && c.kernel == 0 && (c.kb == 3 || c.kb == 4) && c.vb == c.kb &&
+         (c.d == 64 || c.d == 128);
+}
 
 /// Product VQ's kernel 0 runs the fp16 tensor-core kernel (keys and values of the same width at head_dim
 /// 64 / 128,
@@ -357,6 +365,8 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
       // First RVQ case (the control): 2 + 2 bits, the fp16 kernel's RVQ tables at kernel 0 (the staged
       // kernel with TURBOKV_RVQ_H16=0).
       {R, 128, 2, 2, 32, 8, 16, 0, 0, {1, 2, 31, 1000}},
+      // 4 + 4 bits (the first two-part case: its control), GQA 4, pages of 16 (bulk, 128-byte rows)
+      {R, 128, 4, 4, 32, 8, 16, 0, 0, {1, 31, 1000}},
       {R, 128, 2, 3, 32, 8, 16, 0, 0, {1, 2, 31, 1000}},
       {R, 64, 4, 1, 9, 3, 1, 0, 0, {65, 64}},
       {R, 256, 1, 4, 16, 1, 64, 0, 3, {4097}},
@@ -370,6 +380,13 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
       {R, 256, 2, 2, 4, 1, 64, 300, 0, {2049, 2}, 5.0f},     // page 64, window, soft-cap
       {R, 128, 2, 2, 24, 2, 32, 0, 3, {999, 1}, 0.0f, IO::kF16},  // GQA 12 (two blocks of query heads)
       {R, 64, 2, 2, 7, 1, 16, 0, 0, {130, 64, 17}, 0.0f, IO::kBf16},  // GQA 7, bulk copies
+      // 3 + 3 and 4 + 4 bits at head_dim 64 / 128: the same kernel with one set of pair tables per stage
+      // (the 3 + 3 d128 and 4 + 4 d64 cases above too)
+      {R, 128, 4, 4, 12, 2, 64, 0, 1, {2049, 17}, 5.0f, IO::kBf16},   // one split, soft-cap, page 64
+      {R, 64, 3, 3, 16, 1, 16, 0, 3, {777, 64}},                      // GQA 16, 3 splits
+      {R, 128, 3, 3, 8, 8, 8, 0, 0, {300, 65}},                       // GQA 1, page 8 (cp.async rows)
+      {R, 128, 3, 3, 20, 4, 16, 200, 0, {1000, 3}, 0.0f, IO::kF32, 0, true},  // GQA 5, window, shared tables
+      {R, 64, 4, 4, 6, 1, 32, 0, 0, {400}, 0.0f, IO::kF16, 0, true},          // GQA 6, shared tables
       {P, 128, 2, 4, 32, 8, 16, 0, 0, {1, 31, 1000}},
       {P, 64, 3, 1, 6, 1, 2, 0, 5, {257, 2}},
       {P, 256, 1, 2, 5, 1, 64, 0, 0, {4097}, 5.0f},
@@ -403,23 +420,24 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
       {Q, 256, 3, 3, 2, 1, 32, 0, 0, {333, 64}},   // GQA 2
       {Q, 64, 3, 3, 24, 2, 8, 0, 0, {130, 7}},     // GQA 12 (two blocks of query heads, the second partial)
   };
-  double worst[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};  // [kernel][rvq, pvq (look-up-table kernel), polar, pvq fp16]
+  // [kernel][rvq, pvq (look-up-table kernel), polar, pvq fp16, rvq two-part]
+  double worst[2][5] = {{0, 0, 0, 0, 0}, {0, 0, 0, 0, 0}};
   for (int kernel : {0, 1}) {
-    bool controlled[4] = {false, false, false, false};
+    bool controlled[5] = {false, false, false, false, false};
     for (std::size_t i = 0; i < cases.size(); ++i) {
       DecodeCase c = cases[i];
       c.kernel = kernel;
-      const int mi = pvq_h16(c) ? 3 : c.method == R ? 0 : c.method == P ? 1 : 2;
+      const int mi = pvq_h16(c) ? 3 : rvq2_h16(c) ? 4 : c.method == R ? 0 : c.method == P ? 1 : 2;
       // The first case of each method and kernel (a 1000-token sequence, pages of 16)
       const bool control = !controlled[mi];
       controlled[mi] = true;
       worst[kernel][mi] = std::max(worst[kernel][mi], run_decode_case(c, seed + 31 * i, control));
     }
   }
-  std::printf("[ measured ] paged decode worst relative L2 error, kernel 0 (fp16 tensor cores): rvq %.3g, polar %.3g, "
-              "pvq 4-bit d64/128 %.3g (tolerance %.0e + io); pvq's other cases (look-up-table kernel) %.3g "
-              "(tolerance %.0e + io)\n",
-              worst[0][0], worst[0][2], worst[0][3], kStagedH16RelTol, worst[0][1], kPagedRelTol);
+  std::printf("[ measured ] paged decode worst relative L2 error, kernel 0 (fp16 tensor cores): rvq %.3g (two-part "
+              "3+3 / 4+4: %.3g), polar %.3g, pvq one width d64/128 %.3g (tolerance %.0e + io); pvq's other cases "
+              "(look-up-table kernel) %.3g (tolerance %.0e + io)\n",
+              worst[0][0], worst[0][4], worst[0][2], worst[0][3], kStagedH16RelTol, worst[0][1], kPagedRelTol);
   std::printf("[ measured ] paged decode worst relative L2 error, kernel 1 (CUDA cores): rvq %.3g, pvq %.3g, polar %.3g "
               "(tolerance %.0e + io)\n",
               worst[1][0], worst[1][1], worst[1][2], kPagedRelTol);
