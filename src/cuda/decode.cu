@@ -397,7 +397,7 @@ void launch_fp8_h16_any(int /*kb*/, int d, int /*vb*/, const LaunchShape& shape,
 
 void launch_rvq_h16_any(int kb, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s,
                         const DecodeKernelArgs& a) {
-  if (kb == 4) return launch_rvq_h16(d, shape, s, a);  // 2 + 2 bits: one 4-bit code per coordinate
+  if (kb == 2) return launch_rvq_h16(d, shape, s, a);  // 2 + 2 bits: one 4-bit code per coordinate
   launch_rvq2_h16(d, kb, shape, s, a);                 // b + b bits (kb = b = 3, 4): two parts
 }
 
@@ -632,7 +632,7 @@ void rvq_paged_decode_h16(const RvqTables& kt, const RvqTables& vt, PagedPool kp
   ka.kcent2 = two ? kt.centroids2() : nullptr;
   ka.vcent2 = two ? vt.centroids2() : nullptr;
   ka.vtab_shared = &kt == &vt ? 1 : 0;
-  const int kb = two ? kt.bits() : 4;  // (launch_rvq_h16_any: 4 = the 2 + 2-bit layout)
+  const int kb = kt.bits();  // bits per stage (launch_rvq_h16_any: 2 = the 2 + 2-bit layout)
   run_mma(where, args, kb, kb, ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_rvq_h16_any, true);
 }
 
