@@ -218,7 +218,11 @@ void rvq_decode(const RvqTables& ktab, const RvqTables& vtab, const VqDecodeArgs
  * Kernel 0 with 2 bits per stage for keys and values: TurboQuant-MSE's fp16 tensor-core kernel
  * (decode_h16.cuh; a coordinate's two 2-bit stage codes index a pair table of fp16 sums c1 + c2, no
  * staging; 16-token warp steps with bulk copies), same tolerance; H200, batch 16 x 65,536 tokens, 32/8
- * heads, head_dim 128: docs/RESULTS.md "Session 18". Other widths: the staged kernel.
+ * heads, head_dim 128: docs/RESULTS.md "Session 18". Kernel 0 with 3 or 4 bits per stage on both sides at
+ * head_dim 64 or 128: the same kernel with one set of pair tables per stage (fp16 c1 pairs and c2 pairs),
+ * the two stages accumulated into the same fragments in fp32, same tolerance; H200 at the shape above:
+ * 650 us (3 + 3) and 705 us (4 + 4) against 2,725 / 2,467 us staged (docs/RESULTS.md "Session 19").
+ * Other widths (1 + 1, unequal, head_dim 256): the staged kernel.
  * Throws std::invalid_argument naming the argument.
  */
 void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kpool, PagedPool vpool,
