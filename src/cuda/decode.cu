@@ -611,6 +611,23 @@ void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const 
 
 namespace detail {
 
+/// The set-up shared by the VQ tables' paged decodes on the fp16 kernel (RVQ, product VQ): both tables'
+/// head_dim against args, the pools' page strides (the tables' page_stride), the key rotation's signs and
+/// query scale, and whether keys and values share one table object (one set of tables in the kernel).
+template <class Tables>
+DecodeKernelArgs vq_h16_args(const char* where, const Tables& kt, const Tables& vt, PagedPool kpool, PagedPool vpool,
+                             const PageTable& table, const DecodeArgs& args) {
+  check_arg(kt.head_dim() == args.head_dim && vt.head_dim() == args.head_dim, where, "tables head_dim", kt.head_dim(),
+            "must equal args.head_dim for keys and values");
+  DecodeKernelArgs ka = paged_args(where, kpool, vpool, table, args, kt.page_stride(table.page_size),
+                                   "must equal ktab.page_stride(page_size)", vt.page_stride(table.page_size),
+                                   "must equal vtab.page_stride(page_size)");
+  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E * kt.hadamard_scale());
+  ka.ksigns = kt.signs();
+  ka.vtab_shared = &kt == &vt ? 1 : 0;
+  return ka;
+}
+
 /// rvq_paged_decode's kernel 0 with 2, 3 or 4 bits per stage on both sides (rvq.cu checks where it
 /// applies): the TurboQuant fp16 tensor-core kernel, as tq_mse_decode with the RVQ tables' rotation,
 /// norms and page strides. 2 + 2 bits: pair tables of c1 + c2 sums rounded to fp16 (H16Layout::RVQ);
@@ -619,19 +636,12 @@ namespace detail {
 void rvq_paged_decode_h16(const RvqTables& kt, const RvqTables& vt, PagedPool kpool, PagedPool vpool,
                           const PageTable& table, const DecodeArgs& args, Stream stream) {
   const char* where = "cuda::rvq_paged_decode";
-  check_arg(kt.head_dim() == args.head_dim && vt.head_dim() == args.head_dim, where, "tables head_dim", kt.head_dim(),
-            "must equal args.head_dim for keys and values");
-  DecodeKernelArgs ka = paged_args(where, kpool, vpool, table, args, kt.page_stride(table.page_size),
-                                   "must equal ktab.page_stride(page_size)", vt.page_stride(table.page_size),
-                                   "must equal vtab.page_stride(page_size)");
-  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E * kt.hadamard_scale());
-  ka.ksigns = kt.signs();
+  DecodeKernelArgs ka = vq_h16_args(where, kt, vt, kpool, vpool, table, args);
   const bool two = kt.bits() != 2;
   ka.kcent = two ? kt.centroids1() : kt.sum_centroids();
   ka.vcent = two ? vt.centroids1() : vt.sum_centroids();
   ka.kcent2 = two ? kt.centroids2() : nullptr;
   ka.vcent2 = two ? vt.centroids2() : nullptr;
-  ka.vtab_shared = &kt == &vt ? 1 : 0;
   const int kb = kt.bits();  // bits per stage (launch_rvq_h16_any: 2 = the 2 + 2-bit layout)
   run_mma(where, args, kb, kb, ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_rvq_h16_any, true);
 }
@@ -644,18 +654,11 @@ void rvq_paged_decode_h16(const RvqTables& kt, const RvqTables& vt, PagedPool kp
 void pvq_paged_decode_h16(const PvqTables& kt, const PvqTables& vt, PagedPool kpool, PagedPool vpool,
                           const PageTable& table, const DecodeArgs& args, Stream stream) {
   const char* where = "cuda::pvq_paged_decode";
-  check_arg(kt.head_dim() == args.head_dim && vt.head_dim() == args.head_dim, where, "tables head_dim", kt.head_dim(),
-            "must equal args.head_dim for keys and values");
-  DecodeKernelArgs ka = paged_args(where, kpool, vpool, table, args, kt.page_stride(table.page_size),
-                                   "must equal ktab.page_stride(page_size)", vt.page_stride(table.page_size),
-                                   "must equal vtab.page_stride(page_size)");
-  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E * kt.hadamard_scale());
-  ka.ksigns = kt.signs();
+  DecodeKernelArgs ka = vq_h16_args(where, kt, vt, kpool, vpool, table, args);
   ka.klambda = kt.lambda();
   ka.kcent = kt.centroids();
   ka.vcent = vt.centroids();
   ka.vlambda = vt.lambda();
-  ka.vtab_shared = &kt == &vt ? 1 : 0;
   run_mma(where, args, kt.bits(), vt.bits(), ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_pvq_h16_any,
           false);
 }
