@@ -798,8 +798,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     if constexpr (F8 || KIVI) {
       (void)kc, (void)vc;  // no tables
     } else if constexpr (PVQ) {
-      // Word s * 256 + k of a side's tables = half2(C_s[k][0], C_s[k][1]): PvqTables::centroids()
-      // [D/2][256][2] fp32, rounded to fp16 (the key tables, then the value tables unless shared).
+      // A side's tables are PvqTables::centroids() ([D/g][2^c][g] fp32) rounded to fp16 in the same
+      // order, word i = half2(element 2 i, element 2 i + 1) (the key tables, then the value tables
+      // unless shared).
       (void)kc, (void)vc;
       constexpr int W = Lay::kPvqV / 4;
       const float2* kc2 = reinterpret_cast<const float2*>(a.kcent);
@@ -1095,12 +1096,11 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
               }
             }
           } else if constexpr (PVQ) {
-            // The lane's dims D/4 tig + [0, D/4) are its KSPAN sub-vectors (code bytes) of g = 8 / KB dims:
+            // The lane's dims D/4 tig + [0, D/4) are its (D/4) / g sub-vectors of g dims (g = 2, 2, 4, 8):
             // entry word h of sub-vector i is dims D/4 tig + g i + {2 h, 2 h + 1}, i.e. register a0 (h even)
             // or a2 (h odd) of kk = (g i + 2 h) / 4 for row gid (a1 / a3 for row gid + 8). The sub-vector's
             // table offset (compile time) folds into the load's immediate.
             constexpr int EB = Lay::kPvqE, NE = EB / 4, C = Lay::kPvqC;
-            // (KSPAN * 8 / C sub-vectors per lane: D / 4 dims)
             const std::uint32_t kbase = tabs + static_cast<std::uint32_t>((D / 4) / (EB / 2) * (EB << C)) * tig;
             auto entry = [&](const CodeSpan<KSPAN>& k, int i, std::uint32_t (&w)[NE]) {
               lds_entry<EB>(pvq_addr<EB, C>(k, i, kbase), w);
