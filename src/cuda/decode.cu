@@ -390,27 +390,6 @@ void launch_h16p_any(int kmb, int d, int vb, const LaunchShape& shape, cudaStrea
   }
 }
 
-void launch_fp8_h16_any(int /*kb*/, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s,
-                        const DecodeKernelArgs& a) {
-  launch_fp8_h16(d, shape, s, a);
-}
-
-void launch_rvq_h16_any(int kb, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s,
-                        const DecodeKernelArgs& a) {
-  if (kb == 2) return launch_rvq_h16(d, shape, s, a);  // 2 + 2 bits: one 4-bit code per coordinate
-  launch_rvq2_h16(d, kb, shape, s, a);                 // b + b bits (kb = b = 3, 4): two parts
-}
-
-void launch_kivi_h16_any(int kb, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s,
-                         const DecodeKernelArgs& a) {
-  launch_kivi_h16(d, kb, shape, s, a);
-}
-
-void launch_pvq_h16_any(int kb, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s,
-                        const DecodeKernelArgs& a) {
-  launch_pvq_h16(d, kb, shape, s, a);
-}
-
 using LaunchAny = void (*)(int, int, int, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 
 /// Tensor-core paths (fp16 or 3xTF32): up to 8 query heads per block (grid z = ceil(group / 8)).
@@ -420,7 +399,7 @@ void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKe
              float vscale, cudaStream_t s, LaunchAny launch_any, bool fuse) {
   validate(where, args);
   check_arg(pow2_head_dim(args.head_dim) ||
-                ((launch_any == launch_h16_any || launch_any == launch_fp8_h16_any) && h16_dense_head_dim(args.head_dim)),
+                ((launch_any == launch_h16_any || launch_any == launch_fp8_h16) && h16_dense_head_dim(args.head_dim)),
             where,
             "head_dim", args.head_dim,
             "must be 64, 128 or 256 for the tensor-core kernels, or 80, 96, 112 for the fp16 one with TurboQuant-MSE "
@@ -599,7 +578,7 @@ void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const 
   if (args.kernel == 0 && (detail::pow2_head_dim(args.head_dim) || detail::h16_dense_head_dim(args.head_dim))) {
     // The fp16 tensor-core kernel (decode_h16.cuh, KB = VB = 8): no rotation (vsigns nullptr); with one
     // split it writes the output itself at 64, 128, 256 (80, 96, 112 have no FUSE instance: combine).
-    detail::run_mma(where, args, 8, 8, ka, nullptr, 1.0f, s, detail::launch_fp8_h16_any,
+    detail::run_mma(where, args, 8, 8, ka, nullptr, 1.0f, s, detail::launch_fp8_h16,
                     detail::pow2_head_dim(args.head_dim));
     return;
   }
@@ -642,8 +621,8 @@ void rvq_paged_decode_h16(const RvqTables& kt, const RvqTables& vt, PagedPool kp
   ka.vcent = two ? vt.centroids1() : vt.sum_centroids();
   ka.kcent2 = two ? kt.centroids2() : nullptr;
   ka.vcent2 = two ? vt.centroids2() : nullptr;
-  const int kb = kt.bits();  // bits per stage (launch_rvq_h16_any: 2 = the 2 + 2-bit layout)
-  run_mma(where, args, kb, kb, ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_rvq_h16_any, true);
+  run_mma(where, args, kt.bits(), vt.bits(), ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_rvq_h16,
+          true);
 }
 
 /// pvq_paged_decode's kernel 0 at 1..4 bits (keys and values alike), head_dim 64 / 128 (pvq.cu checks
@@ -659,7 +638,7 @@ void pvq_paged_decode_h16(const PvqTables& kt, const PvqTables& vt, PagedPool kp
   ka.kcent = kt.centroids();
   ka.vcent = vt.centroids();
   ka.vlambda = vt.lambda();
-  run_mma(where, args, kt.bits(), vt.bits(), ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_pvq_h16_any,
+  run_mma(where, args, kt.bits(), vt.bits(), ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_pvq_h16,
           false);
 }
 
@@ -676,7 +655,7 @@ void kivi_paged_decode_h16(const CodecConfig& kcfg, const CodecConfig& vcfg, Pag
   ka.kside.group = kcfg.group_size;
   ka.vside.group = vcfg.group_size;
   const int b = static_cast<int>(kcfg.bits);
-  run_mma(where, args, b, b, ka, nullptr, 1.0f, stream_of(stream), launch_kivi_h16_any, true);
+  run_mma(where, args, b, b, ka, nullptr, 1.0f, stream_of(stream), launch_kivi_h16, true);
 }
 
 namespace {

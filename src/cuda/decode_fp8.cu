@@ -14,7 +14,7 @@ void launch_fp8_decode(int hpw, const LaunchShape& shape, std::size_t smem, cuda
   launch_decode<F8Fmt, F8Fmt>(hpw, shape, smem, s, a);
 }
 
-void launch_fp8_h16(int d, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+void launch_fp8_h16(int /*kb*/, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
   switch (d) {
     case 64: return launch_h16<64, 8, 8>(shape, s, a);
     case 128: return launch_h16<128, 8, 8>(shape, s, a);

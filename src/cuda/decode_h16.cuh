@@ -803,10 +803,10 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       // unless shared).
       (void)kc, (void)vc;
       constexpr int W = Lay::kPvqV / 4;
-      const float2* kc2 = reinterpret_cast<const float2*>(a.kcent);
-      const float2* vc2 = reinterpret_cast<const float2*>(a.vcent);
+      const float2* kpairs = reinterpret_cast<const float2*>(a.kcent);
+      const float2* vpairs = reinterpret_cast<const float2*>(a.vcent);
       for (int i = tid; i < (share ? W : 2 * W); i += NT) {
-        const float2 c = i < W ? __ldg(kc2 + i) : __ldg(vc2 + (i - W));
+        const float2 c = i < W ? __ldg(kpairs + i) : __ldg(vpairs + (i - W));
         s_tab[i] = pack_h2(c.x, c.y);
       }
     } else if constexpr (RVQ2) {
@@ -1680,16 +1680,17 @@ void launch_h16_k1(int d, int vb, const LaunchShape&, cudaStream_t, const Decode
 void launch_h16_k2(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k3(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k4(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
-/// fp8 e4m3 keys and values (KB = VB = 8) at head_dim 64, 80, 96, 112, 128, 256: instances in decode_fp8.cu.
-void launch_fp8_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
-/// RVQ keys and values at 2 bits per stage (H16Layout::RVQ) at head_dim 64 / 128 / 256: instances in rvq.cu.
-void launch_rvq_h16(int d, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
-/// RVQ keys and values at b = 3 or 4 bits per stage (H16Layout::RVQ2) at head_dim 64 / 128: instances in rvq.cu.
-void launch_rvq2_h16(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
-/// KIVI keys and values at b = 2, 3 or 4 bits (H16Layout::KIVI) at head_dim 64 / 128 / 256: instances in kivi.cu.
-void launch_kivi_h16(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
-/// Product-VQ keys and values at b = 1..4 bits (H16Layout::PVQ) at head_dim 64 / 128: instances in pvq.cu.
-void launch_pvq_h16(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+// The other methods' instances, each in its method's file, with run_mma's launcher signature (decode.cu:
+// kb, head_dim d, vb, shape, stream, arguments); kb is the method's bits (keys and values alike).
+/// fp8 e4m3 keys and values (KB = VB = 8) at head_dim 64, 80, 96, 112, 128, 256 (kb, vb unused): decode_fp8.cu.
+void launch_fp8_h16(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+/// RVQ keys and values at kb bits per stage: 2 (H16Layout::RVQ, head_dim 64 / 128 / 256) or 3, 4 (H16Layout::RVQ2,
+/// head_dim 64 / 128): rvq.cu.
+void launch_rvq_h16(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+/// KIVI keys and values at kb = 2, 3 or 4 bits (H16Layout::KIVI) at head_dim 64 / 128 / 256: kivi.cu.
+void launch_kivi_h16(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+/// Product-VQ keys and values at kb = 1..4 bits (H16Layout::PVQ) at head_dim 64 / 128: pvq.cu.
+void launch_pvq_h16(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// TurboQuant-Prod keys with MSE part of kmb bits (0..3): instances in decode_h16p_k{0..3}.cu.
 void launch_h16p_k0(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16p_k1(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);

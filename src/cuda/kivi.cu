@@ -7,9 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cstdlib>
 #include <stdexcept>
-#include <string>
 #include <type_traits>
 
 #include "decode_h16.cuh"
@@ -386,7 +384,7 @@ void kivi_paged_decode_h16(const CodecConfig& kcfg, const CodecConfig& vcfg, Pag
                            const PageTable& table, const DecodeArgs& args, std::size_t kstride, std::size_t vstride,
                            Stream stream);
 
-void launch_kivi_h16(int d, int b, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+void launch_kivi_h16(int b, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
   auto by_d = [&](auto bc) {
     constexpr int B = decltype(bc)::value;
     // The step's value scalars (16 tokens x head_dim / G_v words) must fit the stage's value slot.

@@ -388,7 +388,7 @@ void pvq_decode(const PvqTables& ktab, const PvqTables& vtab, const VqDecodeArgs
 }
 
 namespace detail {
-// decode.cu: the 4-bit product-VQ decode on the fp16 tensor-core kernel of decode_h16.cuh (instances below).
+// decode.cu: the product-VQ decode on the fp16 tensor-core kernel of decode_h16.cuh (instances below).
 void pvq_paged_decode_h16(const PvqTables& ktab, const PvqTables& vtab, PagedPool kpool, PagedPool vpool,
                           const PageTable& table, const DecodeArgs& args, Stream stream);
 
@@ -399,7 +399,7 @@ void pvq_paged_decode_h16(const PvqTables& ktab, const PvqTables& vtab, PagedPoo
 /// and 8 warps at head_dim 128 (us, 16 / 8 warps): batch 16 x 64k 1-bit 468.9 / 497.8, 2-bit 530.8 / 554.7,
 /// 3-bit 605.8 / 605.2, 4-bit 608.1 / 612.7 (s19-1), 607.5 / 607.5 (s19-2); batch 64 x 64k 3-bit 2403.7 /
 /// 2380.4; batch 1 x 32k 1-bit 37.2 / 33.5, 2-bit 39.6 / 35.0, 4-bit 42.8 / 38.7 (s19-1).
-void launch_pvq_h16(int d, int b, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+void launch_pvq_h16(int b, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
   if (d == 64) {
     switch (b) {
       case 1: return launch_h16_nw<64, 1, 1, 16, false, false, kModePvq>(shape, s, a);
@@ -421,9 +421,9 @@ void launch_pvq_h16(int d, int b, const LaunchShape& shape, cudaStream_t s, cons
 
 void pvq_paged_decode(const PvqTables& ktab, const PvqTables& vtab, PagedPool kpool, PagedPool vpool,
                       const PageTable& table, const DecodeArgs& args, Stream stream) {
-  // Kernel 0 with keys and values of the same width at head_dim 64 / 128: the TurboQuant
-  // fp16 kernel with per-sub-vector centroid tables (decode_h16.cuh, H16Layout::PVQ; 2 x D KB of shared memory, so not at
-  // 256). TURBOKV_PVQ_H16=0 in the environment keeps the look-up-table kernel there (A/B runs, tests).
+  // Kernel 0 with keys and values of the same width at head_dim 64 / 128: the TurboQuant fp16 kernel with
+  // per-sub-vector centroid tables (decode_h16.cuh, H16Layout::PVQ; D KB of shared memory, D / 4 KB at 3
+  // bits: not at 256). TURBOKV_PVQ_H16=0 in the environment keeps the look-up-table kernel there (A/B runs, tests).
   static const bool h16_off = detail::env_off("TURBOKV_PVQ_H16");
   const int b = ktab.bits();
   if (args.kernel == 0 && !h16_off && b >= 1 && b <= 4 && vtab.bits() == b &&

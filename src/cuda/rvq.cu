@@ -272,23 +272,23 @@ namespace detail {
 void rvq_paged_decode_h16(const RvqTables& ktab, const RvqTables& vtab, PagedPool kpool, PagedPool vpool,
                           const PageTable& table, const DecodeArgs& args, Stream stream);
 
-void launch_rvq_h16(int d, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
-  switch (d) {
-    case 64: return launch_h16<64, 4, 4, false, kModeRvq>(shape, s, a);
-    case 128: return launch_h16<128, 4, 4, false, kModeRvq>(shape, s, a);
-    case 256: return launch_h16<256, 4, 4, false, kModeRvq>(shape, s, a);
+/// kb = 2 bits per stage: one 4-bit code per coordinate (the layout's KB = 4, H16Layout::RVQ). kb = 3, 4: two
+/// parts (H16Layout::RVQ2), 8 warps per block, 2 (4 + 4) or 3 (3 + 3) pipeline stages per warp at head_dim
+/// 128: two stages' pair tables take 128 KB (16 warps would leave room for fewer than 2 stages of 256- /
+/// 192-byte rows).
+void launch_rvq_h16(int kb, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+  if (kb == 2) {
+    switch (d) {
+      case 64: return launch_h16<64, 4, 4, false, kModeRvq>(shape, s, a);
+      case 128: return launch_h16<128, 4, 4, false, kModeRvq>(shape, s, a);
+      case 256: return launch_h16<256, 4, 4, false, kModeRvq>(shape, s, a);
+    }
   }
-  throw std::logic_error("launch_rvq_h16: head_dim out of range");
-}
-
-/// 8 warps per block, 2 (4 + 4) or 3 (3 + 3) pipeline stages per warp at head_dim 128: two stages' pair
-/// tables take 128 KB (16 warps would leave room for fewer than 2 stages of 256- / 192-byte rows).
-void launch_rvq2_h16(int d, int b, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
-  if (d == 64 && b == 3) return launch_h16_nw<64, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);
-  if (d == 64 && b == 4) return launch_h16_nw<64, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
-  if (d == 128 && b == 3) return launch_h16_nw<128, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);
-  if (d == 128 && b == 4) return launch_h16_nw<128, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
-  throw std::logic_error("launch_rvq2_h16: head_dim or bits out of range");
+  if (d == 64 && kb == 3) return launch_h16_nw<64, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);
+  if (d == 64 && kb == 4) return launch_h16_nw<64, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
+  if (d == 128 && kb == 3) return launch_h16_nw<128, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);
+  if (d == 128 && kb == 4) return launch_h16_nw<128, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
+  throw std::logic_error("launch_rvq_h16: head_dim or bits out of range");
 }
 }  // namespace detail
 
@@ -300,10 +300,9 @@ void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kp
   // accumulated in the same fragments (H16Layout::RVQ2). TURBOKV_RVQ_H16=0 in the environment keeps the
   // staged kernel there (for A/B runs and tests of both paths).
   static const bool h16_off = detail::env_off("TURBOKV_RVQ_H16");
+  // (RvqTables allows head_dim 64, 128, 256 only)
   const int b = ktab.bits();
-  const bool pow2 = args.head_dim == 64 || args.head_dim == 128 || args.head_dim == 256;
-  if (args.kernel == 0 && !h16_off && vtab.bits() == b &&
-      ((b == 2 && pow2) || ((b == 3 || b == 4) && (args.head_dim == 64 || args.head_dim == 128)))) {
+  if (args.kernel == 0 && !h16_off && vtab.bits() == b && (b == 2 || ((b == 3 || b == 4) && args.head_dim != 256))) {
     detail::rvq_paged_decode_h16(ktab, vtab, kpool, vpool, table, args, stream);
     return;
   }
