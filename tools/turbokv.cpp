@@ -97,6 +97,8 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "time decode attention on the compressed cache against dense fp16/fp32 and a byte stream");
   std::string bench_device = "cpu", bench_threads, bench_contexts, bench_bits, bench_methods, bench_json_path;
   int bench_repeats = 0;
+  unsigned long long bench_seed = 0;
+  bool bench_no_check = false;
   bench->add_option("--device", bench_device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   bench->add_option("--threads", bench_threads, "comma-separated thread counts (CPU; default 1,2)");
   bench->add_option("--contexts", bench_contexts, "comma-separated context lengths (default 1024,4096,16384,32768,131072)");
@@ -104,6 +106,9 @@ int main(int argc, char** argv) {
   bench->add_option("--methods", bench_methods, "comma-separated methods (CPU: any method, e.g. tq-mse,qjl,kivi,fp8; default tq-mse; CUDA: the parts tq-mse,3xtf32,encode,tq-prod,fp8,kivi,rvq,pvq,polar; default all)");
   bench->add_option("--repeats", bench_repeats, "timed runs per case (default: chosen by time)");
   bench->add_option("--json", bench_json_path, "write {\"results\": [...]} to this file");
+  bench->add_option("--seed", bench_seed, "CUDA: seed of the random caches and queries (default: from the clock)");
+  bench->add_flag("--no-check", bench_no_check,
+                  "CUDA: skip checking each result against the CPU reference (max_err, rel_err in the JSON)");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -111,6 +116,8 @@ int main(int argc, char** argv) {
       BenchOptions bo;
       bo.device = bench_device;
       bo.repeats = bench_repeats;
+      bo.seed = bench_seed;
+      bo.check = !bench_no_check;
       if (!bench_threads.empty()) bo.threads = split_list<int>(bench_threads, [](const std::string& s) { return std::stoi(s); }, "--threads");
       if (!bench_contexts.empty())
         bo.contexts = split_list<std::size_t>(bench_contexts, [](const std::string& s) { return static_cast<std::size_t>(std::stoull(s)); }, "--contexts");
@@ -122,6 +129,8 @@ int main(int argc, char** argv) {
         std::ofstream(bench_json_path) << bench_json(rows);
         std::cerr << "wrote " << bench_json_path << "\n";
       }
+      for (const BenchRow& r : rows)  // CUDA: a checked result out of its bound fails the command
+        if (r.check_tol >= 0 && !(r.rel_err <= r.check_tol)) return 3;
       return 0;
     }
     if (*list) {

@@ -5,6 +5,10 @@
 //   turbokv_cuda_bench [--csv FILE] [--configs 128:32:8,64:9:3,256:4:1]
 //                      [--batches 1,8,16,64] [--contexts 4096,32768,65536,131072]
 //                      [--bits 2,3,4] [--repeats 50] [--methods tq-mse,3xtf32,encode,tq-prod,fp8,kivi,rvq,pvq,polar]
+//                      [--seed N] [--no-check]
+//   Every result is checked against the CPU reference on one (sequence, KV head) row (columns max_err,
+//   rel_err, tol; encode rows: differing bytes); exit status 3 if any exceeds its bound. --seed: the data
+//   seed (default: from the clock, printed to stderr); --no-check: timings only.
 //   --methods: the parts to run (default all): tq-mse = the fp16 tensor-core decode ("tq-mse" rows),
 //   3xtf32 ("tq-mse (3xtf32)" rows), encode (the tq-mse encode rows), tq-prod (every "tq-prod" row,
 //   decode and encode), fp8 (the "fp8" rows: fp8_decode's fp16 tensor-core
@@ -61,6 +65,8 @@ int main(int argc, char** argv) {
     else if (a == "--bits") opt.bits = parse_list<double>(v), ++i;
     else if (a == "--repeats") opt.repeats = std::atoi(v.c_str()), ++i;
     else if (a == "--methods") opt.methods = parse_list<std::string>(v), ++i;
+    else if (a == "--seed") opt.seed = std::strtoull(v.c_str(), nullptr, 10), ++i;
+    else if (a == "--no-check") opt.check = false;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -85,12 +91,15 @@ int main(int argc, char** argv) {
       rc = 1;
     }
   }
-  std::printf("%-16s %-26s %4s %5s %6s %6s %5s %10s %10s %8s %9s\n", "op", "method", "bits", "d", "heads", "batch",
-              "ctx", "time_us", "base_us", "speedup", "GB/s");
-  for (const auto& r : rows)
-    std::printf("%-16s %-26s %4g %5d %3d/%-2d %6d %5zuk %10.1f %10.1f %8.2f %9.0f\n", r.op.c_str(), r.method.c_str(),
-                r.bits, r.head_dim, r.num_heads, r.num_kv_heads, r.batch, r.context / 1024, r.time_us,
-                r.baseline_time_us, r.speedup, r.gbps);
+  std::printf("%-16s %-26s %4s %5s %6s %6s %5s %10s %10s %8s %9s %9s %9s %7s\n", "op", "method", "bits", "d", "heads",
+              "batch", "ctx", "time_us", "base_us", "speedup", "GB/s", "max_err", "rel_err", "tol");
+  for (const auto& r : rows) {
+    std::printf("%-16s %-26s %4g %5d %3d/%-2d %6d %5zuk %10.1f %10.1f %8.2f %9.0f %9.2g %9.2g %7.0e%s\n", r.op.c_str(),
+                r.method.c_str(), r.bits, r.head_dim, r.num_heads, r.num_kv_heads, r.batch, r.context / 1024, r.time_us,
+                r.baseline_time_us, r.speedup, r.gbps, r.max_err, r.rel_err, r.check_tol,
+                r.check_tol >= 0 && !(r.rel_err <= r.check_tol) ? "  FAILED" : "");
+    if (r.check_tol >= 0 && !(r.rel_err <= r.check_tol)) rc = 3;
+  }
   if (!csv.empty()) {
     FILE* f = std::fopen(csv.c_str(), "w");
     if (!f) {
@@ -98,11 +107,12 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::fprintf(f, "op,method,bits,context,head_dim,num_heads,num_kv_heads,batch,threads,time_us,baseline,"
-                    "baseline_time_us,speedup,gbps\n");
+                    "baseline_time_us,speedup,gbps,max_err,rel_err,check_tol\n");
     for (const auto& r : rows)
-      std::fprintf(f, "%s,%s,%g,%zu,%d,%d,%d,%d,%d,%.3f,%s,%.3f,%.4f,%.2f\n", r.op.c_str(), r.method.c_str(), r.bits,
-                   r.context, r.head_dim, r.num_heads, r.num_kv_heads, r.batch, r.threads, r.time_us,
-                   r.baseline.c_str(), r.baseline_time_us, r.speedup, r.gbps);
+      std::fprintf(f, "%s,%s,%g,%zu,%d,%d,%d,%d,%d,%.3f,%s,%.3f,%.4f,%.2f,%.3g,%.3g,%.3g\n", r.op.c_str(),
+                   r.method.c_str(), r.bits, r.context, r.head_dim, r.num_heads, r.num_kv_heads, r.batch, r.threads,
+                   r.time_us, r.baseline.c_str(), r.baseline_time_us, r.speedup, r.gbps, r.max_err, r.rel_err,
+                   r.check_tol);
     std::fclose(f);
   }
   return rc;

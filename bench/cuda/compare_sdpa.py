@@ -127,11 +127,11 @@ def main():
             t, nbytes = sdpa_times(b, h, kv, d, ctx)
             for name, us in t.items():
                 if us:
-                    rows.append((name, 16, us, nbytes))
+                    rows.append((name, 16, us, nbytes, ""))
         if b * ctx <= (1 << 20) and d == 128:
             try:
                 us, nbytes = dequant_sdpa_time(b, h, kv, d, ctx)
-                rows.append(("dequant+sdpa (4-bit)", 4, us, nbytes))
+                rows.append(("dequant+sdpa (4-bit)", 4, us, nbytes, ""))
             except torch.OutOfMemoryError:
                 pass
         torch.cuda.empty_cache()
@@ -155,19 +155,28 @@ def main():
                     " cc" if "cuda cores" in r["method"] else "")
             else:
                 name = f"turbokv tq-mse K{r['bits']}V{r['bits']}" + (" cc" if "cuda cores" in r["method"] else " 3xtf32" if "3xtf32" in r["method"] else "")
-            rows.append((name, float(r["bits"]), us, float(r["gbps"]) * us * 1e3))
-        best = min([us for name, _, us, _ in rows if name.startswith("sdpa")], default=None)
-        for name, bits, us, nbytes in rows:
+            # the bench's check of this row against the CPU reference (absent in CSVs from before session 20)
+            rel = r.get("rel_err", "")
+            rel = "" if rel in ("", None) or float(rel) < 0 else f"{float(rel):.2g}"
+            rows.append((name, float(r["bits"]), us, float(r["gbps"]) * us * 1e3, rel))
+        best = min([us for name, _, us, _, _ in rows if name.startswith("sdpa")], default=None)
+        for name, bits, us, nbytes, rel in rows:
             gbps = nbytes / (us * 1e3)
             table.append(dict(head_dim=d, heads=f"{h}/{kv}", batch=b, context=ctx, method=name, bits=bits,
                               time_us=round(us, 1), gbps=round(gbps), pct_copy=round(100 * gbps / bw, 1),
-                              speedup_vs_best_sdpa=round(best / us, 2) if best else ""))
+                              speedup_vs_best_sdpa=round(best / us, 2) if best else "", rel_err=rel))
 
-    hdr = f"{'d':>4} {'heads':>6} {'batch':>5} {'ctx':>7} {'method':<26} {'us':>10} {'GB/s':>7} {'%copy':>6} {'x best SDPA':>11}"
+    hdr = (f"{'d':>4} {'heads':>6} {'batch':>5} {'ctx':>7} {'method':<26} {'us':>10} {'GB/s':>7} {'%copy':>6} "
+           f"{'x best SDPA':>11} {'rel_err':>8}")
     print(hdr)
     for r in table:
         print(f"{r['head_dim']:>4} {r['heads']:>6} {r['batch']:>5} {r['context']:>7} {r['method']:<26} "
-              f"{r['time_us']:>10.1f} {r['gbps']:>7} {r['pct_copy']:>6} {str(r['speedup_vs_best_sdpa']):>11}")
+              f"{r['time_us']:>10.1f} {r['gbps']:>7} {r['pct_copy']:>6} {str(r['speedup_vs_best_sdpa']):>11} "
+              f"{r['rel_err']:>8}")
+    checked = [r for r in ours if float(r.get("check_tol", -1) or -1) >= 0]
+    failed = [r for r in checked if not float(r["rel_err"]) <= float(r["check_tol"])]
+    if checked:
+        print(f"\nturbokv rows checked against the CPU reference: {len(checked)}, out of bounds: {len(failed)}")
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(table[0].keys()))

@@ -31,6 +31,13 @@ struct BenchRow {
   double bits_per_element = 0;  ///< all-in bits per cached element (codes + per-token norms)
   double stream_time_us = 0;    ///< time to merely stream the same compressed bytes once (0 if not measured)
   std::string simd;             ///< SIMD level the CPU kernels ran at ("avx512", "avx2", "scalar"; "avx512-bf16" for bf16 rows)
+  // Added by the CUDA bench when it checks a row (BenchOptions::check; -1 = not checked):
+  /// Decode rows: max |out - ref| and ||out - ref|| / ||ref|| over the checked (sequence, KV head) row's query
+  /// heads, ref = the reference attention on the same cache (attention_compressed, fp64; fp16: attention_exact
+  /// on the fp16 values). Encode rows: the number and the fraction of code / scalar bytes that differ from the
+  /// reference encode of the checked row (must be 0).
+  double max_err = -1, rel_err = -1;
+  double check_tol = -1;  ///< the bound rel_err is held to (the GPU tests' tolerance of that kernel)
 };
 
 struct BenchOptions {
@@ -44,6 +51,12 @@ struct BenchOptions {
   std::vector<std::string> methods;
   int head_dim = 128, num_heads = 32, num_kv_heads = 8;
   int repeats = 0;                                              ///< 0 = choose by time
+  /// CUDA: seed of the random caches, queries and encode inputs (0 = from the clock: fresh data each run;
+  /// run_cuda_bench prints the seed it used to stderr).
+  unsigned long long seed = 0;
+  /// CUDA: check every timed result against the CPU reference on one (sequence, KV head) row
+  /// (BenchRow::max_err, rel_err, check_tol); failures are printed to stderr.
+  bool check = true;
 };
 
 /// CPU benchmark (src/cpu). Throws std::invalid_argument on bad options.

@@ -29,7 +29,10 @@ std::string bench_json(const std::vector<BenchRow>& rows) {
                    {"tokens_per_s", r.tokens_per_s},
                    {"bits_per_element", r.bits_per_element},
                    {"stream_time_us", r.stream_time_us},
-                   {"simd", r.simd}});
+                   {"simd", r.simd},
+                   {"max_err", r.max_err},
+                   {"rel_err", r.rel_err},
+                   {"check_tol", r.check_tol}});
   return nlohmann::json{{"results", res}}.dump(2) + "\n";
 }
 

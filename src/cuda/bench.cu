@@ -6,22 +6,32 @@
 // reported; calls rotate over enough copies of the inputs that the working set
 // exceeds 256 MB (5x the H200's L2). Data is random (never zeros): codes are
 // random bytes (every byte is a valid code at any width), norms random fp16 in
-// [0.5, 1.5), fp16 K/V uniform in [-1, 1).
+// [0.5, 1.5), fp16 K/V uniform in [-1, 1); the seed comes from the clock unless given (printed).
+// Every timed result is checked (BenchOptions::check): one (sequence, KV head) row of the decode
+// output against the CPU reference attention on the same cache (the row's pages gathered into
+// formats.h blocks: attention_compressed in fp64, attention_exact for the fp16 baseline), the
+// encodes' bytes of one row against the reference encode; BenchRow::max_err, rel_err, check_tol.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <vector>
 
 #include <cuda_fp16.h>
 
 #include "common.cuh"
+#include "turbokv/attention.h"
 #include "turbokv/bench.h"
+#include "turbokv/codec.h"
 #include "turbokv/cuda.h"
 #include "turbokv/cuda_kivi.h"
 #include "turbokv/cuda_polar.h"
 #include "turbokv/cuda_qjl.h"
 #include "turbokv/cuda_vq.h"
 #include "turbokv/error.h"
+#include "turbokv/half.h"
 #include "turbokv/rng.h"
 
 namespace turbokv {
@@ -126,6 +136,99 @@ PagePools make_pools(cudaStream_t s, std::size_t pool_bytes, std::size_t stride,
   return p;
 }
 
+/// A pool's (page, KV head) block (formats.h): cb code bytes per token, then the scalars: sb bytes per
+/// token, or (KIVI keys: group > 0) 4 head_dim bytes per group of `group` tokens.
+struct BlockFmt {
+  std::size_t stride = 0, cb = 0, sb = 0;
+  int group = 0, head_dim = 0;
+};
+
+/// The formats.h block of sequence b's first n tokens of KV head g, gathered from device pool dpool
+/// under the bench's page table (page p of sequence b is page b * max_pages + p).
+std::vector<std::uint8_t> gather_block(const std::uint8_t* dpool, const BlockFmt& f, int b, int g, int kvh,
+                                       int max_pages, int page_size, std::size_t n) {
+  const std::size_t ps = static_cast<std::size_t>(page_size), np = (n + ps - 1) / ps;
+  std::vector<std::uint8_t> pages(np * f.stride);
+  TKV_CUDA_CHECK(cudaMemcpy2D(pages.data(), f.stride, dpool + (std::size_t(b) * max_pages * kvh + g) * f.stride,
+                              kvh * f.stride, f.stride, np, cudaMemcpyDeviceToHost));
+  const std::size_t gb = 4 * static_cast<std::size_t>(f.head_dim);
+  const std::size_t scal = f.group > 0 ? (n + f.group - 1) / f.group * gb : n * f.sb;
+  std::vector<std::uint8_t> blk(n * f.cb + scal);
+  for (std::size_t p = 0; p < np; ++p) {
+    const std::size_t t0 = p * ps, nt = std::min(ps, n - t0);
+    const std::uint8_t* pg = pages.data() + p * f.stride;
+    std::memcpy(blk.data() + t0 * f.cb, pg, nt * f.cb);
+    if (f.group > 0)
+      std::memcpy(blk.data() + n * f.cb + t0 / f.group * gb, pg + ps * f.cb, (nt + f.group - 1) / f.group * gb);
+    else
+      std::memcpy(blk.data() + n * f.cb + t0 * f.sb, pg + ps * f.cb, nt * f.sb);
+  }
+  return blk;
+}
+
+/// The checked row of a (batch, context) shape: sequence b = batch - 1, KV head g = num_kv_heads - 1,
+/// its `group` query heads (q: [group][head_dim], copied from the device queries).
+struct RowCheck {
+  int b = 0, g = 0, group = 0, d = 0, nh = 0;
+  std::size_t n = 0;
+  std::vector<float> q;
+  AttentionParams p;
+  int failures = 0;
+
+  /// attention_compressed (fp64) of the row's query heads over one KV head's key and value blocks.
+  std::vector<double> ref(const Codec& kc, const std::vector<std::uint8_t>& kb, const Codec& vc,
+                          const std::vector<std::uint8_t>& vb) const {
+    std::vector<double> r(static_cast<std::size_t>(group) * d);
+    attention_compressed({{&kc, kb.data()}}, {{&vc, vb.data()}}, n, q.data(), group, p, r.data());
+    return r;
+  }
+  /// Fills r's max_err / rel_err / check_tol from the row's heads of dout ([batch][num_heads][head_dim]
+  /// fp32, device, the stream synchronised) against ref; prints and counts a failure above tol.
+  void compare(BenchRow& r, const float* dout, const std::vector<double>& ref, double tol) {
+    std::vector<float> o(ref.size());
+    TKV_CUDA_CHECK(cudaMemcpy(o.data(), dout + (std::size_t(b) * nh + std::size_t(g) * group) * d, o.size() * 4,
+                              cudaMemcpyDeviceToHost));
+    double mx = 0, num = 0, den = 0;
+    bool finite = true;
+    for (std::size_t i = 0; i < o.size(); ++i) {
+      finite = finite && std::isfinite(o[i]);
+      const double e = o[i] - ref[i];
+      mx = std::max(mx, std::fabs(e));
+      num += e * e, den += ref[i] * ref[i];
+    }
+    r.max_err = finite ? mx : INFINITY;
+    r.rel_err = finite ? std::sqrt(num / den) : INFINITY;
+    r.check_tol = tol;
+    if (!(r.rel_err <= tol)) {
+      ++failures;
+      std::fprintf(stderr,
+                   "run_cuda_bench: CHECK FAILED: %s %s %g-bit head_dim %d heads %d/%d batch %d context %zu: relative "
+                   "error %.3g > %.3g (max abs %.3g)\n",
+                   r.op.c_str(), r.method.c_str(), r.bits, r.head_dim, r.num_heads, r.num_kv_heads, r.batch,
+                   r.context, r.rel_err, tol, r.max_err);
+    }
+  }
+  /// Encode rows: bytes of the row's block (gathered) against the reference encode of the same inputs.
+  void compare_bytes(BenchRow& r, const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want) {
+    std::size_t diff = got.size() == want.size() ? 0 : std::max(got.size(), want.size());
+    for (std::size_t i = 0; i < std::min(got.size(), want.size()); ++i) diff += got[i] != want[i];
+    r.max_err = static_cast<double>(diff);
+    r.rel_err = static_cast<double>(diff) / static_cast<double>(std::max<std::size_t>(1, want.size()));
+    r.check_tol = 0;
+    if (diff != 0) {
+      ++failures;
+      std::fprintf(stderr, "run_cuda_bench: CHECK FAILED: %s %s %g-bit head_dim %d batch %d context %zu: %zu of %zu "
+                           "bytes differ from the reference encode\n",
+                   r.op.c_str(), r.method.c_str(), r.bits, r.head_dim, r.batch, r.context, diff, want.size());
+    }
+  }
+};
+
+// Bounds of the checks: the GPU tests' tolerances of each kernel (tests/cuda: fp32 kernels 2e-5 for
+// TurboQuant-MSE, fp8, KIVI and the fp16 baseline, 1e-4 for RVQ, product VQ, PolarQuant and Prod keys;
+// the fp16 tensor-core kernels 3e-3).
+constexpr double kTolF32 = 2e-5, kTolVq = 1e-4, kTolH16 = 3e-3;
+
 }  // namespace
 
 std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
@@ -145,6 +248,13 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
   const int reps = std::max(50, opt.repeats);
   const int d = opt.head_dim, nh = opt.num_heads, kvh = opt.num_kv_heads;
   const int page_size = 16;
+  // Fresh data each run unless a seed is given; every fill below is keyed by sd.
+  const unsigned long long seed =
+      opt.seed != 0 ? opt.seed
+                    : static_cast<unsigned long long>(std::chrono::system_clock::now().time_since_epoch().count());
+  std::fprintf(stderr, "run_cuda_bench: data seed %llu (head_dim %d, heads %d/%d)\n", seed, d, nh, kvh);
+  const std::uint64_t sd = seed * 7919ull;
+  int failures = 0, checks = 0;
   cudaStream_t s;
   TKV_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const cuda::Stream st = reinterpret_cast<cuda::Stream>(s);
@@ -173,7 +283,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
       proto.head_dim = d, proto.num_heads = nh, proto.num_kv_heads = kvh, proto.batch = batch, proto.threads = 0;
       const std::size_t q_bytes = std::size_t(batch) * nh * d * 4;
       DevMem q(q_bytes), out(q_bytes);
-      fill_float<<<fill_grid(), 256, 0, s>>>(q.as<float>(), q_bytes / 4, 7, 4.0f);
+      fill_float<<<fill_grid(), 256, 0, s>>>(q.as<float>(), q_bytes / 4, 7 + sd, 4.0f);
       TKV_CHECK_LAUNCH();
       std::vector<std::int32_t> lens(batch, ctx);
       DevMem dlens(batch * 4);
@@ -184,6 +294,23 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
       a.softmax_scale = 1.0f / std::sqrt(float(d));
       DevMem ws(cuda::decode_workspace_bytes(a));
       a.workspace = ws.p;
+      // The checked row (RowCheck) and its queries.
+      RowCheck rc;
+      rc.b = batch - 1, rc.g = kvh - 1, rc.group = nh / kvh, rc.d = d, rc.nh = nh, rc.n = ctx_sz;
+      rc.p.softmax_scale = a.softmax_scale;
+      if (opt.check) {
+        TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+        rc.q.resize(static_cast<std::size_t>(rc.group) * d);
+        TKV_CUDA_CHECK(cudaMemcpy(rc.q.data(), q.as<float>() + (std::size_t(rc.b) * nh + std::size_t(rc.g) * rc.group) * d,
+                                  rc.q.size() * 4, cudaMemcpyDeviceToHost));
+      }
+      // After a row's timing: one more call (on pool pair 0), then its output against ref.
+      auto check = [&](BenchRow& r, auto&& call, const std::vector<double>& ref, double tol) {
+        call();
+        TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+        rc.compare(r, out.as<float>(), ref, tol);
+        ++checks;
+      };
 
       // fp16 baseline.
       double base_us = 0;
@@ -192,7 +319,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         std::vector<std::unique_ptr<DevMem>> bufs;
         for (int i = 0; i < nrot; ++i) {
           bufs.push_back(std::make_unique<DevMem>(fp16_bytes));
-          fill_half<<<fill_grid(), 256, 0, s>>>(bufs.back()->as<std::uint16_t>(), fp16_bytes / 2, 100 + i);
+          fill_half<<<fill_grid(), 256, 0, s>>>(bufs.back()->as<std::uint16_t>(), fp16_bytes / 2, 100 + i + sd);
           TKV_CHECK_LAUNCH();
         }
         const std::size_t half = fp16_bytes / 2;
@@ -204,6 +331,19 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         r.op = "decode_attention", r.method = base_name, r.bits = 16;
         r.time_us = base_us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = 1;
         r.gbps = (fp16_bytes + q_bytes) / (base_us * 1e3);
+        if (opt.check) {  // attention_exact on the row's fp16 keys and values ([batch][kv_heads][ctx][d])
+          const auto* k0 = bufs[0]->as<std::uint16_t>();
+          const std::size_t off = (std::size_t(rc.b) * kvh + rc.g) * std::size_t(ctx) * d, cnt = std::size_t(ctx) * d;
+          std::vector<std::uint16_t> hk(cnt), hv(cnt);
+          TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+          TKV_CUDA_CHECK(cudaMemcpy(hk.data(), k0 + off, cnt * 2, cudaMemcpyDeviceToHost));
+          TKV_CUDA_CHECK(cudaMemcpy(hv.data(), k0 + half / 2 + off, cnt * 2, cudaMemcpyDeviceToHost));
+          std::vector<float> fk(cnt), fv(cnt);
+          for (std::size_t i = 0; i < cnt; ++i) fk[i] = half_to_float(hk[i]), fv[i] = half_to_float(hv[i]);
+          std::vector<double> ref(static_cast<std::size_t>(rc.group) * d);
+          attention_exact(fk.data(), fv.data(), ctx_sz, 1, d, rc.q.data(), rc.group, rc.p, ref.data());
+          check(r, [&] { cuda::fp16_decode(k0, k0 + half / 2, ctx, a, st); }, ref, kTolF32);
+        }
         rows.push_back(r);
       }
 
@@ -219,8 +359,21 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
       if (want("fp8")) {
         const std::size_t stride = cuda::tq_page_stride(page_size, static_cast<std::size_t>(d));
         const std::size_t noff = std::size_t(page_size) * d;
-        // 0xF7: exponent LSB cleared, so no byte is e4m3's NaN (S.1111.111)
-        const PagePools pools = make_pools(s, table.size() * kvh * stride, stride, noff, noff + 2 * page_size, 71, 0xF7F7);
+        // 0xBF: the exponent's top bit cleared, so no byte is e4m3's NaN (S.1111.111) and |code| <= 1.875:
+        // with the scales in [0.5, 1.5) the values have the other methods' magnitudes (with 0xF7, codes up
+        // to 448 gave logits in the thousands and the check's fp16 rounding of q 2.6e-3 relative error).
+        const PagePools pools =
+            make_pools(s, table.size() * kvh * stride, stride, noff, noff + 2 * page_size, 71 + sd, 0xBFBF);
+        CodecConfig fc;
+        fc.method = Method::kFp8, fc.bits = 8, fc.head_dim = d;
+        const auto fref = make_codec(fc);
+        std::vector<double> ref;
+        if (opt.check) {
+          TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+          const BlockFmt f{stride, static_cast<std::size_t>(d), 2, 0, d};
+          ref = rc.ref(*fref, gather_block(pools.k[0]->as<std::uint8_t>(), f, rc.b, rc.g, kvh, max_pages, page_size, rc.n),
+                       *fref, gather_block(pools.v[0]->as<std::uint8_t>(), f, rc.b, rc.g, kvh, max_pages, page_size, rc.n));
+        }
         for (const int kernel : {0, 1}) {
           if (kernel == 0 && !(pow2 || d == 80 || d == 96 || d == 112)) continue;  // kernel 0 = the CUDA-core one
           cuda::DecodeArgs fa = a;
@@ -234,6 +387,11 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           r.op = "decode_attention", r.method = kernel == 0 ? "fp8" : "fp8 (cuda cores)", r.bits = 8;
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = (std::size_t(batch) * ctx * kvh * 2 * (d + 2) + q_bytes + table.size() * 4) / (us * 1e3);
+          if (opt.check)
+            check(r, [&] {
+              cuda::fp8_decode({pools.k[0]->as<std::uint8_t>(), stride}, {pools.v[0]->as<std::uint8_t>(), stride}, pt,
+                               fa, st);
+            }, ref, kernel == 0 ? kTolH16 : kTolF32);
           rows.push_back(r);
         }
       }
@@ -251,8 +409,16 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         const std::size_t ks = cuda::kivi_page_stride(kc, page_size), vs = cuda::kivi_page_stride(vc, page_size);
         const std::size_t cb = std::size_t(d) * static_cast<int>(bits_d) / 8;
         const std::size_t noff = page_size * cb;
-        const PagePools kp = make_pools(s, table.size() * kvh * ks, ks, noff, ks, 81);
-        const PagePools vp = make_pools(s, table.size() * kvh * vs, vs, noff, vs, 91);
+        const PagePools kp = make_pools(s, table.size() * kvh * ks, ks, noff, ks, 81 + sd);
+        const PagePools vp = make_pools(s, table.size() * kvh * vs, vs, noff, vs, 91 + sd);
+        const auto kref = make_codec(kc), vref = make_codec(vc);
+        std::vector<double> ref;
+        if (opt.check) {  // key scalars per group of 16 tokens, value scalars 4 d / 16 bytes per token
+          TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+          const BlockFmt fk{ks, cb, 0, 16, d}, fv{vs, cb, 4 * std::size_t(d) / 16, 0, d};
+          ref = rc.ref(*kref, gather_block(kp.k[0]->as<std::uint8_t>(), fk, rc.b, rc.g, kvh, max_pages, page_size, rc.n),
+                       *vref, gather_block(vp.v[0]->as<std::uint8_t>(), fv, rc.b, rc.g, kvh, max_pages, page_size, rc.n));
+        }
         for (int kernel : {0, 1}) {
           cuda::DecodeArgs ka = a;
           ka.kernel = kernel;
@@ -264,6 +430,10 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           r.op = "decode_attention", r.method = kernel == 0 ? "kivi" : "kivi (cuda cores)", r.bits = bits_d;
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = (std::size_t(batch) * kvh * max_pages * (ks + vs) + q_bytes + table.size() * 4) / (us * 1e3);
+          if (opt.check)
+            check(r, [&] {
+              cuda::kivi_decode(kc, vc, {kp.k[0]->as<std::uint8_t>(), ks}, {vp.v[0]->as<std::uint8_t>(), vs}, pt, ka, st);
+            }, ref, kernel == 0 ? kTolH16 : kTolF32);
           rows.push_back(r);
         }
       }
@@ -287,28 +457,40 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           std::unique_ptr<cuda::RvqTables> rt;
           std::unique_ptr<cuda::PolarTables> qt;
           std::unique_ptr<cuda::PvqTables> kt, vt;
+          std::unique_ptr<Codec> kref, vref;  // the reference codecs of the tables (the check)
           std::size_t stride = 0, cb = 0, sb = 0;
           if (polar) {
             qt = std::make_unique<cuda::PolarTables>(vc);
             stride = qt->page_stride(page_size), cb = qt->code_bytes(), sb = 2 * std::size_t(qt->num_radii());
+            kref = make_codec(vc);
           } else if (pvq) {
             for (int side = 0; side < 2; ++side) {
               CodecConfig sc = vc;
               sc.seed = vc.seed + side;
-              const auto ref = make_codec(sc);
+              auto ref = make_codec(sc);
               Rng rr(5 + side);
               std::vector<float> cal(std::size_t(1200) * d);
               for (auto& x : cal) x = static_cast<float>(rr.normal());
               ref->calibrate(cal.data(), 1200);
               (side == 0 ? kt : vt) = std::make_unique<cuda::PvqTables>(*ref);
+              (side == 0 ? kref : vref) = std::move(ref);
             }
             stride = vt->page_stride(page_size), cb = vt->code_bytes();
           } else {
             rt = std::make_unique<cuda::RvqTables>(vc);
             stride = rt->page_stride(page_size), cb = rt->code_bytes(), sb = 2;
+            kref = make_codec(vc);
           }
           const std::size_t noff = page_size * cb, nend = noff + page_size * sb;
-          const PagePools pp = make_pools(s, table.size() * kvh * stride, stride, noff, nend, 61 + b);
+          const PagePools pp = make_pools(s, table.size() * kvh * stride, stride, noff, nend, 61 + b + sd);
+          std::vector<double> ref;
+          if (opt.check) {
+            TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+            const BlockFmt f{stride, cb, sb, 0, d};
+            ref = rc.ref(*kref, gather_block(pp.k[0]->as<std::uint8_t>(), f, rc.b, rc.g, kvh, max_pages, page_size, rc.n),
+                         vref ? *vref : *kref,
+                         gather_block(pp.v[0]->as<std::uint8_t>(), f, rc.b, rc.g, kvh, max_pages, page_size, rc.n));
+          }
           cuda::DecodeArgs va = a;  // product VQ: a workspace with its look-up tables
           std::unique_ptr<DevMem> vws;
           if (pvq) {
@@ -330,6 +512,13 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             r.bits = b;
             r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
             r.gbps = (std::size_t(batch) * kvh * max_pages * 2 * stride + q_bytes + table.size() * 4) / (us * 1e3);
+            if (opt.check)
+              check(r, [&] {
+                const cuda::PagedPool kp{pp.k[0]->as<std::uint8_t>(), stride}, vp{pp.v[0]->as<std::uint8_t>(), stride};
+                if (polar) cuda::polar_paged_decode(*qt, *qt, kp, vp, pt, va, st);
+                else if (pvq) cuda::pvq_paged_decode(*kt, *vt, kp, vp, pt, va, st);
+                else cuda::rvq_paged_decode(*rt, *rt, kp, vp, pt, va, st);
+              }, ref, kernel == 0 ? kTolH16 : kTolVq);
             rows.push_back(r);
           }
         }
@@ -351,10 +540,20 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         const std::size_t nb = 2 * static_cast<std::size_t>(tab.num_norms());  // norm bytes per token
         const std::size_t stride = tab.page_stride(page_size);
         const std::size_t noff = page_size * tab.code_bytes();
-        const PagePools pools = make_pools(s, table.size() * kvh * stride, stride, noff, noff + nb * page_size, 1);
+        const PagePools pools = make_pools(s, table.size() * kvh * stride, stride, noff, noff + nb * page_size, 1 + sd);
         const int nrot = pools.size();
         const auto& kb = pools.k;
         const auto& vb = pools.v;
+        const BlockFmt tf{stride, tab.code_bytes(), nb, 0, d};  // the tq-mse pages' blocks
+        std::vector<std::uint8_t> vrow;                         // the checked row's value block (pair 0)
+        std::vector<double> tq_ref;
+        if (opt.check) {
+          TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+          vrow = gather_block(vb[0]->as<std::uint8_t>(), tf, rc.b, rc.g, kvh, max_pages, page_size, rc.n);
+          if (want("tq-mse") || (want("3xtf32") && !tab.split() && pow2))
+            tq_ref = rc.ref(*ref, gather_block(kb[0]->as<std::uint8_t>(), tf, rc.b, rc.g, kvh, max_pages, page_size, rc.n),
+                            *ref, vrow);
+        }
         const std::size_t read = std::size_t(batch) * ctx * kvh * 2 * (tab.code_bytes() + nb) + q_bytes +
                                  table.size() * 4;
         for (int kernel : {0, 2}) {  // fp16 tensor-core (default) and 3xTF32 tensor-core kernels (the CUDA-core
@@ -374,6 +573,11 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           r.method = kernel != 0 ? "tq-mse (3xtf32)" : h16 ? "tq-mse" : "tq-mse (cuda cores)";
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = read / (us * 1e3);
+          if (opt.check)
+            check(r, [&] {
+              cuda::tq_mse_decode(tab, tab, {kb[0]->as<std::uint8_t>(), stride}, {vb[0]->as<std::uint8_t>(), stride}, pt,
+                                  ak, st);
+            }, tq_ref, kernel == 0 && h16 ? kTolH16 : kTolF32);
           rows.push_back(r);
         }
 
@@ -381,7 +585,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         const std::size_t in_bytes = std::size_t(batch) * ctx * kvh * d * 4;
         if (in_bytes <= (4ull << 30) && want("encode")) {
           DevMem x(in_bytes);
-          fill_float<<<fill_grid(), 256, 0, s>>>(x.as<float>(), in_bytes / 4, 99 + bits, 8.0f);
+          fill_float<<<fill_grid(), 256, 0, s>>>(x.as<float>(), in_bytes / 4, 99 + bits + sd, 8.0f);
           TKV_CHECK_LAUNCH();
           DevMem zero(batch * 4);
           TKV_CUDA_CHECK(cudaMemsetAsync(zero.p, 0, batch * 4, s));
@@ -398,6 +602,21 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           e.op = "encode", e.method = "tq-mse", e.bits = bits_d;
           e.time_us = enc_us, e.baseline = "d2d-copy (same bytes)", e.baseline_time_us = copy_us;
           e.speedup = copy_us / enc_us, e.gbps = moved / (enc_us * 1e3);
+          if (opt.check) {  // the row's bytes (appended into pair 0) against the reference encode of its inputs
+            cuda::tq_mse_append(tab, x.as<float>(), batch, ctx, kvh, zero.as<std::int32_t>(), pt,
+                                {kb[0]->as<std::uint8_t>(), stride}, st);
+            TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+            // x: [batch][ctx][kv_heads][d]; the row's vectors are d floats every kv_heads * d
+            std::vector<float> xr(std::size_t(ctx) * d);
+            TKV_CUDA_CHECK(cudaMemcpy2D(xr.data(), std::size_t(d) * 4,
+                                        x.as<float>() + (std::size_t(rc.b) * ctx * kvh + rc.g) * d,
+                                        std::size_t(kvh) * d * 4, std::size_t(d) * 4, ctx, cudaMemcpyDeviceToHost));
+            std::vector<std::uint8_t> want_b(ref->encoded_bytes(ctx_sz));
+            ref->encode(xr.data(), ctx_sz, want_b.data());
+            rc.compare_bytes(e, gather_block(kb[0]->as<std::uint8_t>(), tf, rc.b, rc.g, kvh, max_pages, page_size, rc.n),
+                             want_b);
+            ++checks;
+          }
           rows.push_back(e);
         }
 
@@ -412,7 +631,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             const std::size_t kpool_bytes = table.size() * kvh * pstride;
             DevMem pk(kpool_bytes);
             const std::size_t noff = page_size * ptab.code_bytes(), nend = noff + 4 * page_size;
-            fill_pages<<<fill_grid(), 256, 0, s>>>(pk.as<std::uint8_t>(), kpool_bytes, pstride, noff, nend, 41 + bits);
+            fill_pages<<<fill_grid(), 256, 0, s>>>(pk.as<std::uint8_t>(), kpool_bytes, pstride, noff, nend, 41 + bits + sd);
             TKV_CHECK_LAUNCH();
             cuda::DecodeArgs ak = a;
             ak.kernel = 0;
@@ -424,6 +643,17 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             r.op = "decode_attention", r.method = "tq-prod keys", r.bits = bits;
             r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
             r.gbps = (std::size_t(batch) * ctx * kvh * (ptab.code_bytes() + 4 + tab.code_bytes() + 2) + q_bytes) / (us * 1e3);
+            if (opt.check) {
+              TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+              const BlockFmt pf{pstride, ptab.code_bytes(), 4, 0, d};
+              const auto pref = make_codec(pc);
+              const auto pref_out = rc.ref(
+                  *pref, gather_block(pk.as<std::uint8_t>(), pf, rc.b, rc.g, kvh, max_pages, page_size, rc.n), *ref, vrow);
+              check(r, [&] {
+                cuda::tq_prod_paged_decode(ptab, tab, {pk.as<std::uint8_t>(), pstride}, {vb[0]->as<std::uint8_t>(), stride},
+                                           pt, ak, st);
+              }, pref_out, kTolH16);
+            }
             rows.push_back(r);
           }
           const std::size_t kblk = ptab.block_bytes(ctx), vblk = std::size_t(ctx) * (tab.code_bytes() + 2);
@@ -431,9 +661,9 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           if (kb_bytes + vb_bytes < free_b / 3) {
             DevMem pk(kb_bytes), pv(vb_bytes);
             fill_pages<<<fill_grid(), 256, 0, s>>>(pk.as<std::uint8_t>(), kb_bytes, kblk, std::size_t(ctx) * ptab.code_bytes(),
-                                                    kblk, 31 + bits);
+                                                    kblk, 31 + bits + sd);
             fill_pages<<<fill_grid(), 256, 0, s>>>(pv.as<std::uint8_t>(), vb_bytes, vblk, std::size_t(ctx) * tab.code_bytes(),
-                                                    vblk, 37 + bits);
+                                                    vblk, 37 + bits + sd);
             TKV_CHECK_LAUNCH();
             cuda::ProdDecodeArgs pa;
             pa.batch = batch, pa.num_heads = nh, pa.num_kv_heads = kvh;
@@ -447,22 +677,50 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             r.op = "decode_attention", r.method = "tq-prod keys (cuda cores)", r.bits = bits;
             r.time_us = pus, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / pus;
             r.gbps = (kb_bytes + vb_bytes + q_bytes) / (pus * 1e3);
+            if (opt.check) {  // [batch][kv_heads] blocks in the formats.h layout: the row's are read directly
+              TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+              const std::size_t row = std::size_t(rc.b) * kvh + rc.g;
+              std::vector<std::uint8_t> kr(kblk), vr(vblk);
+              TKV_CUDA_CHECK(cudaMemcpy(kr.data(), pk.as<std::uint8_t>() + row * kblk, kblk, cudaMemcpyDeviceToHost));
+              TKV_CUDA_CHECK(cudaMemcpy(vr.data(), pv.as<std::uint8_t>() + row * vblk, vblk, cudaMemcpyDeviceToHost));
+              const auto pref = make_codec(pc);
+              check(r, [&] { cuda::tq_prod_decode(ptab, tab, pa, st); }, rc.ref(*pref, kr, *ref, vr), kTolVq);
+            }
             rows.push_back(r);
           }
           const std::size_t n_enc = std::min<std::size_t>(std::size_t(batch) * ctx * kvh, 1u << 20);
           DevMem x(n_enc * d * 4), enc(ptab.block_bytes(n_enc));
-          fill_float<<<fill_grid(), 256, 0, s>>>(x.as<float>(), n_enc * d, 55 + bits, 8.0f);
+          fill_float<<<fill_grid(), 256, 0, s>>>(x.as<float>(), n_enc * d, 55 + bits + sd, 8.0f);
           TKV_CHECK_LAUNCH();
           const double eus = median_us(s, 20, [&](int) { cuda::tq_prod_encode(ptab, x.as<float>(), n_enc, enc.as<std::uint8_t>(), st); });
           BenchRow e = proto;
           e.op = "encode", e.method = "tq-prod", e.bits = bits, e.context = n_enc, e.batch = 1;
           e.time_us = eus, e.gbps = (n_enc * d * 4 + ptab.block_bytes(n_enc)) / (eus * 1e3);
+          if (opt.check) {  // the first m vectors' codes and scalars against the reference encode
+            const std::size_t m = std::min<std::size_t>(n_enc, 4096), pcb = ptab.code_bytes();
+            TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+            std::vector<float> xr(m * d);
+            TKV_CUDA_CHECK(cudaMemcpy(xr.data(), x.as<float>(), xr.size() * 4, cudaMemcpyDeviceToHost));
+            std::vector<std::uint8_t> got(m * (pcb + 4));
+            TKV_CUDA_CHECK(cudaMemcpy(got.data(), enc.as<std::uint8_t>(), m * pcb, cudaMemcpyDeviceToHost));
+            TKV_CUDA_CHECK(cudaMemcpy(got.data() + m * pcb, enc.as<std::uint8_t>() + n_enc * pcb, m * 4,
+                                      cudaMemcpyDeviceToHost));
+            const auto pref = make_codec(pc);
+            std::vector<std::uint8_t> want_b(pref->encoded_bytes(m));
+            pref->encode(xr.data(), m, want_b.data());
+            rc.compare_bytes(e, got, want_b);
+            ++checks;
+          }
           rows.push_back(e);
         }
       }
       TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+      failures += rc.failures;
     }
   TKV_CUDA_CHECK(cudaStreamDestroy(s));
+  if (opt.check)
+    std::fprintf(stderr, "run_cuda_bench: %d results checked against the reference, %d failed (seed %llu)\n", checks,
+                 failures, seed);
   return rows;
 }
 
