@@ -5,7 +5,7 @@
 //   turbokv_cuda_bench [--csv FILE] [--configs 128:32:8,64:9:3,256:4:1]
 //                      [--batches 1,8,16,64] [--contexts 4096,32768,65536,131072]
 //                      [--bits 2,3,4] [--repeats 50] [--methods tq-mse,3xtf32,encode,tq-prod,fp8,kivi,rvq,pvq,polar]
-//                      [--seed N] [--no-check]
+//                      [--seed N] [--no-check] [--splits N]
 //   Every result is checked against the CPU reference on one (sequence, KV head) row (columns max_err,
 //   rel_err, tol; encode rows: differing bytes); exit status 3 if any exceeds its bound. --seed: the data
 //   seed (default: from the clock, printed to stderr); --no-check: timings only.
@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
     else if (a == "--methods") opt.methods = parse_list<std::string>(v), ++i;
     else if (a == "--seed") opt.seed = std::strtoull(v.c_str(), nullptr, 10), ++i;
     else if (a == "--no-check") opt.check = false;
+    else if (a == "--splits") opt.num_splits = std::atoi(v.c_str()), ++i;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;

@@ -57,6 +57,8 @@ struct BenchOptions {
   /// CUDA: check every timed result against the CPU reference on one (sequence, KV head) row
   /// (BenchRow::max_err, rel_err, check_tol); failures are printed to stderr.
   bool check = true;
+  /// CUDA: split-K splits of every paged decode (DecodeArgs::num_splits; 0 = the planner's choice).
+  int num_splits = 0;
 };
 
 /// CPU benchmark (src/cpu). Throws std::invalid_argument on bad options.

@@ -292,6 +292,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
       a.batch = batch, a.num_heads = nh, a.num_kv_heads = kvh, a.head_dim = d;
       a.q = q.as<float>(), a.out = out.as<float>(), a.seq_lens = dlens.as<std::int32_t>(), a.max_seq_len = ctx;
       a.softmax_scale = 1.0f / std::sqrt(float(d));
+      a.num_splits = opt.num_splits;
       DevMem ws(cuda::decode_workspace_bytes(a));
       a.workspace = ws.p;
       // The checked row (RowCheck) and its queries.
