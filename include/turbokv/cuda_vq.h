@@ -18,7 +18,8 @@
 // the GQA group served from them): kernel 0 (default; VqDecodeArgs::kernel, DecodeArgs::kernel)
 // stages fp16 tiles and computes scores and value sums with fp16 tensor-core MMAs (fp32
 // accumulation), kernel 1 stages fp32 and runs on CUDA cores (fp32 throughout); product VQ's
-// look-up-table keys always run kernel 1, except pvq_paged_decode's kernel 0 (one width, head_dim 64 / 128),
+// look-up-table keys always run kernel 1, except pvq_paged_decode's kernel 0 (one width, head_dim 64 / 128;
+// 3 bits at 256),
 // which is TurboQuant's fp16 tensor-core kernel with product-VQ tables, as is rvq_paged_decode's at 2 + 2
 // bits. tests/cuda/test_cuda_vq.cpp and test_cuda_vq_paged.cpp check them against
 // attention_compressed (fp64).
@@ -256,7 +257,8 @@ std::size_t pvq_paged_decode_workspace_bytes(const DecodeArgs& args, const PvqTa
 /// pvq_decode on paged pools (pvq_append's layout; page strides ktab / vtab.page_stride(page_size)),
 /// DecodeArgs as rvq_paged_decode except the workspace: args.workspace must hold
 /// pvq_paged_decode_workspace_bytes(args, ktab) bytes (16-byte aligned).
-/// args.kernel 0 with keys and values of the same width (1..4 bits) at head_dim 64 or 128: TurboQuant-MSE's
+/// args.kernel 0 with keys and values of the same width (1..4 bits) at head_dim 64 or 128, or at 3 bits at
+/// head_dim 256: TurboQuant-MSE's
 /// fp16 tensor-core kernel (decode_h16.cuh) instead of the look-up tables: q' = Pi_k (lambda_k q) once per
 /// query head, each code's centroid C_s[code] (g fp16 values, from per-sub-vector tables in shared memory:
 /// 2 x head_dim / 2 KB, 2 x head_dim / 8 KB at 3 bits, one side when ktab and vtab are the same object)
@@ -265,8 +267,9 @@ std::size_t pvq_paged_decode_workspace_bytes(const DecodeArgs& args, const PvqTa
 /// attention_compressed (kStagedH16RelTol of tests/cuda/test_cuda_vq_paged.cpp; plus the 16-bit output
 /// rounding). H200, batch 16 x 65,536 tokens, 32/8 heads, head_dim 128, 1 / 2 / 3 / 4 bits: 469 / 531 /
 /// 605 / 608 us against 3,159 / 5,408 / 6,382 / 9,337 us for the look-up-table kernel (docs/RESULTS.md
-/// "Session 19"). Mixed widths, head_dim 256 (whose tables would not fit) and args.kernel 1: the
-/// look-up-table kernel (fp32, within 1e-4).
+/// "Session 19"). At head_dim 256 only 3 bits take it (2 x 32 KB of tables; session 20). Mixed widths,
+/// head_dim 256 at 1, 2 and 4 bits (whose tables would not fit) and args.kernel 1: the look-up-table kernel
+/// (fp32, within 1e-4).
 /// Throws std::invalid_argument naming the argument.
 void pvq_paged_decode(const PvqTables& ktab, const PvqTables& vtab, PagedPool kpool, PagedPool vpool,
                       const PageTable& table, const DecodeArgs& args, Stream stream);

@@ -441,8 +441,8 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
 
       // RVQ, product VQ and PolarQuant (rvq_paged_decode, pvq_paged_decode, polar_paged_decode: kernel 0
       // (fp16 tensor cores: the staged kernels of staged.cuh, or decode_h16.cuh for 2 + 2-bit RVQ and
-      // product VQ at head_dim 64 / 128; product VQ at 256 runs the look-up-table kernel either way, so
-      // only kernel 1 is timed there) and kernel 1 (CUDA cores)) on the same page table,
+      // product VQ at head_dim 64 / 128 and at 3 bits at 256; product VQ's other widths at 256 run the
+      // look-up-table kernel either way, so only kernel 1 is timed there) and kernel 1 (CUDA cores)) on the same page table,
       // keys and values at the same integer width; random code bytes, fp16 scalars in [0.5, 1.5).
       // Product VQ's key and value tables come from two reference codecs, each calibrated on its own
       // 1200 Gaussian rows (3 k-means iterations).
@@ -499,7 +499,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             va.workspace = vws->p;
           }
           for (int kernel : {0, 1}) {
-            if (pvq && kernel == 0 && !(d == 64 || d == 128)) continue;  // the same kernel as 1
+            if (pvq && kernel == 0 && !(d == 64 || d == 128 || (d == 256 && b == 3))) continue;  // = kernel 1
             va.kernel = kernel;
             const double us = median_us(s, kernel == 0 ? reps : std::max(10, reps / 5), [&](int i) {
               const cuda::PagedPool kp{pp.k[i % pp.size()]->as<std::uint8_t>(), stride},

@@ -625,8 +625,8 @@ void rvq_paged_decode_h16(const RvqTables& kt, const RvqTables& vt, PagedPool kp
           true);
 }
 
-/// pvq_paged_decode's kernel 0 at 1..4 bits (keys and values alike), head_dim 64 / 128 (pvq.cu checks
-/// where it applies): the fp16
+/// pvq_paged_decode's kernel 0 at 1..4 bits (keys and values alike), head_dim 64 / 128, and 3 bits at 256
+/// (pvq.cu checks where it applies): the fp16
 /// tensor-core kernel with per-sub-vector centroid tables (H16Layout::PVQ): q' = Pi_k (lambda_k q) in the
 /// set-up, the codes' centroids looked up straight into the mma fragments, the plan and merge of
 /// tq_mse_decode; the combine kernel rotates back and applies lambda_v (no fused epilogue).

@@ -185,7 +185,7 @@ constexpr int kMaxBlockSmem = 232448;
 /// (at most 512 bytes: head_dim / G_v <= 8; 1024 at head_dim 256, where G_v may be 16). Each A register is two codes as exact fp16 integers
 /// (PRMT + LOP3 on 0x6400, minus 1024) times the channels' scales plus their mins (one hfma2, rounded
 /// once, as the staged kernel's fp16 tile). No tables, no rotation.
-/// PVQ (MODE kModePvq; KB = VB = 4, 3, 2 or 1): product VQ at b bits (formats.h "pvq": g = 2, 2, 4, 8
+/// PVQ (MODE kModePvq; KB = VB = 4, 3, 2 or 1; head_dim 64 / 128, and 3 bits at 256): product VQ at b bits (formats.h "pvq": g = 2, 2, 4, 8
 /// coordinates per sub-vector, c = 8, 6, 8, 8-bit codes packed LSB first, no per-token scalars): code s of
 /// a row is the centroid index of dims [g s, g s + g) in the codec's smoothed, rotated domain, and
 /// C_s[code] as g fp16 values (one 4-, 8- or 16-byte look-up) is g / 2 mma A registers of a key row
@@ -204,8 +204,8 @@ struct H16Layout {
   static_assert(!RVQ2 || ((KB == 3 || KB == 4) && VB == KB && !PROD && !SPLIT && (D == 64 || D == 128)),
                 "rvq2: 3 + 3 or 4 + 4 bits, head_dim 64 / 128");
   static_assert(!F8 || (VB == 8 && !PROD && !SPLIT && MODE == kModeTq), "fp8: keys and values e4m3");
-  static_assert(!PVQ || (KB >= 1 && KB <= 4 && VB == KB && !PROD && !SPLIT && (D == 64 || D == 128)),
-                "pvq: 1..4 bits, head_dim 64 / 128");
+  static_assert(!PVQ || (KB >= 1 && KB <= 4 && VB == KB && !PROD && !SPLIT && (D == 64 || D == 128 || (D == 256 && KB == 3))),
+                "pvq: 1..4 bits, head_dim 64 / 128; 3 bits at 256");
   /// PVQ: bytes of a table entry (g fp16 values), code bits c and entries 2^c per sub-vector table.
   static constexpr int kPvqE = PVQ ? (KB == 3 ? 4 : 16 / KB) : 0, kPvqC = KB == 3 ? 6 : 8, kPvqK = 1 << kPvqC;
   static_assert(!RVQ || (KB == 4 && VB == 4 && !PROD && !SPLIT && (D & (D - 1)) == 0), "rvq: 2 + 2 bits");

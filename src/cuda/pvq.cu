@@ -414,6 +414,8 @@ void launch_pvq_h16(int b, int d, int /*vb*/, const LaunchShape& shape, cudaStre
       case 3: return launch_h16_nw<128, 3, 3, 8, false, false, kModePvq>(shape, s, a);
       case 4: return launch_h16_nw<128, 4, 4, 8, false, false, kModePvq>(shape, s, a);
     }
+  } else if (d == 256 && b == 3) {  // 2 x 32 KB of 6-bit tables; 8 warps (registers), as TurboQuant's d256
+    return launch_h16_nw<256, 3, 3, 8, false, false, kModePvq>(shape, s, a);
   }
   throw std::logic_error("launch_pvq_h16: head_dim out of range");
 }
@@ -421,13 +423,14 @@ void launch_pvq_h16(int b, int d, int /*vb*/, const LaunchShape& shape, cudaStre
 
 void pvq_paged_decode(const PvqTables& ktab, const PvqTables& vtab, PagedPool kpool, PagedPool vpool,
                       const PageTable& table, const DecodeArgs& args, Stream stream) {
-  // Kernel 0 with keys and values of the same width at head_dim 64 / 128: the TurboQuant fp16 kernel with
-  // per-sub-vector centroid tables (decode_h16.cuh, H16Layout::PVQ; D KB of shared memory, D / 4 KB at 3
-  // bits: not at 256). TURBOKV_PVQ_H16=0 in the environment keeps the look-up-table kernel there (A/B runs, tests).
+  // Kernel 0 with keys and values of the same width at head_dim 64 / 128, and at 3 bits at 256: the TurboQuant
+  // fp16 kernel with per-sub-vector centroid tables (decode_h16.cuh, H16Layout::PVQ; D KB of shared memory,
+  // D / 4 KB at 3 bits: 1, 2 and 4 bits do not fit at 256). TURBOKV_PVQ_H16=0 in the environment keeps the
+  // look-up-table kernel there (A/B runs, tests).
   static const bool h16_off = detail::env_off("TURBOKV_PVQ_H16");
   const int b = ktab.bits();
   if (args.kernel == 0 && !h16_off && b >= 1 && b <= 4 && vtab.bits() == b &&
-      (args.head_dim == 64 || args.head_dim == 128)) {
+      (args.head_dim == 64 || args.head_dim == 128 || (args.head_dim == 256 && b == 3))) {
     detail::pvq_paged_decode_h16(ktab, vtab, kpool, vpool, table, args, stream);
     return;
   }

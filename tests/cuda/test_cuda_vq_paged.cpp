@@ -236,15 +236,15 @@ bool rvq2_h16(const DecodeCase& c) {
 }
 
 /// Product VQ's kernel 0 runs the fp16 tensor-core kernel (keys and values of the same width at head_dim
-/// 64 / 128,
-/// unless TURBOKV_PVQ_H16=0); its other cases run the look-up-table kernel (fp32).
+/// 64 / 128, and at 3 bits at 256, unless TURBOKV_PVQ_H16=0); its other cases run the look-up-table kernel
+/// (fp32).
 bool pvq_h16(const DecodeCase& c) {
   static const bool off = [] {
     const char* e = std::getenv("TURBOKV_PVQ_H16");
     return e && std::string(e) == "0";
   }();
   return c.method == Method::kPvq && c.kernel == 0 && !off && c.kb >= 1 && c.kb <= 4 && c.vb == c.kb &&
-         (c.d == 64 || c.d == 128);
+         (c.d == 64 || c.d == 128 || (c.d == 256 && c.kb == 3));
 }
 
 /// The decode tolerance of case c before 16-bit output rounding: the fp16 tensor-core kernel's where it runs.
@@ -413,6 +413,11 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
       {P, 64, 4, 4, 6, 2, 4, 40, 0, {513, 64}, 0.0f, IO::kF32, 0, true},  // shared tables, page 4, window
       {P, 128, 4, 4, 10, 2, 16, 0, 0, {777}, 0.0f, IO::kF32, 0, true},    // GQA 5, shared tables
       {P, 256, 4, 4, 4, 1, 16, 0, 0, {500}},                        // head_dim 256: the look-up-table kernel
+      // 3 bits at head_dim 256: the fp16 kernel (2 x 32 KB of tables, 8 warps)
+      {P, 256, 3, 3, 4, 1, 16, 0, 0, {4097, 33}},                   // GQA 4, pages of 16 (bulk copies)
+      {P, 256, 3, 3, 8, 1, 1, 100, 0, {700, 2}, 0.0f, IO::kF16},    // GQA 8, page 1, window
+      {P, 256, 3, 3, 10, 2, 64, 0, 1, {2049, 65}, 5.0f},            // GQA 5, page 64, one split, soft-cap
+      {P, 256, 3, 3, 3, 3, 32, 0, 3, {999, 1}, 0.0f, IO::kBf16, 0, true},  // GQA 1, 3 splits, shared tables
       {Q, 128, 3, 2, 32, 8, 16, 0, 0, {1, 2, 31, 1000}},
       {Q, 64, 2, 4, 12, 4, 1, 0, 2, {65, 64}},
       {Q, 256, 4, 3, 16, 2, 256, 0, 0, {4097, 1}, 0.0f, IO::kF16},
