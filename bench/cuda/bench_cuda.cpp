@@ -8,13 +8,15 @@
 //                      [--seed N] [--no-check] [--splits N]
 //   Every result is checked against the CPU reference on one (sequence, KV head) row (columns max_err,
 //   rel_err, tol; encode rows: differing bytes); exit status 3 if any exceeds its bound. --seed: the data
-//   seed (default: from the clock, printed to stderr); --no-check: timings only.
+//   seed (default: from the clock, printed to stderr); --no-check: timings only; --splits: the split-K
+//   count of every paged decode (default 0: the planner's).
 //   --methods: the parts to run (default all): tq-mse = the fp16 tensor-core decode ("tq-mse" rows),
 //   3xtf32 ("tq-mse (3xtf32)" rows), encode (the tq-mse encode rows), tq-prod (every "tq-prod" row,
 //   decode and encode), fp8 (the "fp8" rows: fp8_decode's fp16 tensor-core
-//   kernel on e4m3 pages, head_dim 64, 80, 96, 112, 128, 256; "fp8 (cuda cores)": its CUDA-core kernel), kivi (the
-//   "kivi (cuda cores)" rows: kivi_decode, groups of 16), rvq and polar (the "rvq (cuda cores)" and
-//   "polar (cuda cores)" rows: rvq_decode / polar_decode on contiguous blocks, head_dim 64/128/256);
+//   kernel on e4m3 pages, head_dim 64, 80, 96, 112, 128, 256; "fp8 (cuda cores)": its CUDA-core kernel),
+//   kivi, rvq, pvq and polar (kivi_decode with groups of 16, rvq_paged_decode, pvq_paged_decode,
+//   polar_paged_decode on pages of 16 tokens, keys and values at the same width: the "kivi" / "rvq" /
+//   "pvq" / "polar" rows are kernel 0, the "... (cuda cores)" rows kernel 1; head_dim 64/128/256);
 //   the fp16 baseline always runs.
 //   --configs head_dim:heads:kv_heads; head_dim any multiple of 16 in 64..256 (80, 96, 112: the
 //   fp16 tensor-core "tq-mse" rows; other non-powers of two: "tq-mse (cuda cores)"; no 3xtf32,

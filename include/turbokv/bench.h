@@ -47,7 +47,8 @@ struct BenchOptions {
   std::vector<int> batches = {1};                               ///< sequences per call
   std::vector<double> bits = {2, 3, 4};
   /// Empty = every method with a fast path. CPU: method names (default tq-mse). CUDA: parts to run,
-  /// any of "tq-mse" (fp16 tensor-core decode), "3xtf32", "encode", "tq-prod" (the fp16 baseline always runs).
+  /// any of "tq-mse" (fp16 tensor-core decode), "3xtf32", "encode", "tq-prod", "fp8", "kivi", "rvq", "pvq",
+  /// "polar" (the fp16 baseline always runs).
   std::vector<std::string> methods;
   int head_dim = 128, num_heads = 32, num_kv_heads = 8;
   int repeats = 0;                                              ///< 0 = choose by time
