@@ -278,7 +278,10 @@ struct H16Layout {
   static constexpr int qrot = kMmaHeads * D * 4;
   static constexpr int pbuf = NW * kPWarpFloats * 4;          // per warp P[16][8] (p_at)
   static constexpr int qp = qrot > pbuf ? qrot : pbuf;        // Pi q (set-up) and P (main loop) overlaid
-  static constexpr int merge = NW * kMmaHeads * (D + 2) * 4;  // per warp acc[8][D] + m, l
+  /// The warps' merge (after the main loop, over the stages): per warp acc[8 heads] in rows of kAccRow floats
+  /// (merge_col) and m, l.
+  static constexpr int kAccRow = D + 20;
+  static constexpr int merge = NW * kMmaHeads * (kAccRow + 2) * 4;
   /// Pipeline depth of each warp: 4 steps of 16 tokens (3 in flight while one is computed) where the
   /// block still fits, else 3, else 2 (PVQ at head_dim 128 with 16 warps: 128 KB of tables).
   static constexpr int mbar = kBulk ? NW * 4 * 8 : 0;  // kBulk: one mbarrier per (warp, slot)
@@ -1550,21 +1553,28 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   cp_async_wait<0>();
   __syncthreads();
 
-  // Merge the NW warps: per warp m, l (reduced over its rows) and acc into shared memory.
+  // Merge the NW warps: per warp m, l (reduced over its rows) and acc into shared memory. Dim d of a head's
+  // row is at column d + 2 (d / (D/8)) of kAccRow = D + 20 floats: each lane writes its block j's dims
+  // (d0, d0 + 1) as one float2, and with rows 2 kAccRow = 8 mod 32 words apart and a lane's D/8 dims 2
+  // words apart from the next lane's, a half-warp's 16 float2 stores hit 32 distinct banks at head_dim
+  // 64, 96, 128, 256 (2-way at 80, 112). Rows of D floats made every store 8- to 16-way conflicted:
+  // ncu at batch 1 x 4k (run s20-6) counted 77% of the kernel's shared wavefronts as excess.
 #pragma unroll
   for (int h = 0; h < 2; ++h)
 #pragma unroll
     for (int off = 4; off < 32; off <<= 1) l[h] += __shfl_xor_sync(0xffffffffu, l[h], off);
-  float* s_acc = reinterpret_cast<float*>(stages);  // [NW warps][8 heads][D]
-  float* s_ml = s_acc + NW * kMmaHeads * D;         // [NW warps][8 heads][2]
+  constexpr int AR = Lay::kAccRow;
+  auto merge_col = [](int d) { return d + 2 * (d / (D / 8)); };  // d0 even: d0 + 1 is in d0's block
+  float* s_acc = reinterpret_cast<float*>(stages);  // [NW warps][8 heads][AR]
+  float* s_ml = s_acc + NW * kMmaHeads * AR;        // [NW warps][8 heads][2]
 #pragma unroll
   for (int j = 0; j < D / 16; ++j) {
     const int d0 = !SPLIT ? 2 * (gid * (D / 16) + j)
                           : (j < H / 16 ? 2 * (gid * (H / 16) + j) : H + 2 * (gid * (H / 16) + j - H / 16));
-    s_acc[(warp * kMmaHeads + 2 * tig) * D + d0] = acc[j][0];
-    s_acc[(warp * kMmaHeads + 2 * tig + 1) * D + d0] = acc[j][1];
-    s_acc[(warp * kMmaHeads + 2 * tig) * D + d0 + 1] = acc[j][2];
-    s_acc[(warp * kMmaHeads + 2 * tig + 1) * D + d0 + 1] = acc[j][3];
+    *reinterpret_cast<float2*>(s_acc + (warp * kMmaHeads + 2 * tig) * AR + merge_col(d0)) =
+        make_float2(acc[j][0], acc[j][2]);
+    *reinterpret_cast<float2*>(s_acc + (warp * kMmaHeads + 2 * tig + 1) * AR + merge_col(d0)) =
+        make_float2(acc[j][1], acc[j][3]);
   }
   if (gid == 0) {
 #pragma unroll
@@ -1585,7 +1595,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
 #pragma unroll
     for (int w = 0; w < NW; ++w) {
       const float fw = mw[w] == -INFINITY ? 0.0f : exp2f(mw[w] - M);
-      sum += fw * s_acc[(w * kMmaHeads + h) * D + d];
+      sum += fw * s_acc[(w * kMmaHeads + h) * AR + merge_col(d)];
       lsum += fw * s_ml[(w * kMmaHeads + h) * 2 + 1];
     }
     if constexpr (FUSE) {  // the row's result (combine_kernel's y = acc / l with one split)
