@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
         std::cerr << "wrote " << bench_json_path << "\n";
       }
       for (const BenchRow& r : rows)  // CUDA: a checked result out of its bound fails the command
-        if (r.check_tol >= 0 && !(r.rel_err <= r.check_tol)) return 3;
+        if (r.check_failed()) return 3;
       return 0;
     }
     if (*list) {

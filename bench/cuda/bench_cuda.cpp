@@ -100,8 +100,8 @@ int main(int argc, char** argv) {
     std::printf("%-16s %-26s %4g %5d %3d/%-2d %6d %5zuk %10.1f %10.1f %8.2f %9.0f %9.2g %9.2g %7.0e%s\n", r.op.c_str(),
                 r.method.c_str(), r.bits, r.head_dim, r.num_heads, r.num_kv_heads, r.batch, r.context / 1024, r.time_us,
                 r.baseline_time_us, r.speedup, r.gbps, r.max_err, r.rel_err, r.check_tol,
-                r.check_tol >= 0 && !(r.rel_err <= r.check_tol) ? "  FAILED" : "");
-    if (r.check_tol >= 0 && !(r.rel_err <= r.check_tol)) rc = 3;
+                r.check_failed() ? "  FAILED" : "");
+    if (r.check_failed()) rc = 3;
   }
   if (!csv.empty()) {
     FILE* f = std::fopen(csv.c_str(), "w");

@@ -38,6 +38,8 @@ struct BenchRow {
   /// reference encode of the checked row (must be 0).
   double max_err = -1, rel_err = -1;
   double check_tol = -1;  ///< the bound rel_err is held to (the GPU tests' tolerance of that kernel)
+  /// A checked row whose rel_err exceeds its bound (or is NaN).
+  bool check_failed() const { return check_tol >= 0 && !(rel_err <= check_tol); }
 };
 
 struct BenchOptions {

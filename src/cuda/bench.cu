@@ -167,13 +167,21 @@ std::vector<std::uint8_t> gather_block(const std::uint8_t* dpool, const BlockFmt
 }
 
 /// The checked row of a (batch, context) shape: sequence b = batch - 1, KV head g = num_kv_heads - 1,
-/// its `group` query heads (q: [group][head_dim], copied from the device queries).
+/// its `group` query heads (q: [group][head_dim], copied from the device queries); kvh, max_pages,
+/// page_size: the bench's pools and page table; s: the bench's stream (synchronised before reads).
 struct RowCheck {
-  int b = 0, g = 0, group = 0, d = 0, nh = 0;
+  int b = 0, g = 0, group = 0, d = 0, nh = 0, kvh = 0, max_pages = 0, page_size = 0;
   std::size_t n = 0;
   std::vector<float> q;
   AttentionParams p;
+  cudaStream_t s = nullptr;
   int failures = 0;
+
+  /// The row's formats.h block from device pool dpool (gather_block, after the stream's pending work).
+  std::vector<std::uint8_t> gather(const std::uint8_t* dpool, const BlockFmt& f) const {
+    TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+    return gather_block(dpool, f, b, g, kvh, max_pages, page_size, n);
+  }
 
   /// attention_compressed (fp64) of the row's query heads over one KV head's key and value blocks.
   std::vector<double> ref(const Codec& kc, const std::vector<std::uint8_t>& kb, const Codec& vc,
@@ -199,7 +207,7 @@ struct RowCheck {
     r.max_err = finite ? mx : INFINITY;
     r.rel_err = finite ? std::sqrt(num / den) : INFINITY;
     r.check_tol = tol;
-    if (!(r.rel_err <= tol)) {
+    if (r.check_failed()) {
       ++failures;
       std::fprintf(stderr,
                    "run_cuda_bench: CHECK FAILED: %s %s %g-bit head_dim %d heads %d/%d batch %d context %zu: relative "
@@ -296,8 +304,10 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
       DevMem ws(cuda::decode_workspace_bytes(a));
       a.workspace = ws.p;
       // The checked row (RowCheck) and its queries.
+      const int max_pages = (ctx + page_size - 1) / page_size;
       RowCheck rc;
       rc.b = batch - 1, rc.g = kvh - 1, rc.group = nh / kvh, rc.d = d, rc.nh = nh, rc.n = ctx_sz;
+      rc.kvh = kvh, rc.max_pages = max_pages, rc.page_size = page_size, rc.s = s;
       rc.p.softmax_scale = a.softmax_scale;
       if (opt.check) {
         TKV_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -305,9 +315,10 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         TKV_CUDA_CHECK(cudaMemcpy(rc.q.data(), q.as<float>() + (std::size_t(rc.b) * nh + std::size_t(rc.g) * rc.group) * d,
                                   rc.q.size() * 4, cudaMemcpyDeviceToHost));
       }
-      // After a row's timing: one more call (on pool pair 0), then its output against ref.
-      auto check = [&](BenchRow& r, auto&& call, const std::vector<double>& ref, double tol) {
-        call();
+      // After a row's timing: one more call of the timed function on buffer index 0 (pool pair 0), then
+      // its output against ref.
+      auto check = [&](BenchRow& r, auto&& timed, const std::vector<double>& ref, double tol) {
+        timed(0);
         TKV_CUDA_CHECK(cudaStreamSynchronize(s));
         rc.compare(r, out.as<float>(), ref, tol);
         ++checks;
@@ -324,10 +335,11 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           TKV_CHECK_LAUNCH();
         }
         const std::size_t half = fp16_bytes / 2;
-        base_us = median_us(s, reps, [&](int i) {
+        auto run = [&](int i) {
           const auto* k = bufs[i % nrot]->as<std::uint16_t>();
           cuda::fp16_decode(k, k + half / 2, ctx, a, st);
-        });
+        };
+        base_us = median_us(s, reps, run);
         BenchRow r = proto;
         r.op = "decode_attention", r.method = base_name, r.bits = 16;
         r.time_us = base_us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = 1;
@@ -343,12 +355,11 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           for (std::size_t i = 0; i < cnt; ++i) fk[i] = half_to_float(hk[i]), fv[i] = half_to_float(hv[i]);
           std::vector<double> ref(static_cast<std::size_t>(rc.group) * d);
           attention_exact(fk.data(), fv.data(), ctx_sz, 1, d, rc.q.data(), rc.group, rc.p, ref.data());
-          check(r, [&] { cuda::fp16_decode(k0, k0 + half / 2, ctx, a, st); }, ref, kTolF32);
+          check(r, run, ref, kTolF32);
         }
         rows.push_back(r);
       }
 
-      const int max_pages = (ctx + page_size - 1) / page_size;
       std::vector<std::int32_t> table(std::size_t(batch) * max_pages);
       for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(i);
       DevMem dtable(table.size() * 4);
@@ -370,29 +381,25 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         const auto fref = make_codec(fc);
         std::vector<double> ref;
         if (opt.check) {
-          TKV_CUDA_CHECK(cudaStreamSynchronize(s));
           const BlockFmt f{stride, static_cast<std::size_t>(d), 2, 0, d};
-          ref = rc.ref(*fref, gather_block(pools.k[0]->as<std::uint8_t>(), f, rc.b, rc.g, kvh, max_pages, page_size, rc.n),
-                       *fref, gather_block(pools.v[0]->as<std::uint8_t>(), f, rc.b, rc.g, kvh, max_pages, page_size, rc.n));
+          ref = rc.ref(*fref, rc.gather(pools.k[0]->as<std::uint8_t>(), f),
+                       *fref, rc.gather(pools.v[0]->as<std::uint8_t>(), f));
         }
         for (const int kernel : {0, 1}) {
           if (kernel == 0 && !(pow2 || d == 80 || d == 96 || d == 112)) continue;  // kernel 0 = the CUDA-core one
           cuda::DecodeArgs fa = a;
           fa.kernel = kernel;
-          const double us = median_us(s, reps, [&](int i) {
+          auto run = [&](int i) {
             const int r = i % pools.size();
             cuda::fp8_decode({pools.k[r]->as<std::uint8_t>(), stride}, {pools.v[r]->as<std::uint8_t>(), stride}, pt, fa,
                              st);
-          });
+          };
+          const double us = median_us(s, reps, run);
           BenchRow r = proto;
           r.op = "decode_attention", r.method = kernel == 0 ? "fp8" : "fp8 (cuda cores)", r.bits = 8;
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = (std::size_t(batch) * ctx * kvh * 2 * (d + 2) + q_bytes + table.size() * 4) / (us * 1e3);
-          if (opt.check)
-            check(r, [&] {
-              cuda::fp8_decode({pools.k[0]->as<std::uint8_t>(), stride}, {pools.v[0]->as<std::uint8_t>(), stride}, pt,
-                               fa, st);
-            }, ref, kernel == 0 ? kTolH16 : kTolF32);
+          if (opt.check) check(r, run, ref, kernel == 0 ? kTolH16 : kTolF32);
           rows.push_back(r);
         }
       }
@@ -415,26 +422,23 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         const auto kref = make_codec(kc), vref = make_codec(vc);
         std::vector<double> ref;
         if (opt.check) {  // key scalars per group of 16 tokens, value scalars 4 d / 16 bytes per token
-          TKV_CUDA_CHECK(cudaStreamSynchronize(s));
           const BlockFmt fk{ks, cb, 0, 16, d}, fv{vs, cb, 4 * std::size_t(d) / 16, 0, d};
-          ref = rc.ref(*kref, gather_block(kp.k[0]->as<std::uint8_t>(), fk, rc.b, rc.g, kvh, max_pages, page_size, rc.n),
-                       *vref, gather_block(vp.v[0]->as<std::uint8_t>(), fv, rc.b, rc.g, kvh, max_pages, page_size, rc.n));
+          ref = rc.ref(*kref, rc.gather(kp.k[0]->as<std::uint8_t>(), fk),
+                       *vref, rc.gather(vp.v[0]->as<std::uint8_t>(), fv));
         }
         for (int kernel : {0, 1}) {
           cuda::DecodeArgs ka = a;
           ka.kernel = kernel;
-          const double us = median_us(s, kernel == 0 ? reps : std::max(10, reps / 5), [&](int i) {
+          auto run = [&](int i) {
             cuda::kivi_decode(kc, vc, {kp.k[i % kp.size()]->as<std::uint8_t>(), ks},
                               {vp.v[i % vp.size()]->as<std::uint8_t>(), vs}, pt, ka, st);
-          });
+          };
+          const double us = median_us(s, kernel == 0 ? reps : std::max(10, reps / 5), run);
           BenchRow r = proto;
           r.op = "decode_attention", r.method = kernel == 0 ? "kivi" : "kivi (cuda cores)", r.bits = bits_d;
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = (std::size_t(batch) * kvh * max_pages * (ks + vs) + q_bytes + table.size() * 4) / (us * 1e3);
-          if (opt.check)
-            check(r, [&] {
-              cuda::kivi_decode(kc, vc, {kp.k[0]->as<std::uint8_t>(), ks}, {vp.v[0]->as<std::uint8_t>(), vs}, pt, ka, st);
-            }, ref, kernel == 0 ? kTolH16 : kTolF32);
+          if (opt.check) check(r, run, ref, kernel == 0 ? kTolH16 : kTolF32);
           rows.push_back(r);
         }
       }
@@ -486,11 +490,10 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           const PagePools pp = make_pools(s, table.size() * kvh * stride, stride, noff, nend, 61 + b + sd);
           std::vector<double> ref;
           if (opt.check) {
-            TKV_CUDA_CHECK(cudaStreamSynchronize(s));
             const BlockFmt f{stride, cb, sb, 0, d};
-            ref = rc.ref(*kref, gather_block(pp.k[0]->as<std::uint8_t>(), f, rc.b, rc.g, kvh, max_pages, page_size, rc.n),
+            ref = rc.ref(*kref, rc.gather(pp.k[0]->as<std::uint8_t>(), f),
                          vref ? *vref : *kref,
-                         gather_block(pp.v[0]->as<std::uint8_t>(), f, rc.b, rc.g, kvh, max_pages, page_size, rc.n));
+                         rc.gather(pp.v[0]->as<std::uint8_t>(), f));
           }
           cuda::DecodeArgs va = a;  // product VQ: a workspace with its look-up tables
           std::unique_ptr<DevMem> vws;
@@ -501,25 +504,20 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           for (int kernel : {0, 1}) {
             if (pvq && kernel == 0 && !(d == 64 || d == 128 || (d == 256 && b == 3))) continue;  // = kernel 1
             va.kernel = kernel;
-            const double us = median_us(s, kernel == 0 ? reps : std::max(10, reps / 5), [&](int i) {
+            auto run = [&](int i) {
               const cuda::PagedPool kp{pp.k[i % pp.size()]->as<std::uint8_t>(), stride},
                   vp{pp.v[i % pp.size()]->as<std::uint8_t>(), stride};
               if (polar) cuda::polar_paged_decode(*qt, *qt, kp, vp, pt, va, st);
               else if (pvq) cuda::pvq_paged_decode(*kt, *vt, kp, vp, pt, va, st);
               else cuda::rvq_paged_decode(*rt, *rt, kp, vp, pt, va, st);
-            });
+            };
+            const double us = median_us(s, kernel == 0 ? reps : std::max(10, reps / 5), run);
             BenchRow r = proto;
             r.op = "decode_attention", r.method = kernel == 0 ? std::string(m) : std::string(m) + " (cuda cores)";
             r.bits = b;
             r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
             r.gbps = (std::size_t(batch) * kvh * max_pages * 2 * stride + q_bytes + table.size() * 4) / (us * 1e3);
-            if (opt.check)
-              check(r, [&] {
-                const cuda::PagedPool kp{pp.k[0]->as<std::uint8_t>(), stride}, vp{pp.v[0]->as<std::uint8_t>(), stride};
-                if (polar) cuda::polar_paged_decode(*qt, *qt, kp, vp, pt, va, st);
-                else if (pvq) cuda::pvq_paged_decode(*kt, *vt, kp, vp, pt, va, st);
-                else cuda::rvq_paged_decode(*rt, *rt, kp, vp, pt, va, st);
-              }, ref, kernel == 0 ? kTolH16 : kTolVq);
+            if (opt.check) check(r, run, ref, kernel == 0 ? kTolH16 : kTolVq);
             rows.push_back(r);
           }
         }
@@ -549,10 +547,9 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         std::vector<std::uint8_t> vrow;                         // the checked row's value block (pair 0)
         std::vector<double> tq_ref;
         if (opt.check) {
-          TKV_CUDA_CHECK(cudaStreamSynchronize(s));
-          vrow = gather_block(vb[0]->as<std::uint8_t>(), tf, rc.b, rc.g, kvh, max_pages, page_size, rc.n);
+          vrow = rc.gather(vb[0]->as<std::uint8_t>(), tf);
           if (want("tq-mse") || (want("3xtf32") && !tab.split() && pow2))
-            tq_ref = rc.ref(*ref, gather_block(kb[0]->as<std::uint8_t>(), tf, rc.b, rc.g, kvh, max_pages, page_size, rc.n),
+            tq_ref = rc.ref(*ref, rc.gather(kb[0]->as<std::uint8_t>(), tf),
                             *ref, vrow);
         }
         const std::size_t read = std::size_t(batch) * ctx * kvh * 2 * (tab.code_bytes() + nb) + q_bytes +
@@ -562,10 +559,11 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           if (!want(kernel == 0 ? "tq-mse" : "3xtf32") || (kernel != 0 && (tab.split() || !pow2))) continue;
           cuda::DecodeArgs ak = a;
           ak.kernel = kernel;
-          const double us = median_us(s, reps, [&](int i) {
+          auto run = [&](int i) {
             cuda::tq_mse_decode(tab, tab, {kb[i % nrot]->as<std::uint8_t>(), stride},
                                 {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
-          });
+          };
+          const double us = median_us(s, reps, run);
           BenchRow r = proto;
           r.op = "decode_attention", r.bits = bits_d;
           // kernel 0: the fp16 tensor-core kernel at 64..256 powers of two and 80, 96, 112; the
@@ -574,11 +572,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           r.method = kernel != 0 ? "tq-mse (3xtf32)" : h16 ? "tq-mse" : "tq-mse (cuda cores)";
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = read / (us * 1e3);
-          if (opt.check)
-            check(r, [&] {
-              cuda::tq_mse_decode(tab, tab, {kb[0]->as<std::uint8_t>(), stride}, {vb[0]->as<std::uint8_t>(), stride}, pt,
-                                  ak, st);
-            }, tq_ref, kernel == 0 && h16 ? kTolH16 : kTolF32);
+          if (opt.check) check(r, run, tq_ref, kernel == 0 && h16 ? kTolH16 : kTolF32);
           rows.push_back(r);
         }
 
@@ -614,7 +608,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
                                         std::size_t(kvh) * d * 4, std::size_t(d) * 4, ctx, cudaMemcpyDeviceToHost));
             std::vector<std::uint8_t> want_b(ref->encoded_bytes(ctx_sz));
             ref->encode(xr.data(), ctx_sz, want_b.data());
-            rc.compare_bytes(e, gather_block(kb[0]->as<std::uint8_t>(), tf, rc.b, rc.g, kvh, max_pages, page_size, rc.n),
+            rc.compare_bytes(e, rc.gather(kb[0]->as<std::uint8_t>(), tf),
                              want_b);
             ++checks;
           }
@@ -636,24 +630,19 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             TKV_CHECK_LAUNCH();
             cuda::DecodeArgs ak = a;
             ak.kernel = 0;
-            const double us = median_us(s, reps, [&](int i) {
+            auto run = [&](int i) {
               cuda::tq_prod_paged_decode(ptab, tab, {pk.as<std::uint8_t>(), pstride},
                                          {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
-            });
+            };
+            const double us = median_us(s, reps, run);
             BenchRow r = proto;
             r.op = "decode_attention", r.method = "tq-prod keys", r.bits = bits;
             r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
             r.gbps = (std::size_t(batch) * ctx * kvh * (ptab.code_bytes() + 4 + tab.code_bytes() + 2) + q_bytes) / (us * 1e3);
             if (opt.check) {
-              TKV_CUDA_CHECK(cudaStreamSynchronize(s));
               const BlockFmt pf{pstride, ptab.code_bytes(), 4, 0, d};
               const auto pref = make_codec(pc);
-              const auto pref_out = rc.ref(
-                  *pref, gather_block(pk.as<std::uint8_t>(), pf, rc.b, rc.g, kvh, max_pages, page_size, rc.n), *ref, vrow);
-              check(r, [&] {
-                cuda::tq_prod_paged_decode(ptab, tab, {pk.as<std::uint8_t>(), pstride}, {vb[0]->as<std::uint8_t>(), stride},
-                                           pt, ak, st);
-              }, pref_out, kTolH16);
+              check(r, run, rc.ref(*pref, rc.gather(pk.as<std::uint8_t>(), pf), *ref, vrow), kTolH16);
             }
             rows.push_back(r);
           }
@@ -673,7 +662,8 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             pa.softmax_scale = a.softmax_scale;
             DevMem pws(cuda::tq_prod_decode_workspace_bytes(pa, d));
             pa.workspace = pws.p;
-            const double pus = median_us(s, std::max(10, reps / 5), [&](int) { cuda::tq_prod_decode(ptab, tab, pa, st); });
+            auto run = [&](int) { cuda::tq_prod_decode(ptab, tab, pa, st); };
+            const double pus = median_us(s, std::max(10, reps / 5), run);
             BenchRow r = proto;
             r.op = "decode_attention", r.method = "tq-prod keys (cuda cores)", r.bits = bits;
             r.time_us = pus, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / pus;
@@ -685,7 +675,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
               TKV_CUDA_CHECK(cudaMemcpy(kr.data(), pk.as<std::uint8_t>() + row * kblk, kblk, cudaMemcpyDeviceToHost));
               TKV_CUDA_CHECK(cudaMemcpy(vr.data(), pv.as<std::uint8_t>() + row * vblk, vblk, cudaMemcpyDeviceToHost));
               const auto pref = make_codec(pc);
-              check(r, [&] { cuda::tq_prod_decode(ptab, tab, pa, st); }, rc.ref(*pref, kr, *ref, vr), kTolVq);
+              check(r, run, rc.ref(*pref, kr, *ref, vr), kTolVq);
             }
             rows.push_back(r);
           }
