@@ -1,4 +1,9 @@
 // Micro-benchmark (session 21): streaming the decode's (page, head) blocks by TMA bulk copies, LDG.128 and cp.async.
+// This is the file of run s21-7 as it ran (s21-6 ran the pairs 1056 @ 1056 and 1024 @ 1024, two passes).
+// Standalone on purpose, so it builds without the project: mbar_init / mbar_wait / bulk2 mirror
+// decode_h16.cuh's mbar_init, mbar_wait and elect_bulk2. Build and run on an sm_90 GPU:
+//   nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/stream docs/experiments/l2-stream-s21.cu && /tmp/stream
+// Results: docs/RESULTS.md "Session 21". The XOR sums only keep the loads alive.
 #include <cstdio>
 #include <cstdint>
 #include <cuda_runtime.h>
