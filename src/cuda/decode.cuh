@@ -126,6 +126,24 @@ __device__ __forceinline__ std::uint32_t pack_h2(float lo, float hi) {
   return *reinterpret_cast<const std::uint32_t*>(&h);
 }
 
+/// movmatrix.trans (PTX ISA 7.8, sm_75+): the warp's 8x8 matrix of 16-bit elements, lane l holding
+/// row l / 4, columns 2 (l % 4) (low half) and 2 (l % 4) + 1 (high half), transposed in registers:
+/// lane l receives row l / 4 of the transpose in the same layout, i.e. (column l / 4, rows 2 (l % 4) and
+/// 2 (l % 4) + 1) of the input. All 32 lanes must execute it together.
+__device__ __forceinline__ std::uint32_t movm_trans(std::uint32_t x) {
+  std::uint32_t y;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+
+/// (a & m) | (b & ~m): bits of a where m is set, of b elsewhere (one LOP3; written in PTX because
+/// ptxas otherwise spends two on the masks when b is a shifted value).
+__device__ __forceinline__ std::uint32_t bitsel(std::uint32_t a, std::uint32_t b, std::uint32_t m) {
+  std::uint32_t y;
+  asm("lop3.b32 %0, %1, %2, %3, 0xE4;" : "=r"(y) : "r"(a), "r"(b), "r"(m));
+  return y;
+}
+
 /// ldmatrix.x4: four 8x8 fp16 matrices from shared memory; lane l gives the 16-byte row address
 /// `addr` of row l % 8 of matrix l / 8 and receives, per matrix i, r[i] = elements (row l / 4, columns
 /// 2 (l % 4) and 2 (l % 4) + 1) (PTX ISA "ldmatrix").

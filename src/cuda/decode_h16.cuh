@@ -611,6 +611,14 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   const int b = blockIdx.y / a.num_kv_heads, g = blockIdx.y % a.num_kv_heads;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gid = lane >> 2, tig = lane & 3;
+  // Score row gid (gid + 8) of a step is token kr (kr + 8) of it: the token that k-slot gid of the value
+  // mma holds (r0, R1 below: 2 tig + {0, 1} are tokens tig, tig + 4 with kBulk's dense rows, 2 tig, 2 tig + 1
+  // otherwise), so the P fragments are the score fragments transposed (movm_trans), no shared memory.
+  // With bitsel's one-LOP3 index merges and slots taken from the bits of it: 326 -> 312 instructions per
+  // 4-bit d128 step (static count, tools/sass_loopstat.py); H200 run s22-2 (A/B in one run, b16 x 64k,
+  // two passes): 4-bit 291.2 / 289.6 -> 282.6 / 282.9 us, 3-bit 327.8 / 327.0 -> 303.5 / 304.2, 2-bit
+  // 247.0 / 247.0 -> 232.4 / 232.2.
+  const int kr = Lay::kBulk ? (gid >> 1) + 4 * (gid & 1) : gid;
   float* s_p = reinterpret_cast<float*>(rest + Lay::off_p) + warp * kPWarpFloats;
 
   // Split chunks start at multiples of 16 (absolute positions), and so does every warp step;
@@ -961,7 +969,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       qs_w[idx] = make_uint2(pack_h2(qr[0], qr[1]), pack_h2(qr[2], qr[3]));
     }
   }
-  __syncthreads();  // every read of Pi q is done: its space becomes the warps' P buffers
+  __syncthreads();  // every read of Pi q is done: its space becomes the warps' P buffers (SPLIT only)
   // Table bases (warp-uniform) and this lane's byte in a table row (values: + 128 with their own codebook).
   const std::uint32_t stab = static_cast<std::uint32_t>(__cvta_generic_to_shared(rest + Lay::off_stab));
   (void)stab;
@@ -984,9 +992,16 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   const int plast16 = (wbeg + TILE * max(ntw - 1, 0)) >> 4;
   const std::int32_t* ptab16;
   asm("mov.b64 %0, %1;" : "=l"(ptab16) : "l"(ptab));
-  int cur = 0;               // stage slot of step it (= it % kStages)
-  std::uint32_t phase = 0;   // kBulk: parity of slot cur's current use (= (it / kStages) & 1)
+  // kStages 4 or 2: slot and parity are bits of it (fewer instructions per step than the counters).
+  constexpr int S = Lay::kStages;
+  constexpr bool kPow2 = (S & (S - 1)) == 0;
+  int cur_c = 0;              // !kPow2: stage slot of step it (= it % kStages)
+  std::uint32_t phase_c = 0;  // !kPow2, kBulk: parity of slot cur's current use (= (it / kStages) & 1)
   for (int it = 0; it < ntw; ++it) {
+    const int cur = kPow2 ? (it & (S - 1)) : cur_c;
+    const std::uint32_t phase = kPow2 ? static_cast<std::uint32_t>(it / S) & 1u : phase_c;
+    // slot of step it + kStages - 1
+    const int ahead = kPow2 ? ((it + S - 1) & (S - 1)) : (cur == 0 ? S - 1 : cur - 1);
     if constexpr (Lay::kBulk) {
       mbar_wait(wbar + 8 * cur, phase);  // step it has landed
     } else {
@@ -1004,7 +1019,6 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     const int p0 = wbeg + TILE * it, n = min(16, t_end - p0), lo = max(start - p0, 0);
     constexpr int tb = 0;
     if constexpr (kCopyFirst) {
-      const int ahead = cur == 0 ? Lay::kStages - 1 : cur - 1;  // slot of step it + kStages - 1
       if (Lay::kBulk && page16) {
         // Lean path (page_size 16, bulk copies): the copies issued here are of steps >= kStages - 1,
         // whose tokens are all past `start` (p0 >= start_al + 16 > start) and before t_end, so the
@@ -1032,15 +1046,15 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         // S = ||k_0|| S_0 + ||k_1|| S_1 (fp32).
         float so[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
         float sr[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-        split_key_part<H * KB / 32, 2 * KB, Lay::kWideK, H / 16>(s_kc + (tb + gid) * Lay::rsK,
-                                                                s_kc + (tb + gid + 8) * Lay::rsK, tig, tabs, klane,
+        split_key_part<H * KB / 32, 2 * KB, Lay::kWideK, H / 16>(s_kc + (tb + kr) * Lay::rsK,
+                                                                s_kc + (tb + kr + 8) * Lay::rsK, tig, tabs, klane,
                                                                 qb, so);
-        split_key_part<H * VB / 32, 2 * VB, Lay::kWideV, H / 16>(s_kc + (tb + gid) * Lay::rsK + Lay::cbO,
-                                                                s_kc + (tb + gid + 8) * Lay::rsK + Lay::cbO, tig, tabs,
+        split_key_part<H * VB / 32, 2 * VB, Lay::kWideV, H / 16>(s_kc + (tb + kr) * Lay::rsK + Lay::cbO,
+                                                                s_kc + (tb + kr + 8) * Lay::rsK + Lay::cbO, tig, tabs,
                                                                 vlane, qb + H / 16, sr);
         const __half* s_kw = reinterpret_cast<const __half*>(s_kn);  // [||x_0||, ||x_1||] per token
-        const float oa = __half2float(s_kw[2 * (tb + gid)]), ra = __half2float(s_kw[2 * (tb + gid) + 1]);
-        const float oc = __half2float(s_kw[2 * (tb + gid + 8)]), rc = __half2float(s_kw[2 * (tb + gid + 8) + 1]);
+        const float oa = __half2float(s_kw[2 * (tb + kr)]), ra = __half2float(s_kw[2 * (tb + kr) + 1]);
+        const float oc = __half2float(s_kw[2 * (tb + kr + 8)]), rc = __half2float(s_kw[2 * (tb + kr + 8) + 1]);
         s[0] = (so[0][0] + so[1][0]) * oa + (sr[0][0] + sr[1][0]) * ra;
         s[1] = (so[0][1] + so[1][1]) * oa + (sr[0][1] + sr[1][1]) * ra;
         s[2] = (so[0][2] + so[1][2]) * oc + (sr[0][2] + sr[1][2]) * rc;
@@ -1053,19 +1067,19 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           if constexpr (RVQ || RVQ2) {
             // planes loaded below
           } else if constexpr (std::is_same_v<decltype(k0), CodeSpan<KBITS / 8>>) {
-            k0.load(s_kc + (tb + gid) * Lay::rsK + KSPAN * tig);
-            k1.load(s_kc + (tb + gid + 8) * Lay::rsK + KSPAN * tig);
+            k0.load(s_kc + (tb + kr) * Lay::rsK + KSPAN * tig);
+            k1.load(s_kc + (tb + kr + 8) * Lay::rsK + KSPAN * tig);
           } else {
-            k0.load_bits(s_kc + (tb + gid) * Lay::rsK, KBITS * tig);
-            k1.load_bits(s_kc + (tb + gid + 8) * Lay::rsK, KBITS * tig);
+            k0.load_bits(s_kc + (tb + kr) * Lay::rsK, KBITS * tig);
+            k1.load_bits(s_kc + (tb + kr + 8) * Lay::rsK, KBITS * tig);
           }
           if constexpr (RVQ2) {
             // Stage 1, then stage 2 (plane offset D KB / 8, its tables at kRvq2S): each as TurboQuant's
             // generic KB-bit key path (split_key_part over all D / 16 k-steps), into the same accumulators.
             (void)k0, (void)k1;
             constexpr int PL = D * KB / 8;
-            const std::uint8_t* ra = s_kc + (tb + gid) * Lay::rsK;
-            const std::uint8_t* rc = s_kc + (tb + gid + 8) * Lay::rsK;
+            const std::uint8_t* ra = s_kc + (tb + kr) * Lay::rsK;
+            const std::uint8_t* rc = s_kc + (tb + kr + 8) * Lay::rsK;
             split_key_part<D * KB / 32, 2 * KB, Lay::kWideK, D / 16>(ra, rc, tig, tabs, klane, qb, s2);
             split_key_part<D * KB / 32, 2 * KB, Lay::kWideK, D / 16>(ra + PL, rc + PL, tig, tabs + Lay::kRvq2S, klane, qb,
                                                                     s2);
@@ -1077,16 +1091,16 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             (void)k0, (void)k1;
             constexpr int PS = D / 16;  // plane bytes per lane
             CodeSpan<PS> p10, p20, p11, p21;
-            const std::uint8_t* ra = s_kc + (tb + gid) * Lay::rsK + PS * tig;
-            const std::uint8_t* rc = s_kc + (tb + gid + 8) * Lay::rsK + PS * tig;
+            const std::uint8_t* ra = s_kc + (tb + kr) * Lay::rsK + PS * tig;
+            const std::uint8_t* rc = s_kc + (tb + kr + 8) * Lay::rsK + PS * tig;
             p10.load(ra), p20.load(ra + D / 4), p11.load(rc), p21.load(rc + D / 4);
             constexpr std::uint32_t m4 = 0x0F0F0F0Fu;
 #pragma unroll
             for (int i = 0; i < (PS + 3) / 4; ++i) {
-              const std::uint32_t e0 = (p10.w[i] & m4) | ((p20.w[i] << 4) & ~m4);
-              const std::uint32_t o0 = ((p10.w[i] >> 4) & m4) | (p20.w[i] & ~m4);
-              const std::uint32_t e1 = (p11.w[i] & m4) | ((p21.w[i] << 4) & ~m4);
-              const std::uint32_t o1 = ((p11.w[i] >> 4) & m4) | (p21.w[i] & ~m4);
+              const std::uint32_t e0 = bitsel(p10.w[i], p20.w[i] << 4, m4);
+              const std::uint32_t o0 = bitsel(p10.w[i] >> 4, p20.w[i], m4);
+              const std::uint32_t e1 = bitsel(p11.w[i], p21.w[i] << 4, m4);
+              const std::uint32_t o1 = bitsel(p11.w[i] >> 4, p21.w[i], m4);
 #pragma unroll
               for (int k = 0; k < 4 && 4 * i + k < D / 16; ++k) {
                 const int kk = 4 * i + k;
@@ -1177,8 +1191,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             constexpr std::uint32_t m4 = 0x0F0F0F0Fu;
 #pragma unroll
             for (int i = 0; i < (D / 16 + 3) / 4; ++i) {
-              const std::uint32_t x = (k0.w[i] & m4) | ((k1.w[i] << 4) & ~m4);
-              const std::uint32_t y = ((k0.w[i] >> 4) & m4) | (k1.w[i] & ~m4);
+              const std::uint32_t x = bitsel(k0.w[i], k1.w[i] << 4, m4);
+              const std::uint32_t y = bitsel(k0.w[i] >> 4, k1.w[i], m4);
 #pragma unroll
               for (int bq = 0; bq < 4 && 4 * i + bq < D / 16; ++bq) {
                 const int kk = 4 * i + bq;
@@ -1218,8 +1232,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           // + gamma_t * kappa * <S Pi q, signs_t>: sign pairs (+-1, +-1) against the (S Pi q) fragments.
           float sg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
           CodeSpan<SSPAN> g0, g1;
-          g0.load(s_kc + (tb + gid) * Lay::rsK + Lay::cbM + SSPAN * tig);
-          g1.load(s_kc + (tb + gid + 8) * Lay::rsK + Lay::cbM + SSPAN * tig);
+          g0.load(s_kc + (tb + kr) * Lay::rsK + Lay::cbM + SSPAN * tig);
+          g1.load(s_kc + (tb + kr + 8) * Lay::rsK + Lay::cbM + SSPAN * tig);
 #pragma unroll
           for (int kk = 0; kk < D / 16; ++kk) {
             std::uint32_t af[4];
@@ -1231,24 +1245,30 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             mma_f16(sg, af, qf.x, qf.y);
           }
           const __half* s_kw = reinterpret_cast<const __half*>(s_kn);  // [||x||, gamma] per token
-          const float ga = __half2float(s_kw[2 * (tb + gid) + 1]);
-          const float gc = __half2float(s_kw[2 * (tb + gid + 8) + 1]);
+          const float ga = __half2float(s_kw[2 * (tb + kr) + 1]);
+          const float gc = __half2float(s_kw[2 * (tb + kr + 8) + 1]);
           s[0] += ga * sg[0];
           s[1] += ga * sg[1];
           s[2] += gc * sg[2];
           s[3] += gc * sg[3];
         }
       }
+      float pw[4];  // p * ||v|| of score rows gid / gid + 8 (tokens ta / tc), heads 2 tig + {0, 1}
       {
-        const int ta = tb + gid, tc = ta + 8;  // tile rows of s[0..1] and s[2..3]
+        const int ta = tb + kr, tc = ta + 8;  // tile rows (tokens) of s[0..1] and s[2..3]
         const bool va = ta >= lo && ta < n, vc = tc >= lo && tc < n;
         if constexpr (SPLIT || KIVI || PVQ) {  // SPLIT: norms in S, value norms in the P fragments; KIVI, PVQ: none
-          softmax_core(a, s, va, vc, 1.0f, 1.0f, 1.0f, 1.0f, m, l, acc, gid, tig, s_p);
+          softmax_weights(a, s, va, vc, 1.0f, 1.0f, 1.0f, 1.0f, m, l, acc, pw);
         } else {
           const __half* s_kh = reinterpret_cast<const __half*>(s_kn);
           const float nka = __half2float(s_kh[PROD ? 2 * ta : ta]), nkc = __half2float(s_kh[PROD ? 2 * tc : tc]);
-          softmax_core(a, s, va, vc, nka, nkc, __half2float(s_vn[ta]), __half2float(s_vn[tc]), m, l, acc, gid, tig,
-                       s_p);
+          softmax_weights(a, s, va, vc, nka, nkc, __half2float(s_vn[ta]), __half2float(s_vn[tc]), m, l, acc, pw);
+        }
+        if constexpr (SPLIT) {  // P[token][head] through the warp's s_p (per-part value norms below)
+          __syncwarp();
+          *reinterpret_cast<float2*>(s_p + p_at(ta, 2 * tig)) = make_float2(pw[0], pw[1]);
+          *reinterpret_cast<float2*>(s_p + p_at(tc, 2 * tig)) = make_float2(pw[2], pw[3]);
+          __syncwarp();
         }
       }
       // ---- values: B = P[tokens 2tig + {0,1}, 2tig + 8 + {0,1}][head gid] (rows past n or before lo are zero
@@ -1278,8 +1298,10 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             vrow + Lay::cbO + (H * VB / 64) * gid, tabs, vlane, pack_h2(wr[0], wr[1]), pack_h2(wr[2], wr[3]),
             acc + H / 16);
       } else {
-      const std::uint32_t pb0 = pack_h2(s_p[p_at(r0, gid)], s_p[p_at(r0 + R1, gid)]);
-      const std::uint32_t pb1 = pack_h2(s_p[p_at(r0 + R2, gid)], s_p[p_at(r0 + R3, gid)]);
+      // The B fragments straight from the score fragments: score row r is token r0 .. r3 of k-slot r
+      // (kr above), so the transpose of the 8 x 8 fp16 blocks (rows 0-7 | 8-15) x heads is b0 | b1.
+      const std::uint32_t pb0 = movm_trans(pack_h2(pw[0], pw[1]));
+      const std::uint32_t pb1 = movm_trans(pack_h2(pw[2], pw[3]));
       using VSpan = LaneSpan<VBITS, Lay::rsV % 4 == 0 ? 4 : 2, kDenseRot>;
       VSpan v0, v1, v2, v3;
       const std::uint8_t* vr = s_vc + (tb + r0) * Lay::rsV + VSPAN * gid;
@@ -1337,12 +1359,12 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         for (int r = 0; r < 4; ++r) q1[r].load(vrow + roff[r]), q2[r].load(vrow + roff[r] + D / 4);
         constexpr std::uint32_t m2 = 0x33333333u, m4 = 0x0F0F0F0Fu;
         auto cross = [&](std::uint32_t x, std::uint32_t y, std::uint32_t& lo, std::uint32_t& hi) {
-          lo = (x & m2) | ((y << 2) & ~m2);
-          hi = ((x >> 2) & m2) | (y & ~m2);
+          lo = bitsel(x, y << 2, m2);
+          hi = bitsel(x >> 2, y, m2);
         };
         auto bytes = [&](std::uint32_t l1, std::uint32_t l2, std::uint32_t& e, std::uint32_t& o) {
-          e = (l1 & m4) | ((l2 << 4) & ~m4);
-          o = ((l1 >> 4) & m4) | (l2 & ~m4);
+          e = bitsel(l1, l2 << 4, m4);
+          o = bitsel(l1 >> 4, l2, m4);
         };
 #pragma unroll
         for (int wq = 0; wq < (PV + 3) / 4; ++wq) {
@@ -1466,10 +1488,10 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         constexpr std::uint32_t m = 0x0F0F0F0Fu;
 #pragma unroll
         for (int wq = 0; wq < (VSPAN + 3) / 4; ++wq) {  // (head_dim 80, 96, 112: the last word partly)
-          const std::uint32_t lo01 = (v0.w[wq] & m) | ((v1.w[wq] << 4) & ~m);
-          const std::uint32_t hi01 = ((v0.w[wq] >> 4) & m) | (v1.w[wq] & ~m);
-          const std::uint32_t lo23 = (v2.w[wq] & m) | ((v3.w[wq] << 4) & ~m);
-          const std::uint32_t hi23 = ((v2.w[wq] >> 4) & m) | (v3.w[wq] & ~m);
+          const std::uint32_t lo01 = bitsel(v0.w[wq], v1.w[wq] << 4, m);
+          const std::uint32_t hi01 = bitsel(v0.w[wq] >> 4, v1.w[wq], m);
+          const std::uint32_t lo23 = bitsel(v2.w[wq], v3.w[wq] << 4, m);
+          const std::uint32_t hi23 = bitsel(v2.w[wq] >> 4, v3.w[wq], m);
 #pragma unroll
           for (int k = 0; k < 4 && 4 * wq + k < VSPAN; ++k) {
             std::uint32_t af[4];
@@ -1488,10 +1510,10 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         std::uint32_t lo01[NWV], hi01[NWV], lo23[NWV], hi23[NWV];
 #pragma unroll
         for (int wq = 0; wq < NWV; ++wq) {
-          lo01[wq] = (v0.w[wq] & m) | ((v1.w[wq] << 2) & ~m);
-          hi01[wq] = ((v0.w[wq] >> 2) & m) | (v1.w[wq] & ~m);
-          lo23[wq] = (v2.w[wq] & m) | ((v3.w[wq] << 2) & ~m);
-          hi23[wq] = ((v2.w[wq] >> 2) & m) | (v3.w[wq] & ~m);
+          lo01[wq] = bitsel(v0.w[wq], v1.w[wq] << 2, m);
+          hi01[wq] = bitsel(v0.w[wq] >> 2, v1.w[wq], m);
+          lo23[wq] = bitsel(v2.w[wq], v3.w[wq] << 2, m);
+          hi23[wq] = bitsel(v2.w[wq] >> 2, v3.w[wq], m);
         }
         if constexpr (Lay::kQuad) {
           // Index bytes (e01 = lo01 field j | hi01 field j << 4: tokens r0, r0 + R1 at dims d0, d1 of
@@ -1499,10 +1521,10 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           constexpr std::uint32_t m4 = 0x0F0F0F0Fu;
 #pragma unroll
           for (int wq = 0; wq < NWV; ++wq) {
-            const std::uint32_t e01 = (lo01[wq] & m4) | ((hi01[wq] << 4) & ~m4);  // even j
-            const std::uint32_t o01 = ((lo01[wq] >> 4) & m4) | (hi01[wq] & ~m4);  // odd j
-            const std::uint32_t e23 = (lo23[wq] & m4) | ((hi23[wq] << 4) & ~m4);
-            const std::uint32_t o23 = ((lo23[wq] >> 4) & m4) | (hi23[wq] & ~m4);
+            const std::uint32_t e01 = bitsel(lo01[wq], hi01[wq] << 4, m4);  // even j
+            const std::uint32_t o01 = bitsel(lo01[wq] >> 4, hi01[wq], m4);  // odd j
+            const std::uint32_t e23 = bitsel(lo23[wq], hi23[wq] << 4, m4);
+            const std::uint32_t o23 = bitsel(lo23[wq] >> 4, hi23[wq], m4);
 #pragma unroll
             for (int jj = 0; jj < 8 && 8 * wq + jj < D / 16; ++jj) {
               const uint2 ra = lds64_at(tabv, byte_addr((jj & 1) ? o01 : e01, jj / 2, qlane));
@@ -1542,13 +1564,14 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       }  // !SPLIT
     }
     if constexpr (!kCopyFirst) {
-      const int ahead = cur == 0 ? Lay::kStages - 1 : cur - 1;  // slot of step it + kStages - 1
       if (it + Lay::kStages - 1 < ntw) issue(it + Lay::kStages - 1, ahead, pnext);
       if constexpr (!Lay::kBulk) cp_async_commit();
       pnext = page_at(it + Lay::kStages);
     }
-    cur = cur + 1 == Lay::kStages ? 0 : cur + 1;
-    phase ^= cur == 0 ? 1u : 0u;
+    if constexpr (!kPow2) {
+      cur_c = cur_c + 1 == S ? 0 : cur_c + 1;
+      phase_c ^= cur_c == 0 ? 1u : 0u;
+    }
   }
   cp_async_wait<0>();
   __syncthreads();

@@ -87,11 +87,11 @@ __device__ __forceinline__ float ex2_approx(float x) {
 /// = heads) before norms; va / vc say whether rows ta / tc are tokens of the sequence; nka, nkc, nva,
 /// nvc their key and value norms (any value when invalid). Applies the key norm and soft-capping,
 /// updates the running max m and sum l per head, rescales the accumulator fragments acc[J][4], and
-/// writes P[16 tokens][8 heads] = p * ||v|| to the warp's s_p (invalid rows get zero weight).
+/// returns the value weights pw[4] = p * ||v|| in the layout of s (invalid rows get zero weight).
 template <int J>
-__device__ __forceinline__ void softmax_core(const DecodeKernelArgs& a, float s[4], bool va, bool vc, float nka,
-                                             float nkc, float nva, float nvc, float m[2], float l[2],
-                                             float (&acc)[J][4], int gid, int tig, float* s_p) {
+__device__ __forceinline__ void softmax_weights(const DecodeKernelArgs& a, float s[4], bool va, bool vc, float nka,
+                                                float nkc, float nva, float nvc, float m[2], float l[2],
+                                                float (&acc)[J][4], float pw[4]) {
   float x[4] = {s[0] * nka, s[1] * nka, s[2] * nkc, s[3] * nkc};
   if (a.softcap_l2 > 0.0f) {  // uniform: one branch for the four logits
 #pragma unroll
@@ -133,9 +133,20 @@ __device__ __forceinline__ void softmax_core(const DecodeKernelArgs& a, float s[
   l[0] = l[0] * f[0] + (p0 + p2);
   l[1] = l[1] * f[1] + (p1 + p3);
   const float wa = va ? nva : 0.0f, wc = vc ? nvc : 0.0f;  // (stale norms of invalid rows may be NaN)
+  pw[0] = p0 * wa, pw[1] = p1 * wa, pw[2] = p2 * wc, pw[3] = p3 * wc;
+}
+
+/// softmax_weights, then P[16 tokens][8 heads] = p * ||v|| written to the warp's s_p (rows ta = tb + gid,
+/// tc = ta + 8 at columns 2 tig + {0, 1}; p_at).
+template <int J>
+__device__ __forceinline__ void softmax_core(const DecodeKernelArgs& a, float s[4], bool va, bool vc, float nka,
+                                             float nkc, float nva, float nvc, float m[2], float l[2],
+                                             float (&acc)[J][4], int gid, int tig, float* s_p) {
+  float pw[4];
+  softmax_weights(a, s, va, vc, nka, nkc, nva, nvc, m, l, acc, pw);
   __syncwarp();
-  *reinterpret_cast<float2*>(s_p + p_at(gid, 2 * tig)) = make_float2(p0 * wa, p1 * wa);
-  *reinterpret_cast<float2*>(s_p + p_at(gid + 8, 2 * tig)) = make_float2(p2 * wc, p3 * wc);
+  *reinterpret_cast<float2*>(s_p + p_at(gid, 2 * tig)) = make_float2(pw[0], pw[1]);
+  *reinterpret_cast<float2*>(s_p + p_at(gid + 8, 2 * tig)) = make_float2(pw[2], pw[3]);
   __syncwarp();
 }
 
