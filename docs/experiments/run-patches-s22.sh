@@ -30,8 +30,8 @@ wait; echo "builds: $(( $(date +%s) - T0 )) s"
 for pass in 1 2; do
   for side in a b c; do
     timeout 90 /tmp/p$side/turbokv_cuda_bench --configs 128:32:8,64:9:3 --batches 16 --contexts 65536 --bits 2,3,4 \
-      --methods tq-mse --no-check --csv "$OUT/p${side}_$pass.csv" > /dev/null 2>&1
-    echo "pass $pass $side rc=$?: $(grep -E '^decode_attention,tq-mse' "$OUT/p${side}_$pass.csv" | cut -d, -f3,5,10 | tr '\n' ' ')"
+      --methods tq-mse,tq-prod --no-check --csv "$OUT/p${side}_$pass.csv" > /dev/null 2>&1
+    echo "pass $pass $side rc=$?: $(grep -E "^decode_attention,tq-(mse|prod)" "$OUT/p${side}_$pass.csv" | cut -d, -f2,3,5,10 | tr '\n' ' ')"
   done
 done
 (cd /tmp/pc && timeout 120 ./tests/cuda/test_cuda_attention) > "$OUT/test_c.log" 2>&1; echo "C test_cuda_attention rc=$?"
