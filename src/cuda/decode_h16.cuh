@@ -29,7 +29,8 @@
 // Orders: each lane owns a contiguous span of every key row (its k-slots map to
 // dims D/4 * tig + 4 kk + {0..3}; the query fragments are permuted to match)
 // and of every value row (pair gid * D/16 + j; output rows are un-permuted when
-// the accumulators are written out).
+// the accumulators are written out); score row gid of a step is the token of value k-slot gid, so
+// the value mma's P operand is the score fragment transposed in registers (movmatrix).
 // Precision: Pi q, the centroids and the softmax weights (times the value
 // norm) are rounded to fp16 (relative error <= 2^-11 each); products
 // accumulate in fp32. Tests bound the result against fp64 with a named tolerance.
