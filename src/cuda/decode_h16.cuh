@@ -98,9 +98,13 @@ struct CodeSpan {
     const int bit = p * PB, wi = bit / 32, sh = bit % 32;
     if (PB == 8) return __byte_perm(w[wi], lanebyte, 0x5504u | ((sh / 8) << 4));
     if constexpr (WIDE) {
-      const int r = sh % 8;
-      const std::uint32_t x = r == 0 ? w[wi] : __funnelshift_r(w[wi], w[wi + 1], r);
-      return __byte_perm(x, lanebyte, 0x5504u | ((sh / 8) << 4));
+      // 6-bit fields (3-bit pairs) start at bits 6p: fields p and p + 4 are 24 bits apart, so one
+      // funnel-shifted window starting at field p (p mod 8 < 4) has field p in byte 0 and field p + 4 in
+      // byte 3: two fields per shift (a window per field's bit offset mod 8 per word served 1-2).
+      static_assert(!WIDE || PB == 6, "wide tables: 6-bit pair fields");
+      const int o = bit - (((p >> 2) & 1) ? 24 : 0), owi = o / 32, osh = o % 32;
+      const std::uint32_t x = osh == 0 ? w[owi] : __funnelshift_r(w[owi], w[owi + 1], osh);
+      return __byte_perm(x, lanebyte, 0x5504u | (((bit - o) / 8) << 4));
     }
     return (field<PB>(p) << 8) | lanebyte;
   }
@@ -1546,6 +1550,36 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           af[3] = lds_at(tabs, a3.addr(j, vlane));
           mma_f16(acc[j], af, pb0, pb1);
         }
+        }
+      } else if constexpr (VB == 3 && std::is_same_v<VSpan, CodeSpan<VBITS / 8>>) {
+        // Cross-token 6-bit fields, as the 4-bit path's nibble merges: e (o) holds at bit 6 i the codes of
+        // the lane's dim 2 i (2 i + 1) of the pair's first row (bits 0-2) and second row (bits 3-5), so
+        // the pair-table entry of field i is the A register (first row, second row) at that dim: one
+        // look-up per register, no byte permute of two rows' entries; the WIDE windows address the fields.
+        using S3 = CodeSpan<VBITS / 8>;
+        constexpr int NW3 = S3::kWords;
+        auto cross3 = [&](const VSpan& x, const VSpan& y, S3& e, S3& o) {
+#pragma unroll
+          for (int k = 0; k < NW3; ++k) {
+            std::uint32_t m = 0;  // bits of word k whose stream position mod 6 is 0, 1 or 2
+            for (int b = 0; b < 32; ++b) m |= ((32 * k + b) % 6 < 3 ? 1u : 0u) << b;
+            const std::uint32_t yl = k == 0 ? y.w[0] << 3 : __funnelshift_l(y.w[k - 1], y.w[k], 3);
+            const std::uint32_t xr = k + 1 < NW3 ? __funnelshift_r(x.w[k], x.w[k + 1], 3) : x.w[k] >> 3;
+            e.w[k] = bitsel(x.w[k], yl, m);
+            o.w[k] = bitsel(xr, y.w[k], m);
+          }
+        };
+        S3 e01, o01, e23, o23;
+        cross3(v0, v1, e01, o01);
+        cross3(v2, v3, e23, o23);
+#pragma unroll
+        for (int j = 0; j < D / 16; ++j) {
+          std::uint32_t af[4];
+          af[0] = lds_at(tabs, e01.template row_addr<6, true>(j, vlane));  // (rows r0, r0 + R1) at dim d0
+          af[1] = lds_at(tabs, o01.template row_addr<6, true>(j, vlane));  // same rows at d1
+          af[2] = lds_at(tabs, e23.template row_addr<6, true>(j, vlane));  // (r0 + R2, r0 + R3) at d0
+          af[3] = lds_at(tabs, o23.template row_addr<6, true>(j, vlane));
+          mma_f16(acc[j], af, pb0, pb1);
         }
       } else {
 #pragma unroll
