@@ -89,18 +89,18 @@ struct CodeSpan {
   }
   /// Byte offset (field p << 8) | lanebyte of a pair-table entry (H16Layout::tab; lanebyte < 256):
   /// one PRMT for byte-wide fields (byte 1 = the code byte, byte 0 = lanebyte, bytes 2, 3 = 0).
-  /// WIDE (the table's 256 rows repeat every 2^PB entries, H16Layout::kWideK/V): the byte that
-  /// starts at the field's first bit, with the next field's low bits above it, is the row: one funnel
-  /// shift to the field's bit offset mod 8 (shared by every field of the span at that offset in the
-  /// same word) and one PRMT, instead of a shift, a mask and a multiply-add per field.
+  /// WIDE (PB = 6 only; the table's 256 rows repeat every 2^PB entries, H16Layout::kWideK/V): the
+  /// byte that starts at the field's first bit, with the next field's low bits above it, is the row.
+  /// Fields p and p + 4 are 24 bits apart, so one funnel-shifted window starting at field p (p mod 8 <
+  /// 4) holds both, in bytes 0 and 3: one funnel shift per two fields and one PRMT per field, instead of
+  /// a shift, a mask and a multiply-add per field.
   template <int PB, bool WIDE = false>
   __device__ __forceinline__ std::uint32_t row_addr(int p, std::uint32_t lanebyte) const {
     const int bit = p * PB, wi = bit / 32, sh = bit % 32;
     if (PB == 8) return __byte_perm(w[wi], lanebyte, 0x5504u | ((sh / 8) << 4));
     if constexpr (WIDE) {
-      // 6-bit fields (3-bit pairs) start at bits 6p: fields p and p + 4 are 24 bits apart, so one
-      // funnel-shifted window starting at field p (p mod 8 < 4) has field p in byte 0 and field p + 4 in
-      // byte 3: two fields per shift (a window per field's bit offset mod 8 per word served 1-2).
+      // o: the window's first bit (field p's own, or field p - 4's when p mod 8 >= 4, whose window
+      // the compiler shares); the row is byte (bit - o) / 8 = 0 or 3 of the window.
       static_assert(!WIDE || PB == 6, "wide tables: 6-bit pair fields");
       const int o = bit - (((p >> 2) & 1) ? 24 : 0), owi = o / 32, osh = o % 32;
       const std::uint32_t x = osh == 0 ? w[owi] : __funnelshift_r(w[owi], w[owi + 1], osh);
