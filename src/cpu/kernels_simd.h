@@ -386,6 +386,18 @@ inline void tq_value_chunk(const Src& src, int cnt, const float* pw, float* acc,
   for (int h = 0; h < GH; ++h) ((a[h][S] = T::load(base + h * P + S * W)), ...);
   for (int i = 0; i < cnt; ++i) {
     const auto gv = src.group(i, v);  // I, or a source's own group type (RvqValSrc)
+    if constexpr (W == 8 && SC == 2) {
+      // AVX2 (16 registers): both code vectors first, then one head's weight at a time. With all GH
+      // weights live across the two look-ups (the order below) GCC kept one of the 8 accumulators on
+      // the stack, a load-FMA-store chain through memory on every token.
+      const F c0 = src.template code<S0>(gv), c1 = src.template code<S0 + 1>(gv);
+      for (int h = 0; h < GH; ++h) {
+        const F w = src.weight(pw[(h0 + h) * TB + i], i, v);
+        a[h][0] = T::fma(w, c0, a[h][0]);
+        a[h][1] = T::fma(w, c1, a[h][1]);
+      }
+      continue;
+    }
     F w[GH];
     for (int h = 0; h < GH; ++h) w[h] = src.weight(pw[(h0 + h) * TB + i], i, v);
     auto step = [&](auto sc) {
