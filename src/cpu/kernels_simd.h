@@ -274,7 +274,7 @@ struct TqSrc {
   }
   F norm_vec() const { return T::load(norms); }
   static constexpr bool kHasNorm = true;
-  I group(int i, int v) const {
+  [[gnu::always_inline]] I group(int i, int v) const {  // inlined: an out-of-line call in the value loop spills every vector register (AVX2)
     if (direct) return T::template groups<BITS>(gptr + i * st->code_bytes + v * W * BITS);
     return T::loadi(g + i * gstride + v * W);
   }
@@ -1078,7 +1078,7 @@ struct RvqValSrc : RvqStreams<TqSrc<BITS>> {
   int nv;
   RvqValSrc(const RvqHeadState& x, const std::uint8_t* b, std::size_t n)
       : RvqStreams<TqSrc<BITS>>(x, b, n), nv(this->s0.nv) {}
-  RvqGroups group(int i, int v) const { return {this->s0.group(i, v), this->s1.group(i, v)}; }
+  [[gnu::always_inline]] RvqGroups group(int i, int v) const { return {this->s0.group(i, v), this->s1.group(i, v)}; }
   F weight(float p, int i, int v) const { return this->s0.weight(p, i, v); }
   template <int S>
   F code(const RvqGroups& g) const {
@@ -1240,7 +1240,7 @@ struct KiviValSrc : TqSrc<BITS> {
       for (int k = 0; k < 2 * npairs; ++k) pairs[i * 16 + k] = f16_at(pr + (static_cast<std::size_t>(i) * npairs * 2 + k) * 2);
   }
   F norm_vec() const { return T::set1(1.0f); }  // unused (kHasNorm = false); TqSrc's reads unset norms
-  KiviGroup group(int i, int v) const {
+  [[gnu::always_inline]] KiviGroup group(int i, int v) const {
     const float* o = pairs + i * 16;
     const F lo = T::load(o), hi = T::load(o + (W == 16 ? 0 : 8));
     return {TqSrc<BITS>::group(i, v), T::template lut<T::kNeedWide>(sidx[v], lo, hi),
