@@ -107,6 +107,33 @@ double median_us(cudaStream_t s, int reps, F&& fn) {
   }
   for (auto& e : ev) cudaEventDestroy(e);
   std::nth_element(t.begin(), t.begin() + reps / 2, t.end());
+#ifdef TURBOKV_H16_TRACE
+  // Diagnostic build: one more call with decode_h16_kernel's per-block stamps on, appended to the file
+  // named by TURBOKV_H16_TRACE_FILE as "call,median_us,block,word0..": only calls that wrote stamps.
+  if (const char* path = std::getenv("TURBOKV_H16_TRACE_FILE")) {
+    static int call = 0;
+    const std::size_t words = std::size_t(cuda::detail::kH16TraceBlocks) * cuda::detail::kH16TraceWords;
+    DevMem buf(words * 8);
+    TKV_CUDA_CHECK(cudaMemset(buf.p, 0, words * 8));
+    cuda::detail::h16_trace_buf = buf.as<unsigned long long>();
+    fn(reps + 3);
+    TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+    cuda::detail::h16_trace_buf = nullptr;
+    std::vector<unsigned long long> h(words);
+    TKV_CUDA_CHECK(cudaMemcpy(h.data(), buf.p, words * 8, cudaMemcpyDeviceToHost));
+    if (FILE* f = std::fopen(path, "a")) {
+      for (int b = 0; b < cuda::detail::kH16TraceBlocks; ++b) {
+        const unsigned long long* w = h.data() + std::size_t(b) * cuda::detail::kH16TraceWords;
+        if (w[1] == 0) continue;
+        std::fprintf(f, "%d,%.2f,%d", call, t[reps / 2], b);
+        for (int j = 0; j < cuda::detail::kH16TraceWords; ++j) std::fprintf(f, ",%llu", w[j]);
+        std::fprintf(f, "\n");
+      }
+      std::fclose(f);
+    }
+    ++call;
+  }
+#endif
   return t[reps / 2];
 }
 

@@ -17,6 +17,16 @@
 
 namespace turbokv::cuda::detail {
 
+#ifdef TURBOKV_H16_TRACE
+/// Diagnostic build only (-DTURBOKV_H16_TRACE): device buffer of kH16TraceBlocks x kH16TraceWords
+/// words that decode_h16_kernel fills per block with %globaltimer stamps (ns): [0] smid, [1] entry,
+/// [2] set-up done, [3 .. 3 + NW) each warp's main-loop end, [19] merge start, [20] end; thread 0's
+/// set-up: [21] first copies issued, [22] tables filled, [23] query rotated. Set by the
+/// caller (the bench); nullptr: nothing written.
+inline unsigned long long* h16_trace_buf = nullptr;
+constexpr int kH16TraceBlocks = 4096, kH16TraceWords = 24;
+#endif
+
 [[noreturn]] inline void cuda_fail(cudaError_t e, const char* expr, const char* file, int line) {
   throw std::runtime_error(std::string("CUDA error: ") + expr + " -> " + cudaGetErrorName(e) + " (" +
                            cudaGetErrorString(e) + ") at " + file + ":" + std::to_string(line));

@@ -416,6 +416,9 @@ void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKe
   // One split: the decode kernel's FUSE instance finishes the rows (H200 run s8-2, b16 x 64k d128,
   // two passes: 4-bit 298.3 -> 295.5 us, 2-bit 252.1 -> 250.5, 3-bit unchanged; docs/CUDA_NOTES.md).
   ka.fuse_out = fuse && p.splits == 1 ? 1 : 0;
+#ifdef TURBOKV_H16_TRACE
+  ka.trace = h16_trace_buf;
+#endif
   ka.out = args.out;
   ka.io = args.io == IoType::kF32 ? 0 : args.io == IoType::kF16 ? 1 : 2;
   ka.vsigns = vsigns;

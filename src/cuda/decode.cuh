@@ -83,6 +83,9 @@ struct DecodeKernelArgs {
   // fp16 tensor-core kernel with one split (decode_h16.cuh, FUSE): the block writes the output itself
   // (inverse value rotation vsigns, vscale; out of type io: 0 fp32, 1 fp16, 2 bf16), no combine kernel.
   int fuse_out;
+#ifdef TURBOKV_H16_TRACE
+  unsigned long long* trace;  // common.cuh h16_trace_buf
+#endif
   void* out;
   int io;
   const float* vsigns;

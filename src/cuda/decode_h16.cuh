@@ -551,10 +551,37 @@ __device__ __forceinline__ void split_value_part(const std::uint8_t* vr, std::ui
 /// vchan (fractional widths, SPLIT): each half of a row is rotated back on its own (its signs, size
 /// D/2), then dim i of the row is channel vchan[i] of the output. ROT false (fp8 values, not rotated):
 /// the rows are written as they are.
+/// Without vchan, warp h < heads rotates row h in registers (splitk::warp_fwht: the same butterflies
+/// in the same order and rounding, then * (vscale * sign) as rotate_shared) and stores it: no block
+/// barrier per butterfly stage (rotate_shared per row cost 9 barriers a row, 36 for four heads: the
+/// epilogue took ~5 us of a b16 x 32k d128 call, H200 run s24-1, docs/CUDA_NOTES.md "Session 24").
 template <int D, int NT, bool ROT = true>
 __device__ __noinline__ void fused_epilogue(float* y, int heads, void* out, int io, std::size_t row0,
                                             const float* __restrict__ vsigns, float vscale,
                                             const std::int32_t* __restrict__ vchan) {
+  static_assert(NT / 32 >= kMmaHeads, "one warp per row of the block");
+  if (ROT && !vchan) {
+    constexpr int E = D / 32;
+    const int h = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float sg[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) sg[e] = vscale * __ldg(vsigns + E * lane + e);  // before the barrier
+    __syncthreads();  // every row of y is written
+    if (h >= heads) return;
+    float v[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] = y[h * D + E * lane + e];
+    splitk::warp_fwht<E>(v);
+    const std::size_t o = (row0 + h) * D + E * lane;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const float r = v[e] * sg[e];
+      if (io == 0) static_cast<float*>(out)[o + e] = r;
+      else if (io == 1) static_cast<__half*>(out)[o + e] = __float2half_rn(r);
+      else static_cast<__nv_bfloat16*>(out)[o + e] = __float2bfloat16_rn(r);
+    }
+    return;
+  }
   for (int h = 0; h < heads && ROT; ++h) {
     if (vchan) {
       splitk::rotate_shared(y + h * D, D / 2, vsigns, vscale, true);
@@ -606,6 +633,20 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   // The combine kernel is a programmatic dependent launch (decode.cu): let it be scheduled now; it
   // waits for this grid's completion in griddepcontrol.wait.
   asm volatile("griddepcontrol.launch_dependents;");
+#ifdef TURBOKV_H16_TRACE
+  // Stamps of this block (nullptr: off); recomputed from the arguments at each use, so nothing is
+  // live across the main loop. Block-uniform, so the extra barriers below run only when tracing.
+  auto gtime = [] { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; };
+  auto trace_at = [&a]() -> unsigned long long* {
+    const unsigned blk = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    return a.trace && blk < kH16TraceBlocks ? a.trace + blk * kH16TraceWords : nullptr;
+  };
+  if (unsigned long long* trace = trace_at(); trace && threadIdx.x == 0) {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    trace[0] = sm, trace[1] = gtime();
+  }
+#endif
   const bool share = a.vtab_shared != 0 && KB == VB;
   std::uint32_t* s_tab = reinterpret_cast<std::uint32_t*>(smem);
   std::uint8_t* rest = smem + Lay::tab;
@@ -798,6 +839,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       qv[e] = has ? (F8 || KIVI ? qi : qi * __ldg(a.ksigns + E * lane + e)) : 0.0f;
     }
   }
+
   // Pipeline, private to each warp (no block barrier in the main loop): up to kStages - 1 steps in
   // flight while one is computed; page ids are loaded one step ahead of their copies.
 #pragma unroll
@@ -806,6 +848,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     if constexpr (!Lay::kBulk) cp_async_commit();
   }
   unsigned pnext = pg0[Lay::kStages - 1];
+#ifdef TURBOKV_H16_TRACE
+  if (unsigned long long* trace = trace_at(); trace && threadIdx.x == 0) trace[21] = gtime();
+#endif
 
   // Pair tables (H16Layout::tab), one copy per lane: entry e = (code lo) | (code hi) << B ->
   // half2(c[lo], c[hi]). Lane j < 16 of each warp holds centroid j; entries are gathered by shuffles.
@@ -893,6 +938,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       }
     }
   }
+#ifdef TURBOKV_H16_TRACE
+  if (unsigned long long* trace = trace_at(); trace && threadIdx.x == 0) trace[22] = gtime();
+#endif
   // Rotated queries of the block's (up to) 8 heads: the Hadamard butterflies (u, w) -> (u + w, u - w)
   // for h = 1, 2, 4, ... as in the reference (same operands, same rounding), h < E in registers,
   // the rest across lanes; then Pi q to shared memory for the fragments below.
@@ -938,6 +986,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
 #pragma unroll
     for (int e = 0; e < E; ++e) s_qrot[warp * D + E * lane + e] = qv[e];
   }
+#ifdef TURBOKV_H16_TRACE
+  if (unsigned long long* trace = trace_at(); trace && threadIdx.x == 0) trace[23] = gtime();
+#endif
   __syncthreads();
   // This lane's B fragments of Pi q (head gid): k-slots 2tig+{0,1} -> dims D/4*tig + 4kk + {0,1},
   // k-slots 2tig+8+{0,1} -> dims D/4*tig + 4kk + {2,3}.
@@ -974,6 +1025,12 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       qs_w[idx] = make_uint2(pack_h2(qr[0], qr[1]), pack_h2(qr[2], qr[3]));
     }
   }
+#ifdef TURBOKV_H16_TRACE
+  if (unsigned long long* trace = trace_at()) {
+    __syncthreads();
+    if (threadIdx.x == 0) trace[2] = gtime();
+  }
+#endif
   __syncthreads();  // every read of Pi q is done: its space becomes the warps' P buffers (SPLIT only)
   // Table bases (warp-uniform) and this lane's byte in a table row (values: + 128 with their own codebook).
   const std::uint32_t stab = static_cast<std::uint32_t>(__cvta_generic_to_shared(rest + Lay::off_stab));
@@ -1609,7 +1666,13 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     }
   }
   cp_async_wait<0>();
+#ifdef TURBOKV_H16_TRACE
+  if (unsigned long long* trace = trace_at(); trace && lane == 0) trace[3 + warp] = gtime();
+#endif
   __syncthreads();
+#ifdef TURBOKV_H16_TRACE
+  if (unsigned long long* trace = trace_at(); trace && threadIdx.x == 0) trace[19] = gtime();
+#endif
 
   // Merge the NW warps: per warp m, l (reduced over its rows) and acc into shared memory. Dim d of a head's
   // row is at column d + 2 (d / (D/8)) of kAccRow = D + 20 floats: each lane writes its block j's dims
@@ -1672,6 +1735,12 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     const std::size_t row0 = static_cast<std::size_t>(b) * a.num_heads + g * a.group + blockIdx.z * kMmaHeads;
     fused_epilogue<D, NT, !F8 && !KIVI>(s_qrot, heads, a.out, a.io, row0, a.vsigns, a.vscale, SPLIT ? a.vchan : nullptr);
   }
+#ifdef TURBOKV_H16_TRACE
+  if (unsigned long long* trace = trace_at()) {
+    __syncthreads();
+    if (threadIdx.x == 0) trace[20] = gtime();
+  }
+#endif
 }
 
 /// Launch (or occupancy query) of decode_h16_kernel<D, KB, VB>; grid z = ceil(group / 8); the FUSE
