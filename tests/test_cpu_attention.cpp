@@ -209,6 +209,26 @@ TEST(CpuAttention, StreamChecksum) {
   (void)want;
 }
 
+TEST(CpuAttention, FmaPeakDoesTheWork) {
+  // The multiply-add baseline counts its work from the chains' results: macs rounded up to whole steps
+  // of 12 chains x lanes per thread, at every level (a level that skipped or merged steps would not).
+  for (SimdLevel l : available_simd_levels()) {
+    ScopedSimdLevel g(l);
+    const std::uint64_t lanes = l == SimdLevel::kAvx512 ? 16 : l == SimdLevel::kAvx2 ? 8 : 1;
+    for (int thr : {1, 2})
+      for (std::uint64_t macs : {1ull, 12ull * lanes, 12ull * lanes * 1000 + 5, 3000017ull}) {
+        // thr pieces, or fewer where the pool has fewer threads (TURBOKV_THREADS, a 1-core machine)
+        const std::uint64_t step = 12 * lanes, got = cpu::fma_peak(macs, thr);
+        bool match = false;
+        for (std::uint64_t t = 1; t <= static_cast<std::uint64_t>(thr); ++t)
+          match = match || got == ((macs + step - 1) / step + t - 1) / t * t * step;
+        EXPECT_TRUE(match) << simd_level_name(l) << " macs " << macs << " threads " << thr << ": " << got;
+      }
+    EXPECT_EQ(cpu::fma_peak(0, 2), 0u);
+    EXPECT_THROW(cpu::fma_peak(1ull << 40, 1), std::invalid_argument);
+  }
+}
+
 TEST(CpuAttention, Errors) {
   TqCase c(64, 2, 2, 10, 4, 4, 1);
   const auto q = test::gaussian(4 * 64, 1);

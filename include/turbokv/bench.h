@@ -30,6 +30,9 @@ struct BenchRow {
   double tokens_per_s = 0;      ///< context * batch / time (decode attention), tokens encoded / s (encode)
   double bits_per_element = 0;  ///< all-in bits per cached element (codes + per-token norms)
   double stream_time_us = 0;    ///< time to merely stream the same compressed bytes once (0 if not measured)
+  /// CPU decode rows: time of cpu::fma_peak for the call's multiply-adds (2 * context * num_heads * head_dim) on
+  /// the same threads: the run's multiply-add bound (0 if not measured; time_us / peak_time_us = "x_peak")
+  double peak_time_us = 0;
   std::string simd;             ///< SIMD level the CPU kernels ran at ("avx512", "avx2", "scalar"; "avx512-bf16" for bf16 rows)
   // Added by the CUDA bench when it checks a row (BenchOptions::check; -1 = not checked):
   /// Decode rows: max |out - ref| and ||out - ref|| / ||ref|| over the checked (sequence, KV head) row's query

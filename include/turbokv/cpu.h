@@ -160,4 +160,16 @@ void attention_dense(const void* k, const void* v, DType dtype, std::size_t num_
  */
 std::uint64_t stream_bytes(const std::uint8_t* data, std::size_t bytes, int threads = 0);
 
+/**
+ * Multiply-add baseline (the arithmetic counterpart of stream_bytes): `macs` fp32 multiply-adds run as
+ * independent fused multiply-add chains in registers at the dispatched SIMD level (12 chains of 16 lanes
+ * at AVX-512, 8 at AVX2, 1 at the scalar level, which has no FMA: a multiply and an add), one piece per
+ * thread, no memory traffic. Its time is the machine's multiply-add bound for that much work in this
+ * run: the fused decode attention does 2 * num_tokens * num_heads * head_dim multiply-adds per call.
+ * Returns the multiply-adds done, read back from the chains' results (macs rounded up to whole steps of
+ * 12 x lanes per thread), so the work cannot be elided. Throws std::invalid_argument when a thread's
+ * chains would exceed 2^24 steps (macs above about 2^24 * 12 * lanes * threads).
+ */
+std::uint64_t fma_peak(std::uint64_t macs, int threads = 0);
+
 }  // namespace turbokv::cpu

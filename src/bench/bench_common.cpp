@@ -29,6 +29,7 @@ std::string bench_json(const std::vector<BenchRow>& rows) {
                    {"tokens_per_s", r.tokens_per_s},
                    {"bits_per_element", r.bits_per_element},
                    {"stream_time_us", r.stream_time_us},
+                   {"peak_time_us", r.peak_time_us},
                    {"simd", r.simd},
                    {"max_err", r.max_err},
                    {"rel_err", r.rel_err},
@@ -37,14 +38,15 @@ std::string bench_json(const std::vector<BenchRow>& rows) {
 }
 
 std::string bench_table(const std::vector<BenchRow>& rows) {
-  std::string s = fmt::format("{:<17} {:<11} {:>5} {:>7} {:>3} {:>11} {:>12} {:>8} {:<11} {:>11} {:>8} {:>9}\n", "op",
-                              "method", "bits", "context", "thr", "time_us", "tokens/s", "GB/s", "baseline",
-                              "base_us", "speedup", "x_stream");
+  std::string s = fmt::format("{:<17} {:<11} {:>5} {:>7} {:>3} {:>11} {:>12} {:>8} {:<11} {:>11} {:>8} {:>9} {:>7}\n",
+                              "op", "method", "bits", "context", "thr", "time_us", "tokens/s", "GB/s", "baseline",
+                              "base_us", "speedup", "x_stream", "x_peak");
   for (const BenchRow& r : rows) {
     const std::string xs = r.stream_time_us > 0 ? fmt::format("{:.2f}", r.time_us / r.stream_time_us) : "-";
-    s += fmt::format("{:<17} {:<11} {:>5} {:>7} {:>3} {:>11.1f} {:>12.4g} {:>8.2f} {:<11} {:>11.1f} {:>8.2f} {:>9}\n",
+    const std::string xp = r.peak_time_us > 0 ? fmt::format("{:.2f}", r.time_us / r.peak_time_us) : "-";
+    s += fmt::format("{:<17} {:<11} {:>5} {:>7} {:>3} {:>11.1f} {:>12.4g} {:>8.2f} {:<11} {:>11.1f} {:>8.2f} {:>9} {:>7}\n",
                      r.op, r.method, r.bits, r.context, r.threads, r.time_us, r.tokens_per_s, r.gbps, r.baseline,
-                     r.baseline_time_us, r.speedup, xs);
+                     r.baseline_time_us, r.speedup, xs, xp);
   }
   return s;
 }

@@ -193,6 +193,11 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
       const double t32 = time_us([&] { cpu::attention_dense(k32.data(), v32.data(), cpu::DType::kF32, n, kvh, d, q.data(), H, p, out.data(), thr); }, reps, budget);
       const double b16 = static_cast<double>(elems) * 2 * 2, b32 = static_cast<double>(elems) * 4 * 2;
       const double s16 = time_us([&] { cpu::stream_bytes(reinterpret_cast<const std::uint8_t*>(k16.data()), elems * 2, thr); cpu::stream_bytes(reinterpret_cast<const std::uint8_t*>(v16.data()), elems * 2, thr); }, reps, budget);
+      // The call's multiply-adds (scores and values: 2 * n * H * d) as register-only FMA chains on the same
+      // threads: the multiply-add bound of this run (x_peak = time / this).
+      const std::uint64_t macs = 2ull * n * static_cast<std::uint64_t>(H) * du;
+      const double tpk = time_us([&] { cpu::fma_peak(macs, thr); }, reps, budget);
+      base.peak_time_us = tpk;
       BenchRow r16 = base;
       r16.method = "fp16-dense";
       r16.bits = 16;
@@ -408,6 +413,7 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
         }
         BenchRow rs = base;
         rs.op = "stream";
+        rs.peak_time_us = 0;  // a decode-row field
         rs.method = mname;
         rs.bits = bits;
         rs.time_us = ts;
@@ -421,6 +427,7 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
         if (n == opt.contexts.front()) {
           BenchRow re = base;
           re.op = "encode";
+          re.peak_time_us = 0;
           re.method = mname;
           re.bits = bits;
           re.time_us = encode_us / kvh;  // one head's keys: n tokens

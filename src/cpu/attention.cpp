@@ -270,6 +270,21 @@ std::uint64_t stream_bytes(const std::uint8_t* data, std::size_t bytes, int thre
   return x;
 }
 
+std::uint64_t fma_peak(std::uint64_t macs, int threads) {
+  if (macs == 0) return 0;
+  const auto& k = kernels();
+  const std::uint64_t nt = static_cast<std::uint64_t>(detail::resolve_threads(threads));
+  const std::uint64_t step = static_cast<std::uint64_t>(detail::kFmaChains) * static_cast<std::uint64_t>(k.lanes);
+  const std::uint64_t iters = ((macs + step - 1) / step + nt - 1) / nt;
+  check_arg(iters <= (1ull << 24), "cpu::fma_peak", "macs", macs,
+            "too large: at most 2^24 steps of 12 x lanes multiply-adds per thread");
+  std::vector<double> r(nt);
+  detail::parallel_for(nt, threads, [&](std::size_t i) { r[i] = k.fma_chains(iters, 1.0f, 1.0f); });
+  double sum = 0;
+  for (double v : r) sum += v;
+  return static_cast<std::uint64_t>(sum);
+}
+
 namespace {
 
 /// The path run_codec takes: every key and value head of every sequence must qualify for a fused one.

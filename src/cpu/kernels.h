@@ -270,7 +270,15 @@ struct Kernels {
   void (*attend_kivi)(const KiviAttnJob& job);
   /// Fused attention, fp8 / fp16 codec keys and values (nullptr at the scalar level).
   void (*attend_float)(const FloatAttnJob& job);
+  /// kFmaChains independent chains of `lanes` fp32 lanes, each lane a = a * x + y iters times from 0 (one
+  /// fused multiply-add per step where the ISA has them); returns the sum of the lanes in fp64 (the
+  /// multiply-add baseline of cpu::fma_peak: with x = y = 1 every lane ends at iters, exactly up to 2^24).
+  double (*fma_chains)(std::uint64_t iters, float x, float y);
 };
+
+/// Chains of Kernels::fma_chains: enough independent multiply-adds to cover the FMA latency of every
+/// ISA here (4 cycles x 2 pipes on Zen 4 / Intel cores) in 16 (AVX2) or 32 (AVX-512) vector registers.
+inline constexpr int kFmaChains = 12;
 
 /**
  * AttentionPrecision::kBf16 version of Kernels::attend at the AVX-512 level

@@ -166,8 +166,17 @@ void gemm_acc(const float* w, int G, const float* y, int cnt, int dim, float* ac
     }
 }
 
+double fma_chains(std::uint64_t iters, float x, float y) {
+  float a[kFmaChains] = {};
+  for (std::uint64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < kFmaChains; ++j) a[j] = a[j] * x + y;  // (-ffp-contract=off: a multiply and an add)
+  double sum = 0;
+  for (float v : a) sum += v;
+  return sum;
+}
+
 const Kernels& scalar_kernels() {
-  static const Kernels k = {1, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, nullptr, nullptr, nullptr, nullptr, nullptr};
+  static const Kernels k = {1, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, nullptr, nullptr, nullptr, nullptr, nullptr, fma_chains};
   return k;
 }
 

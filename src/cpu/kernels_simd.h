@@ -1554,6 +1554,23 @@ void scores(const TqState& st, const std::uint8_t* block, std::size_t n, std::si
 
 std::uint64_t stream(const std::uint8_t* data, std::size_t bytes) { return T::stream(data, bytes); }
 
+double fma_chains(std::uint64_t iters, float x, float y) {
+  F a[kFmaChains];
+  for (int j = 0; j < kFmaChains; ++j) a[j] = T::zero();
+  const F xv = T::set1(x), yv = T::set1(y);
+  for (std::uint64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < kFmaChains; ++j) a[j] = T::fma(a[j], xv, yv);
+  }
+  alignas(64) float lanes[W];
+  double sum = 0;
+  for (int j = 0; j < kFmaChains; ++j) {
+    T::store(lanes, a[j]);
+    for (int l = 0; l < W; ++l) sum += lanes[l];
+  }
+  return sum;
+}
+
 // ---------------------------------------------------------------- generic codec-domain attention
 
 void dots(const float* q, std::size_t qstride, int G, const float* y, int cnt, int dim, float* out) {
@@ -1620,7 +1637,7 @@ void gemm_acc(const float* w, int G, const float* y, int cnt, int dim, float* ac
 
 /// This ISA's kernel table (kernels.h).
 const Kernels& table() {
-  static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, attend_prod, attend_split, attend_rvq, attend_kivi, attend_float};
+  static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, attend_prod, attend_split, attend_rvq, attend_kivi, attend_float, fma_chains};
   return k;
 }
 
