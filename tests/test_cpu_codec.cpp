@@ -257,8 +257,9 @@ TEST(CpuCodec, ValidateAgreesWithTheReference) {
       const std::string want = outcome([&] { ref->encode(inputs[i].data(), 4, a.data()); });
       const std::string got = outcome([&] { fast->encode(inputs[i].data(), 4, b.data()); });
       EXPECT_EQ(got, want) << method_name(c.method) << " bits " << c.bits << " input " << i;
-      if (got != "accepted")  // rejected before anything is written
+      if (got != "accepted") {  // rejected before anything is written
         for (auto v : b) ASSERT_EQ(v, 0x5a) << method_name(c.method) << " input " << i << ": output written on error";
+      }
       (want == "accepted" ? accepted : rejected)++;
     }
   }
@@ -280,8 +281,9 @@ TEST(CpuCodec, ValidateAgreesWithTheReference) {
     std::vector<std::uint8_t> a(cref->encoded_bytes(2)), b(cfast->encoded_bytes(2), 0x5a);
     const std::string got = outcome([&] { cfast->encode(x.data(), 2, b.data()); });
     EXPECT_EQ(got, outcome([&] { cref->encode(x.data(), 2, a.data()); })) << "centered, v = " << v;
-    if (got != "accepted")
+    if (got != "accepted") {
       for (auto u : b) ASSERT_EQ(u, 0x5a) << "centered, v = " << v << ": output written on error";
+    }
   }
 }
 

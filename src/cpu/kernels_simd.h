@@ -274,7 +274,8 @@ struct TqSrc {
   }
   F norm_vec() const { return T::load(norms); }
   static constexpr bool kHasNorm = true;
-  [[gnu::always_inline]] I group(int i, int v) const {  // inlined: an out-of-line call in the value loop spills every vector register (AVX2)
+  // Always inlined: an out-of-line call in the value loop saves and restores every vector register (AVX2).
+  [[gnu::always_inline]] I group(int i, int v) const {
     if (direct) return T::template groups<BITS>(gptr + i * st->code_bytes + v * W * BITS);
     return T::loadi(g + i * gstride + v * W);
   }
