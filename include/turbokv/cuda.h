@@ -66,6 +66,15 @@ void pack_bits(const std::uint8_t* codes, std::size_t n, int bits, std::uint8_t*
 /// Inverse of pack_bits. packed: device, size packed_bytes(n, bits); codes: device, size n.
 void unpack_bits(const std::uint8_t* packed, std::size_t n, int bits, std::uint8_t* codes, Stream stream);
 
+/**
+ * Converts n fp32 values to fp16 bits with turbokv's rounding (turbokv/half.h `float_to_half`:
+ * round-to-nearest-even, overflow to Inf, NaN to sign | 0x7e00), the conversion every GPU kernel
+ * uses for the norms and scales it stores; the bits equal the host function's for every input.
+ * x: device, [n] fp32; out: device, [n] uint16_t fp16 bits. Throws std::invalid_argument naming
+ * `x/out` if n > 0 and either pointer is null.
+ */
+void fp32_to_fp16(const float* x, std::size_t n, std::uint16_t* out, Stream stream);
+
 /// Bytes of one (page, KV head) block: page_size * (code_bytes + 2) rounded up to 32.
 std::size_t tq_page_stride(int page_size, std::size_t code_bytes);
 

@@ -41,11 +41,20 @@ TURBOKV_HD float half_to_float(std::uint16_t h) {
   return bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
 }
 
-/// fp32 -> fp16 bits, round-to-nearest-even; overflow -> Inf; NaN kept quiet.
+/// fp32 -> fp16 bits, round-to-nearest-even; overflow -> Inf; NaN -> sign | 0x7e00 (quiet, payload
+/// dropped). In device code the finite and infinite cases are one `cvt.rn.f16.f32` (IEEE
+/// round-to-nearest-even, subnormals kept, overflow to Inf: the same bits as the code below, checked
+/// on 21 M inputs covering every rounding case by tests/cuda/test_cuda_pack.cpp
+/// HalfConversion.DeviceMatchesReferenceBits), NaN by a select.
 TURBOKV_HD std::uint16_t float_to_half(float f) {
   const std::uint32_t x = f32_bits(f);
   const std::uint32_t sign = (x >> 16) & 0x8000u;
   const std::uint32_t ax = x & 0x7fffffffu;
+#if defined(__CUDA_ARCH__)
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return ax > 0x7f800000u ? static_cast<std::uint16_t>(sign | 0x7e00u) : static_cast<std::uint16_t>(h);
+#else
   if (ax >= 0x7f800000u) return static_cast<std::uint16_t>(sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u));
   if (ax >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds to >= 65520
   if (ax < 0x38800000u) {  // below 2^-14: subnormal or zero in fp16
@@ -59,6 +68,7 @@ TURBOKV_HD std::uint16_t float_to_half(float f) {
   std::uint32_t r = ax - 0x38000000u;  // rebias exponent 127 -> 15
   r += 0x0fffu + ((r >> 13) & 1u);     // round to nearest even on the 13 dropped bits
   return static_cast<std::uint16_t>(sign | (r >> 13));
+#endif
 }
 
 /// The fp16 value <= x closest to x (x finite, >= -65504), as bits.

@@ -50,10 +50,12 @@ struct AppendArgs {
 };
 
 // Centroid index without a compare per boundary (B >= 3): a monotone cell map
-// cell(u) = clamp(round(u * invw + K)) into kCells cells (fma, then the
-// 1.5 * 2^23 rounding trick; max before min so NaN maps to cell 0). Because the
-// map is monotone, every boundary in a lower cell is < u and every boundary in
-// a higher cell is > u; the table is built by applying the same map to the
+// cell(u) = round((kCells - 1) * sat(u * sa + sb)) into kCells cells: one fma
+// with the .sat modifier (clamps to [0, 1] and maps NaN to +0, so NaN lands in
+// cell 0), then an fma by kCells - 1 onto the 1.5 * 2^23 rounding constant
+// (two instructions; clamping the cell with max and min cost three). Because
+// the map is monotone, every boundary in a lower cell is < u and every boundary
+// in a higher cell is > u; the table is built by applying the same map to the
 // boundaries, so when each cell holds at most one boundary
 //   #boundaries < u  ==  base[cell] + (u > first[cell])
 // exactly (first = the first boundary at or above the cell, +inf if none).
@@ -64,9 +66,24 @@ struct AppendArgs {
 constexpr int kCells = 32;
 constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
 
-__device__ __forceinline__ int cell_of(float u, float invw, float k) {
-  const float f = fminf(fmaxf(__fmaf_rn(u, invw, k), kMagic), kMagic + (kCells - 1));
-  return __float_as_int(f) - __float_as_int(kMagic);
+__device__ __forceinline__ int cell_of(float u, float sa, float sb) {
+  float s;
+  asm("fma.rn.sat.f32 %0, %1, %2, %3;" : "=f"(s) : "f"(u), "f"(sa), "f"(sb));
+  return __float_as_int(__fmaf_rn(s, static_cast<float>(kCells - 1), kMagic)) - __float_as_int(kMagic);
+}
+
+// x << s with PTX's clamp (s >= 32 gives 0).
+__device__ __forceinline__ unsigned shl_clamped(unsigned x, int s) {
+  unsigned r;
+  asm("shl.b32 %0, %1, %2;" : "=r"(r) : "r"(x), "r"(s));
+  return r;
+}
+
+// base + (u > first) (false for NaN) as a compare and a predicated add: written as C++ (or with
+// `set`), ptxas made it a compare, a select and an add.
+__device__ __forceinline__ unsigned count_above(unsigned base, float u, float first) {
+  asm("{\n\t.reg .pred p;\n\tsetp.gt.f32 p, %1, %2;\n\t@p add.u32 %0, %0, 1;\n\t}" : "+r"(base) : "f"(u), "f"(first));
+  return base;
 }
 
 // The Hadamard signs are +-1 (Rotation::signs): +-1.0f = {0x3F or 0xBF} 80 00 00,
@@ -164,9 +181,9 @@ __device__ __forceinline__ void widen_raw(const RawX<XT>& r, float* x) {
 // STS.128 and 2-way code writes/reads (8 groups per warp at 96g mod 128); the
 // sum-of-squares LDS.64 reads are conflict-free (kPairX below).
 // Cell table: two 32-word arrays (base, first), two conflict-free LDS.32 per
-// element; at T = 4 base comes from a popcount of the cells' occupancy mask
-// instead (one LDS per element fewer where L1 is the limit; H200 run s9-1, A/B:
-// d64 3/4-bit +2%, but d128/d256 3/4-bit -4 to -5% where the issue slots are).
+// element; at T = 4 and 16 base comes from a popcount of the cells' occupancy
+// mask instead (one LDS per element fewer where L1 is the limit: runs s9-1 and
+// s25-4, see the comment at `occ` below).
 // Squares stored by their owner (s9-2, A/B, b16/b64 x 64k): +1 to +3% at every
 // head_dim (threads t and t + 8 no longer both square a chain at T = 16).
 // kPairX (T = 4, 16): elements j and j + 8 of a block adjacent in the x row, so a
@@ -214,12 +231,12 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   const float lo_b = s_bnd[0], hi_b = s_bnd[NB - 1];
   float invw = (kCells - 3) / (hi_b - lo_b);  // boundaries span cells ~1 .. kCells - 2
   if (!(invw > 0.0f && invw < 1e30f)) invw = 1.0f;
-  const float kofs = kMagic + rintf(1.0f - lo_b * invw);
+  const float sa = invw / (kCells - 1), sb = rintf(1.0f - lo_b * invw) / (kCells - 1);  // cell_of's map
   if (kTable && threadIdx.x < kCells) {
     const int c = threadIdx.x;
     int base = 0, same = 0;
     for (int k = 0; k < NB; ++k) {
-      const int ck = cell_of(s_bnd[k], invw, kofs);
+      const int ck = cell_of(s_bnd[k], sa, sb);
       base += ck < c ? 1 : 0;
       same += ck == c ? 1 : 0;
     }
@@ -232,9 +249,12 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   }
   __syncthreads();
   const bool use_table = kTable && s_ok != 0;
-  // base[c] = #boundaries in cells below c = popc(occ & ((1 << c) - 1)) when no cell holds two
-  // (the table path's condition): three ALU instructions instead of a shared-memory look-up (used
-  // at T = 4 only: H200 run s9-1 measured d64 3/4-bit +2% with it, d128/d256 3/4-bit -4% to -5%).
+  // base[c] = #boundaries in cells below c = popc(occ << (32 - c)) when no cell holds two (the
+  // table path's condition): three ALU instructions instead of a shared-memory look-up. Used at
+  // T = 4 and 16, where the loop is bound by L1 / shared memory (ncu, run s25-3: d256 3-bit L1/TEX
+  // 93% busy, issue slots 62%): run s25-4 measured it +1.2 to +1.4% at d64 / d256 3- and 4-bit,
+  // -0.5 to -1% at d128 (T = 8 keeps the table). History: run s9-1 had it +2% at d64 and -4 to -5%
+  // at d128 / d256 when those loops were issue-bound.
   const unsigned occ = kTable ? s_occ : 0u;
   const int grp = threadIdx.x / T, t = threadIdx.x % T;
   const int lane = threadIdx.x % 32;
@@ -246,7 +266,12 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   float* xrow = s_x + grp * RX;
   const float* yrd = s_y + grp * RY + P * t;  // transposed read of block j at + 20 j
   float* ywr = s_y + grp * RY + 20 * t;       // this thread's block
-  std::uint8_t* cwr = reinterpret_cast<std::uint8_t*>(xrow) + 64 + P * t;  // code bytes of block j at + 80 j
+  // Code bytes of block j at + 80 j. 3 bits at T = 16 (one byte per thread and block): thread t's byte
+  // at kPermute3(t) instead of t, so that the reader's four words hold its codes (c0 c2 c4 c6),
+  // (c1 c3 c5 c7), (c8 ... c14), (c9 ... c15) and two shift-adds make 6-bit pairs (see the B == 3 pack).
+  constexpr bool kPermute3 = B == 3 && T == 16;
+  std::uint8_t* cwr = reinterpret_cast<std::uint8_t*>(xrow) + 64 +
+                      (kPermute3 ? (t & 8) | ((t & 1) << 2) | ((t >> 1) & 3) : P * t);
   const uint4* crd = reinterpret_cast<const uint4*>(reinterpret_cast<const std::uint8_t*>(xrow) + 64 + 80 * t);
   const int step = gridDim.x * VPB;
   // The loop, instantiated for the table and the fallback path (no per-vector
@@ -265,7 +290,6 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
         for (int i = 0; i < 16; ++i) x[i] = static_cast<float>(row[s_chan[16 * t + i]]);
       } else {
         widen_raw<XT>(xn, x);
-        if (v + step < a.total) load_raw<D, XT>(a, v + step, t, xn);
       }
       // The square of element i (rounded: __fmul_rn, as the chain's own multiply would be) at
       // xrow[20 * (i / 16) + i % 16]: squared once by its owner, not by every chain reader
@@ -290,6 +314,11 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
         y[4 * m + 2] = __fmul_rn(x[4 * m + 2], sign_of<2>(sq[m]));
         y[4 * m + 3] = __fmul_rn(x[4 * m + 3], sign_of<3>(sq[m]));
       }
+      // The next vector's raw loads, issued once x is dead (its squares and y are made), so that they
+      // can land in x's registers: issued at the top of the loop (while x was live) they needed their
+      // own, and ptxas copied them into x's at the end of every vector (16 MOVs at fp32).
+      if constexpr (!SPLIT)
+        if (v + step < a.total) load_raw<D, XT>(a, v + step, t, xn);
 #pragma unroll
       for (int h = 1; h < 16; h <<= 1)
 #pragma unroll
@@ -380,11 +409,11 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
       if constexpr (decltype(tab)::value) {
 #pragma unroll
         for (int e = 0; e < 16; ++e) {
-          const int c = cell_of(z[e], invw, kofs);
-          // T = 4 (d64, L1-bound): base from the occupancy mask; otherwise (issue-bound) the table.
-          const unsigned base = T == 4 ? static_cast<unsigned>(__popc(occ & ((1u << c) - 1u)))
+          const int c = cell_of(z[e], sa, sb);
+          // T = 4, 16 (d64, d256: L1-bound): base from the occupancy mask; T = 8 (d128) the table.
+          const unsigned base = T != 8 ? static_cast<unsigned>(__popc(shl_clamped(occ, 32 - c)))
                                        : static_cast<unsigned>(s_base[c]);
-          code[e] = base + (z[e] > s_first[c] ? 1u : 0u);
+          code[e] = count_above(base, z[e], s_first[c]);
         }
       } else if constexpr (kTable) {  // fallback (a cell holds two boundaries): boundaries from shared memory
 #pragma unroll
@@ -399,7 +428,7 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
         for (int e = 0; e < 16; ++e) {
           unsigned idx = 0;
 #pragma unroll
-          for (int k = 0; k < NB; ++k) idx += z[e] > bnd[k] ? 1u : 0u;
+          for (int k = 0; k < NB; ++k) idx = count_above(idx, z[e], bnd[k]);
           code[e] = idx;
         }
       }
@@ -442,7 +471,18 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
 #pragma unroll
         for (int k = 0; k < 4; ++k) bits |= ((w[k] * 0x01020408u) >> 24) << (4 * k);
         *reinterpret_cast<std::uint16_t*>(dst) = static_cast<std::uint16_t>(bits);
-      } else {  // B == 3: c0 | c1 << 3 in bits 0..5 and c2 | c3 << 3 in bits 16..21 of w | w >> 5
+      } else if constexpr (kPermute3) {  // B == 3, T == 16: words (c0 c2 c4 c6) (c1 c3 c5 c7) (c8 ..) (c9 ..)
+        // a: bytes p0 .. p3 (p_j = c_2j | c_2j+1 << 3); fields of 6 bits at byte j -> at bit 6 j
+        const auto pairs24 = [](unsigned a) {
+          const unsigned v = (a & 0x003F003Fu) | ((a >> 2) & 0x0FC00FC0u);  // p0 | p1 << 6, p2 | p3 << 6 at 16
+          return (v & 0xFFFu) | ((v >> 4) & 0xFFF000u);
+        };
+        const unsigned ya = pairs24(w[0] | (w[1] << 3)), yb = pairs24(w[2] | (w[3] << 3));
+        const unsigned lo = ya | (yb << 24), hi = yb >> 8;
+        reinterpret_cast<std::uint16_t*>(dst)[0] = static_cast<std::uint16_t>(lo);
+        reinterpret_cast<std::uint16_t*>(dst)[1] = static_cast<std::uint16_t>(lo >> 16);
+        reinterpret_cast<std::uint16_t*>(dst)[2] = static_cast<std::uint16_t>(hi);
+      } else {  // B == 3, T < 16: c0 | c1 << 3 in bits 0..5 and c2 | c3 << 3 in bits 16..21 of w | w >> 5
         unsigned f[4];  // 12 bits: codes 4k .. 4k + 3
 #pragma unroll
         for (int k = 0; k < 4; ++k) {

@@ -1,5 +1,5 @@
-// Bit pack / unpack kernels (LSB-first stream of turbokv/pack.h), the device
-// query and the TurboQuant-MSE tables.
+// Bit pack / unpack kernels (LSB-first stream of turbokv/pack.h), the fp32 -> fp16
+// conversion, the device query and the TurboQuant-MSE tables.
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -8,6 +8,7 @@
 #include "common.cuh"
 #include "turbokv/codebook.h"
 #include "turbokv/error.h"
+#include "turbokv/half.h"
 #include "turbokv/pack.h"
 #include "turbokv/rotation.h"
 
@@ -37,6 +38,12 @@ __global__ void unpack_kernel(const std::uint8_t* __restrict__ packed, std::size
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
        i += std::size_t(gridDim.x) * blockDim.x)
     codes[i] = static_cast<std::uint8_t>(get_code(packed, i, bits));
+}
+
+__global__ void half_kernel(const float* __restrict__ x, std::size_t n, std::uint16_t* __restrict__ out) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    out[i] = turbokv::float_to_half(x[i]);
 }
 
 unsigned grid_for(std::size_t n, int threads) {
@@ -76,6 +83,13 @@ void unpack_bits(const std::uint8_t* packed, std::size_t n, int bits, std::uint8
   check_arg(codes != nullptr && packed != nullptr, "cuda::unpack_bits", "codes/packed", 0,
             "must be device pointers");
   unpack_kernel<<<grid_for(n, 256), 256, 0, detail::stream_of(stream)>>>(packed, n, bits, codes);
+  TKV_CHECK_LAUNCH();
+}
+
+void fp32_to_fp16(const float* x, std::size_t n, std::uint16_t* out, Stream stream) {
+  if (n == 0) return;
+  check_arg(x != nullptr && out != nullptr, "cuda::fp32_to_fp16", "x/out", 0, "must be device pointers");
+  half_kernel<<<grid_for(n, 256), 256, 0, detail::stream_of(stream)>>>(x, n, out);
   TKV_CHECK_LAUNCH();
 }
 
