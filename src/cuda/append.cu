@@ -252,8 +252,8 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   // base[c] = #boundaries in cells below c = popc(occ << (32 - c)) when no cell holds two (the
   // table path's condition): three ALU instructions instead of a shared-memory look-up. Used at
   // T = 4 and 16, where the loop is bound by L1 / shared memory (ncu, run s25-3: d256 3-bit L1/TEX
-  // 93% busy, issue slots 62%): run s25-4 measured it +1.2 to +1.4% at d64 / d256 3- and 4-bit,
-  // -0.5 to -1% at d128 (T = 8 keeps the table). History: run s9-1 had it +2% at d64 and -4 to -5%
+  // 93% busy, issue slots 62%): run s25-4 measured it +0.7 to +1.1% at d64, +1.1 to +1.5% at d256
+  // (3 and 4 bits), -0.6 to -0.8% at d128 (T = 8 keeps the table). History: run s9-1 had it +2% at d64 and -4 to -5%
   // at d128 / d256 when those loops were issue-bound.
   const unsigned occ = kTable ? s_occ : 0u;
   const int grp = threadIdx.x / T, t = threadIdx.x % T;
