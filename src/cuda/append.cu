@@ -267,8 +267,9 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   const float* yrd = s_y + grp * RY + P * t;  // transposed read of block j at + 20 j
   float* ywr = s_y + grp * RY + 20 * t;       // this thread's block
   // Code bytes of block j at + 80 j. 3 bits at T = 16 (one byte per thread and block): thread t's byte
-  // at kPermute3(t) instead of t, so that the reader's four words hold its codes (c0 c2 c4 c6),
-  // (c1 c3 c5 c7), (c8 ... c14), (c9 ... c15) and two shift-adds make 6-bit pairs (see the B == 3 pack).
+  // at (t & 8) | (t & 1) << 2 | (t >> 1) & 3 instead of t, so that the reader's four words hold its
+  // codes (c0 c2 c4 c6), (c1 c3 c5 c7), (c8 ... c14), (c9 ... c15) and two shift-adds make 6-bit
+  // pairs (see the B == 3 pack).
   constexpr bool kPermute3 = B == 3 && T == 16;
   std::uint8_t* cwr = reinterpret_cast<std::uint8_t*>(xrow) + 64 +
                       (kPermute3 ? (t & 8) | ((t & 1) << 2) | ((t >> 1) & 3) : P * t);
@@ -471,25 +472,25 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
 #pragma unroll
         for (int k = 0; k < 4; ++k) bits |= ((w[k] * 0x01020408u) >> 24) << (4 * k);
         *reinterpret_cast<std::uint16_t*>(dst) = static_cast<std::uint16_t>(bits);
-      } else if constexpr (kPermute3) {  // B == 3, T == 16: words (c0 c2 c4 c6) (c1 c3 c5 c7) (c8 ..) (c9 ..)
-        // a: bytes p0 .. p3 (p_j = c_2j | c_2j+1 << 3); fields of 6 bits at byte j -> at bit 6 j
-        const auto pairs24 = [](unsigned a) {
-          const unsigned v = (a & 0x003F003Fu) | ((a >> 2) & 0x0FC00FC0u);  // p0 | p1 << 6, p2 | p3 << 6 at 16
-          return (v & 0xFFFu) | ((v >> 4) & 0xFFF000u);
-        };
-        const unsigned ya = pairs24(w[0] | (w[1] << 3)), yb = pairs24(w[2] | (w[3] << 3));
-        const unsigned lo = ya | (yb << 24), hi = yb >> 8;
-        reinterpret_cast<std::uint16_t*>(dst)[0] = static_cast<std::uint16_t>(lo);
-        reinterpret_cast<std::uint16_t*>(dst)[1] = static_cast<std::uint16_t>(lo >> 16);
-        reinterpret_cast<std::uint16_t*>(dst)[2] = static_cast<std::uint16_t>(hi);
-      } else {  // B == 3, T < 16: c0 | c1 << 3 in bits 0..5 and c2 | c3 << 3 in bits 16..21 of w | w >> 5
-        unsigned f[4];  // 12 bits: codes 4k .. 4k + 3
+      } else {  // B == 3: the 48-bit LSB-first stream of 16 codes as lo (bits 0..31) and hi (32..47)
+        unsigned lo, hi;
+        if constexpr (kPermute3) {  // T == 16: words (c0 c2 c4 c6) (c1 c3 c5 c7) (c8 ..) (c9 ..)
+          // a: bytes p0 .. p3 (p_j = c_2j | c_2j+1 << 3); fields of 6 bits at byte j -> at bit 6 j
+          const auto pairs24 = [](unsigned a) {
+            const unsigned v = (a & 0x003F003Fu) | ((a >> 2) & 0x0FC00FC0u);  // p0 | p1 << 6, p2 | p3 << 6 at 16
+            return (v & 0xFFFu) | ((v >> 4) & 0xFFF000u);
+          };
+          const unsigned ya = pairs24(w[0] | (w[1] << 3)), yb = pairs24(w[2] | (w[3] << 3));
+          lo = ya | (yb << 24), hi = yb >> 8;
+        } else {  // c0 | c1 << 3 in bits 0..5 and c2 | c3 << 3 in bits 16..21 of w | w >> 5
+          unsigned f[4];  // 12 bits: codes 4k .. 4k + 3
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const unsigned n = w[k] | (w[k] >> 5);
-          f[k] = (n & 0x3Fu) | ((n >> 10) & 0xFC0u);
+          for (int k = 0; k < 4; ++k) {
+            const unsigned n = w[k] | (w[k] >> 5);
+            f[k] = (n & 0x3Fu) | ((n >> 10) & 0xFC0u);
+          }
+          lo = f[0] | (f[1] << 12) | (f[2] << 24), hi = (f[2] >> 8) | (f[3] << 4);
         }
-        const unsigned lo = f[0] | (f[1] << 12) | (f[2] << 24), hi = (f[2] >> 8) | (f[3] << 4);
         reinterpret_cast<std::uint16_t*>(dst)[0] = static_cast<std::uint16_t>(lo);
         reinterpret_cast<std::uint16_t*>(dst)[1] = static_cast<std::uint16_t>(lo >> 16);
         reinterpret_cast<std::uint16_t*>(dst)[2] = static_cast<std::uint16_t>(hi);
