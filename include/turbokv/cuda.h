@@ -194,7 +194,8 @@ struct PageTable {
  * start: device int32 [batch], position of each sequence's first new token
  * (the pages covering [start, start + num_new) must be in the table).
  * Inputs must be finite with norms <= 65504 (the reference throws; here the
- * stored norm would be Inf).
+ * stored norm would be Inf). At head_dim 64, 128, 256 with an integer width, x must be
+ * 16-byte aligned (std::invalid_argument naming x otherwise; cudaMalloc pointers are).
  */
 void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_new, int num_kv_heads,
                    const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream,

@@ -159,6 +159,21 @@ __device__ __forceinline__ void widen_raw(const RawX<XT>& r, float* x) {
 //     consecutive codes: one STS.{32,U16,U8}). After __syncwarp thread t reads the
 //     16 code bytes of elements [16t, 16t + 16) with one LDS.128 and packs them
 //     LSB-first into its 2B bytes of the stream.
+// Staged input (fp32 at T = 8, 16: kStagedInput). Thread t's 16 consecutive floats are 64 bytes at a
+// 64-byte lane stride, so each of the four LDG.128 of a warp touched 16 cache lines: ncu (run s26-1,
+// d256 3-bit) had these loads at about a third of the L1 data-pipe wavefronts, the unit that bounds the
+// kernel (87% busy). Instead, lane 0 of each warp brings the warp's 32 / T consecutive vectors into
+// the warp's stage in shared memory (dynamic, D * 4 bytes per group) by one bulk copy completing on
+// the warp's mbarrier, issued a vector ahead (once every lane has read the stage; the loop is then
+// warp-uniform, with whole-warp __syncwarps), and thread
+// t reads its 64 bytes with four LDS.128 at rotated units: slot s holds unit s ^ rot, rot = (t >> 1) & 3,
+// so the 8 lanes of a quarter-warp hit 8 distinct 16-byte bank groups (4t + (s ^ rot) mod 8). The
+// rotation is carried, not undone: the signs are stored per slot, FWHT stages h = 4, 8 pair slots (s,
+// s ^ 1) and (s, s ^ 2) and write (a + b, a - b) or (b - a, b + a) by one fma with +-1 each (the
+// reference's rounded sums, formats.h), the y row takes slot s at unit s ^ rot (conflict-free at a
+// 16-float block stride, which also saves the row's gaps: four blocks of about 56 KB fit an SM), and the
+// squares are stored by slot, the chain readers of block p undoing rot(p) (compile-time) in their
+// addresses and, at T = 16, in the order of each pair.
 // Two __syncwarps per vector: after the x/y writes, and after the code writes
 // (every x/y read of the vector precedes the code writes: the codes depend on
 // them; the code bytes of the next vector are written after its first
@@ -195,13 +210,21 @@ __device__ __forceinline__ void widen_raw(const RawX<XT>& r, float* x) {
 // H200 (run s5-6): 32 such entries span 256 bytes, so lanes of a half-warp on
 // cells c and c + 16 conflict; so was v3 without the input prefetch (48
 // registers, 5 blocks per SM).
+template <int D, class XT, bool SPLIT>
+constexpr bool kStagedInput = !SPLIT && D >= 128 && std::is_same_v<XT, float>;
+
 template <int D, int B, bool kTable, class XT, bool SPLIT = false>
 __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a) {
   constexpr int T = D / 16;
   constexpr int P = 16 / T;          // consecutive elements per block after the transpose
   constexpr int VPB = kThreads / T;  // vectors per block step
   constexpr int RX = T * 20 + 8;     // x row stride in floats (as v2)
-  constexpr int RY = T * 20 + ((T * 20) % 32 == 0 ? 16 : 0);  // y row stride: 16 mod 32
+  // Staged input (fp32 at T = 8, 16; see "Staged input" above): the group's vector arrives by one bulk
+  // copy into its stage, and thread t's four 16-byte units are read rotated (slot s holds unit s ^ rot).
+  constexpr bool kStage = kStagedInput<D, XT, SPLIT>;
+  constexpr int YB = kStage ? 16 : 20;  // y row: float offset of block j is YB * j
+  constexpr int RY = kStage ? T * 16 + 16 : T * 20 + ((T * 20) % 32 == 0 ? 16 : 0);  // y row stride: 16 mod 32
+  constexpr unsigned SS = D * sizeof(XT);  // stage bytes per group
   constexpr int CB = D * B / 8;
   constexpr bool kPairX = T != 8;  // x row blocks in (j, j + 8) pairs (see the square stores)
   constexpr int NB = (1 << B) - 1;
@@ -218,14 +241,26 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   // (see sign_of); one LDS.128 per vector instead of 4 registers held.
   __shared__ uint4 s_sign[T];
   __shared__ std::int32_t s_chan[SPLIT ? D : 1];  // SPLIT: this part's input channels
+  __shared__ __align__(8) unsigned long long s_bar[kStage ? kThreads / 32 : 1];  // kStage: one mbarrier per warp
+  extern __shared__ __align__(16) unsigned char s_stage[];  // kStage: [VPB][SS] (dynamic)
   if (SPLIT)
     for (int i = threadIdx.x; i < D; i += kThreads) s_chan[i] = a.chan[i];
   if (threadIdx.x < 16) s_bnd[threadIdx.x] = threadIdx.x < NB ? a.boundaries[threadIdx.x] : INFINITY;
   if (threadIdx.x < 4 * T) {
+    // Word m of s_sign[wt]: unit m of thread wt's block, or with kStage unit m ^ rot(wt), the unit its
+    // slot m holds.
+    const int wt = threadIdx.x / 4, wm = threadIdx.x % 4;
+    const int unit = kStage ? wm ^ ((wt >> 1) & 3) : wm;
     unsigned w = 0;
 #pragma unroll
-    for (int k = 0; k < 4; ++k) w |= (__float_as_uint(__ldg(a.signs + 4 * threadIdx.x + k)) >> 24) << (8 * k);
+    for (int k = 0; k < 4; ++k) w |= (__float_as_uint(__ldg(a.signs + 16 * wt + 4 * unit + k)) >> 24) << (8 * k);
     reinterpret_cast<unsigned*>(s_sign)[threadIdx.x] = w;
+  }
+  if constexpr (kStage) {
+    if (threadIdx.x < kThreads / 32) {
+      detail::mbar_init(static_cast<std::uint32_t>(__cvta_generic_to_shared(&s_bar[threadIdx.x])), 1);
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
   }
   __syncthreads();
   const float lo_b = s_bnd[0], hi_b = s_bnd[NB - 1];
@@ -264,8 +299,24 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
 #pragma unroll
     for (int k = 0; k < NB; ++k) bnd[k] = s_bnd[k];
   float* xrow = s_x + grp * RX;
-  const float* yrd = s_y + grp * RY + P * t;  // transposed read of block j at + 20 j
-  float* ywr = s_y + grp * RY + 20 * t;       // this thread's block
+  const float* yrd = s_y + grp * RY + P * t;  // transposed read of block j at + YB j
+  float* ywr = s_y + grp * RY + YB * t;       // this thread's block
+  // kStage: the warp's stage (its VPW groups' vectors, consecutive in x and in the stage) and
+  // mbarrier; thread t's 64 bytes of its group's vector; slot s holds unit s ^ rot.
+  constexpr int VPW = 32 / T;
+  const int gw = grp % VPW;  // group within the warp
+  const int rot = (t >> 1) & 3;
+  const std::uint32_t bar = kStage ? static_cast<std::uint32_t>(__cvta_generic_to_shared(&s_bar[threadIdx.x / 32])) : 0u;
+  const std::uint32_t stg =
+      kStage ? static_cast<std::uint32_t>(__cvta_generic_to_shared(s_stage + (grp - gw) * SS)) : 0u;
+  const float4* srd = reinterpret_cast<const float4*>(s_stage + grp * SS + 64 * t);
+  // kStage: the loop is warp-uniform (every sync is a whole-warp __syncwarp; groups past the end
+  // compute on stale stage bytes and store nothing).
+  const unsigned smask = kStage ? 0xffffffffu : gmask;
+  // FWHT stages h = 4, 8 on rotated slots: the butterfly of slots (s, s + h/4) is
+  // (fma(sg, a, b), fma(-sg, b, a)): (a + b, a - b) when slot s holds the lower unit, (b - a, b + a)
+  // when it holds the upper one (rot's bit set) -- each result the reference's own rounded sum.
+  const float sg4 = (rot & 1) ? -1.0f : 1.0f, sg8 = (rot & 2) ? -1.0f : 1.0f;
   // Code bytes of block j at + 80 j. 3 bits at T = 16 (one byte per thread and block): thread t's byte
   // at (t & 8) | (t & 1) << 2 | (t >> 1) & 3 instead of t, so that the reader's four words hold its
   // codes (c0 c2 c4 c6), (c1 c3 c5 c7), (c8 ... c14), (c9 ... c15) and two shift-adds make 6-bit
@@ -278,12 +329,35 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   // The loop, instantiated for the table and the fallback path (no per-vector
   // branch, no register for the flag).
   const auto run = [&](auto tab) {
-    RawX<XT> xn;  // prefetch of the group's next vector (not SPLIT)
+    [[maybe_unused]] RawX<XT> xn;  // prefetch of the group's next vector (not SPLIT, not kStage)
     int v = blockIdx.x * VPB + grp;
-    if (!SPLIT && v < a.total) load_raw<D, XT>(a, v, t, xn);
-    for (; v < a.total; v += step) {  // uniform per group (all T lanes share v)
+    [[maybe_unused]] std::uint32_t parity = 0;  // kStage: phase of the warp's mbarrier
+    // kStage: lane 0 (group 0: v is the warp's first vector) copies the warp's vectors that exist.
+    const auto stage_copy = [&](int v0) {
+      const int nv = a.total - v0 < VPW ? a.total - v0 : VPW;
+      detail::bulk_load(bar, stg, static_cast<const XT*>(a.x) + static_cast<std::size_t>(v0) * D, nv * SS);
+    };
+    if constexpr (kStage) {
+      if (lane == 0 && v < a.total) stage_copy(v);
+    } else if (!SPLIT && v < a.total) {
+      load_raw<D, XT>(a, v, t, xn);
+    }
+    // Uniform per group (all T lanes share v); kStage: per warp (while its first vector exists).
+    for (; (kStage ? v - gw : v) < a.total; v += step) {
       float x[16];
-      if constexpr (SPLIT) {
+      if constexpr (kStage) {
+        detail::mbar_wait(bar, parity);
+        parity ^= 1u;
+#pragma unroll
+        for (int sl = 0; sl < 4; ++sl) {
+          const float4 f = srd[sl ^ rot];
+          x[4 * sl] = f.x, x[4 * sl + 1] = f.y, x[4 * sl + 2] = f.z, x[4 * sl + 3] = f.w;
+        }
+        // Every lane has read the stage: the next vectors' copy may overwrite it (issued here, a whole
+        // vector ahead).
+        __syncwarp();
+        if (lane == 0 && v + step < a.total) stage_copy(v + step);
+      } else if constexpr (SPLIT) {
         // Gathered channels: 16 scalar loads, widened exactly. Prefetching them a vector ahead (as the
         // raw loads below) measured -2.5% to +1% (H200 run s9-6): not kept.
         const XT* row = static_cast<const XT*>(a.x) + static_cast<std::size_t>(v) * a.in_stride;
@@ -297,6 +371,8 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
       // (threads t and t + 8 read the same chain at T = 16).
       // kPairX (T = 16): inside the block, element j at 2 (j % 8) + j / 8 instead, so that the chain
       // elements i and i + 8 are adjacent and a chain reads them with one LDS.64.
+      // kStage: by slot, not by unit (slot s holds unit s ^ rot: the readers of block p undo rot(p),
+      // a compile-time constant there; stores by unit would conflict 2-way).
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int j0 = kPairX ? 2 * q : 4 * q, j1 = kPairX ? 2 * q + 8 : 4 * q + 1;
@@ -318,7 +394,7 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
       // The next vector's raw loads, issued once x is dead (its squares and y are made), so that they
       // can land in x's registers: issued at the top of the loop (while x was live) they needed their
       // own, and ptxas copied them into x's at the end of every vector (16 MOVs at fp32).
-      if constexpr (!SPLIT)
+      if constexpr (!SPLIT && !kStage)
         if (v + step < a.total) load_raw<D, XT>(a, v + step, t, xn);
 #pragma unroll
       for (int h = 1; h < 16; h <<= 1)
@@ -326,28 +402,35 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
         for (int e = 0; e < 16; ++e)
           if ((e & h) == 0) {
             const float p = y[e], q = y[e + h];
-            y[e] = __fadd_rn(p, q);
-            y[e + h] = __fsub_rn(p, q);
+            if (kStage && h >= 4) {
+              const float sg = h == 4 ? sg4 : sg8;
+              y[e] = __fmaf_rn(sg, p, q);
+              y[e + h] = __fmaf_rn(-sg, q, p);
+            } else {
+              y[e] = __fadd_rn(p, q);
+              y[e + h] = __fsub_rn(p, q);
+            }
           }
-      // Element i of y at the y row's float 20 * (i / 16) + i % 16.
+      // Element i of y at the y row's float YB * (i / 16) + i % 16 (kStage: slot q holds unit q ^ rot).
 #pragma unroll
       for (int q = 0; q < 4; ++q)
-        *reinterpret_cast<float4*>(ywr + 4 * q) = make_float4(y[4 * q], y[4 * q + 1], y[4 * q + 2], y[4 * q + 3]);
-      __syncwarp(gmask);
+        reinterpret_cast<float4*>(ywr)[kStage ? q ^ rot : q] = make_float4(y[4 * q], y[4 * q + 1], y[4 * q + 2], y[4 * q + 3]);
+      __syncwarp(smask);
       const detail::AppendSlot slot =
-          detail::append_slot(v, a.div_heads, a.div_new, a.start, a.pages, a.max_pages, a.page_shift);
+          detail::append_slot(kStage && v >= a.total ? a.total - 1 : v, a.div_heads, a.div_new, a.start, a.pages,
+                              a.max_pages, a.page_shift);
       const int g = slot.g, page = slot.page, off = slot.off;
       float z[16];  // z[P * jb + q] = y[16 * jb + P * t + q]
 #pragma unroll
       for (int jb = 0; jb < T; ++jb) {
         if constexpr (P == 4) {
-          const float4 f = *reinterpret_cast<const float4*>(yrd + 20 * jb);
+          const float4 f = *reinterpret_cast<const float4*>(yrd + YB * jb);
           z[4 * jb] = f.x, z[4 * jb + 1] = f.y, z[4 * jb + 2] = f.z, z[4 * jb + 3] = f.w;
         } else if constexpr (P == 2) {
-          const float2 f = *reinterpret_cast<const float2*>(yrd + 20 * jb);
+          const float2 f = *reinterpret_cast<const float2*>(yrd + YB * jb);
           z[2 * jb] = f.x, z[2 * jb + 1] = f.y;
         } else {
-          z[jb] = yrd[20 * jb];
+          z[jb] = yrd[YB * jb];
         }
       }
       // Stages h = 16 * hb: element 16 jb + P t + q pairs with 16 (jb + hb) + P t + q.
@@ -377,18 +460,25 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
       } else if constexpr (kPairX) {
         const int k = t & 7;
         acc = 0.0f;
+        // kStage: block p was stored by slot with rot(p) = (p >> 1) & 3: elements k, k + 8 (units k / 4 and
+        // k / 4 + 2) are the pair at 2k ^ 8 (rot(p) & 1), in swapped order when rot(p) & 2.
+        const int k2 = 2 * k, k2x = k2 ^ 8;
 #pragma unroll
         for (int p = 0; p < T; ++p) {  // elements 16 p + k, 16 p + 8 + k
-          const float2 v2 = *reinterpret_cast<const float2*>(xrow + 20 * p + 2 * k);
-          acc = __fadd_rn(__fadd_rn(acc, v2.x), v2.y);
+          const int rp = kStage ? (p >> 1) & 3 : 0;
+          const float2 v2 = *reinterpret_cast<const float2*>(xrow + 20 * p + ((rp & 1) ? k2x : k2));
+          acc = (rp & 2) ? __fadd_rn(__fadd_rn(acc, v2.y), v2.x) : __fadd_rn(__fadd_rn(acc, v2.x), v2.y);
         }
         acc = __fadd_rn(acc, __shfl_xor_sync(gmask, acc, 4));  // a_k + a_{k+4}
       } else if constexpr (T >= 8) {
-        const int k = t & 7;
+        // Element 8 m + k at 20 p + e, e = 8 (m & 1) + k (p = m / 2); kStage (stored by slot, rot(p) =
+        // (p >> 1) & 3): at 20 p + (e ^ 4 rot(p)).
+        const int k = t & 7, kx = k ^ 4;
         acc = 0.0f;
 #pragma unroll
         for (int m = 0; m < D / 8; ++m) {
-          acc = __fadd_rn(acc, xrow[20 * (m >> 1) + 8 * (m & 1) + k]);
+          const int p = m >> 1, rp = kStage ? (p >> 1) & 3 : 0;
+          acc = __fadd_rn(acc, xrow[20 * p + 8 * ((m & 1) ^ (rp >> 1)) + ((rp & 1) ? kx : k)]);
         }
         acc = __fadd_rn(acc, __shfl_xor_sync(gmask, acc, 4));  // a_k + a_{k+4}
       } else {
@@ -446,9 +536,10 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
           cwr[80 * jb] = static_cast<std::uint8_t>(code[jb]);
         }
       }
-      __syncwarp(gmask);
+      __syncwarp(smask);
       const uint4 cv = *crd;  // byte r of word k: code of element 16 t + 4 k + r
       const unsigned w[4] = {cv.x, cv.y, cv.z, cv.w};
+      if (kStage && v >= a.total) continue;  // a group past the end (kStage): nothing to store
       std::uint8_t* dst = a.pool + (static_cast<std::size_t>(page) * a.div_heads.d + g) * a.stride +
                           (SPLIT ? static_cast<std::size_t>(off) * a.row_bytes + a.code_off
                                  : static_cast<std::size_t>(off) * CB) +
@@ -520,7 +611,20 @@ void launch_append(const AppendArgs& a, cudaStream_t s) {
   const int blocks_needed = (a.total + VPB - 1) / VPB;
   const int cap = detail::num_sms() * 4;  // 4 resident blocks per SM (64 registers)
   const int grid = blocks_needed < cap ? blocks_needed : cap;
-  append_kernel<D, B, kTable, XT, SPLIT><<<grid, kThreads, 0, s>>>(a);
+  constexpr std::size_t dyn = kStagedInput<D, XT, SPLIT> ? std::size_t(VPB) * D * sizeof(XT) : 0;
+  const auto kernel = append_kernel<D, B, kTable, XT, SPLIT>;
+  if constexpr (dyn > 0) {
+    // Static + dynamic shared memory is over 48 KB (four blocks of about 56 KB per SM): opt in once per
+    // instance, and ask for the whole carveout as shared memory (the kernel reads no global data through L1).
+    static const bool attr_set = [&] {
+      TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dyn)));
+      TKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          cudaSharedmemCarveoutMaxShared));
+      return true;
+    }();
+    (void)attr_set;
+  }
+  kernel<<<grid, kThreads, dyn, s>>>(a);
   TKV_CHECK_LAUNCH();
 }
 
@@ -676,6 +780,9 @@ void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_n
       where, x, batch, num_new, num_kv_heads, start, table, pool, x_type, codec.page_stride(table.page_size),
       "must equal codec.page_stride(page_size) (= tq_page_stride(page_size, code_bytes) for integer widths)");
   if (total == 0) return;
+  if (!codec.dense() && !codec.split())  // the Hadamard kernel's 16-byte loads / bulk copies of x
+    check_arg(reinterpret_cast<std::uintptr_t>(x) % 16 == 0, where, "x", reinterpret_cast<std::uintptr_t>(x),
+              "must be 16-byte aligned (device pointer)");
   AppendArgs a{x, static_cast<int>(total), FastDiv(num_kv_heads), FastDiv(num_new), start,
                table.pages, table.max_pages,
                __builtin_ctz(static_cast<unsigned>(table.page_size)), pool.data, pool.page_stride,

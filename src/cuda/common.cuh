@@ -255,4 +255,29 @@ __device__ __forceinline__ float load_x(const void* x, std::size_t i) {
   return static_cast<float>(static_cast<const XT*>(x)[i]);
 }
 
+/// mbarrier and bulk-copy (TMA) primitives (PTX ISA 8.0, sm_90); bar, dst: shared-window addresses
+/// (__cvta_generic_to_shared). mbar_init: count arrivals per phase.
+__device__ __forceinline__ void mbar_init(std::uint32_t bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+/// Spins until the phase of bar with this parity has completed.
+__device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT;\n}" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+/// One thread: expects `bytes` transaction bytes on bar and arrives (one arrival), then copies `bytes`
+/// bytes src -> dst by one bulk copy completing on bar (16-byte aligned addresses, bytes a multiple of
+/// 16). The proxy fence first orders this thread's (and, after a __syncwarp / barrier, its peers')
+/// earlier generic-proxy accesses of dst before the async-proxy write.
+__device__ __forceinline__ void bulk_load(std::uint32_t bar, std::uint32_t dst, const void* src, unsigned bytes) {
+  asm volatile(
+      "fence.proxy.async.shared::cta;\n"
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%2], [%3], %1, [%0];" ::"r"(bar),
+      "r"(bytes), "r"(dst), "l"(src)
+      : "memory");
+}
+
 }  // namespace turbokv::cuda::detail

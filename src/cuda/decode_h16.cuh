@@ -385,19 +385,11 @@ __device__ __forceinline__ std::uint32_t kivi_dequant(std::uint32_t codes, std::
   return *reinterpret_cast<const std::uint32_t*>(&r);
 }
 
-// mbarrier and bulk-copy (TMA) primitives (PTX ISA 8.0, sm_90) on shared-window addresses.
-__device__ __forceinline__ void mbar_init(std::uint32_t bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
+// mbarrier and bulk-copy (TMA) primitives (PTX ISA 8.0, sm_90) on shared-window addresses
+// (mbar_init, mbar_wait, bulk_load: common.cuh).
 /// Arrives on bar when this thread's earlier cp.async copies have completed (counts one arrival).
 __device__ __forceinline__ void mbar_arrive_cp_async(std::uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT;\n}" ::"r"(bar),
-      "r"(parity)
-      : "memory");
 }
 /// One lane of the (converged) warp, chosen by elect.sync: adds tx bytes to bar's expected
 /// transactions and arrives (tx = 0: arrives only), then copies b0 bytes src0 -> dst0 and b1 bytes

@@ -120,6 +120,47 @@ TEST(CudaAppend, ManyTokensMatchReference) {
     }
 }
 
+// More vectors than the grid holds groups (132 SMs x 4 blocks x 256 / T threads: 16,896 at head_dim
+// 128, 8,448 at 256), so every group encodes several: at fp32 the staged path's next-vector bulk copy
+// into the group's stage and its mbarrier phases (append.cu, "Staged input").
+TEST(CudaAppend, GroupsLoopOverManyVectors) {
+  const std::uint64_t seed = fresh_seed();
+  for (int d : {128, 256})
+    for (int bits : {3, 4}) {
+      SCOPED_TRACE("head_dim=" + std::to_string(d) + " bits=" + std::to_string(bits) + " seed=" + std::to_string(seed));
+      run_case({d, double(bits), 16, 2501}, seed + d * 11 + bits);  // 22,509 vectors: a partial last warp
+    }
+}
+
+// The Hadamard kernel reads x in 16-byte units: a pointer off that alignment is rejected by name.
+TEST(CudaAppend, RejectsMisalignedInput) {
+  CodecConfig cfg;
+  cfg.head_dim = 128;
+  cfg.bits = 4;
+  const auto ref = make_codec(cfg);
+  const cuda::TqMseTables tab(*ref);
+  const int ps = 16;
+  DevBuf<std::int32_t> dtable(std::vector<std::int32_t>{0});
+  DevBuf<std::uint8_t> pool(tab.page_stride(ps));
+  pool.fill_byte(0xA5);
+  DevBuf<float> x(std::vector<float>(2 * 128, 1.0f));
+  DevBuf<std::int32_t> dstart(std::vector<std::int32_t>{0});
+  const cuda::PageTable pt{dtable.p, 1, ps};
+  const cuda::PagedPool pp{pool.p, tab.page_stride(ps)};
+  try {
+    cuda::tq_mse_append(tab, x.p + 1, 1, 1, 1, dstart.p, pt, pp, nullptr);
+    ADD_FAILURE() << "misaligned x accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("x"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("16"), std::string::npos) << e.what();
+  }
+  const auto got = pool.download();
+  EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](std::uint8_t b) { return b == 0xA5; }));  // pool unchanged
+  cuda::tq_mse_append(tab, x.p, 1, 1, 1, dstart.p, pt, pp, nullptr);  // the aligned pointer is accepted
+  const auto after = pool.download();
+  EXPECT_FALSE(std::all_of(after.begin(), after.end(), [](std::uint8_t b) { return b == 0xA5; }));
+}
+
 // fp16 / bf16 input: the bytes of the reference encoding the widened values.
 TEST(CudaAppend, SixteenBitInputMatchesReference) {
   const std::uint64_t seed = fresh_seed();
