@@ -173,8 +173,11 @@ __device__ __forceinline__ void widen_raw(const RawX<XT>& r, float* x) {
 // reference's rounded sums, formats.h), the y row takes slot s at unit s ^ rot (conflict-free at a
 // 16-float block stride, which also saves the row's gaps: four blocks of about 56 KB fit an SM), and the
 // squares are stored by slot, the chain readers of block p undoing rot(p) (compile-time) in their
-// addresses and, at T = 16, in the order of each pair.
-// Two __syncwarps per vector: after the x/y writes, and after the code writes
+// addresses and, at T = 16, in the order of each pair. Run s26-4 (A/B): 1.03-1.07x at head_dim 128 /
+// 256 (2-bit 0.995-1.003x); with a copy per group and a partial-mask __syncwarp (s26-2/3) racecheck
+// flagged the re-issue and the y stores had become 4-way-conflicting STS.32 (address through `+`,
+// not a float4 index): 0.83-0.93x.
+// Two __syncwarps per vector (kStage: a third after the stage reads): after the x/y writes, and after the code writes
 // (every x/y read of the vector precedes the code writes: the codes depend on
 // them; the code bytes of the next vector are written after its first
 // __syncwarp, which follows this vector's code reads).
