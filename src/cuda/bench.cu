@@ -1,6 +1,6 @@
 // run_cuda_bench: CUDA-event timings of the decode-attention kernels (TurboQuant-MSE
 // on paged compressed K/V, and our fp16 flash-decoding baseline on the same
-// shapes) and of the append (encode) kernel, with BenchRow keys.
+// shapes) and of the append (encode) kernel from fp32, fp16 and bf16 input, with BenchRow keys.
 //
 // Each timing: warm-up, then >= 50 calls each bracketed by events, median
 // reported; calls rotate over enough copies of the inputs that the working set
@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "common.cuh"
@@ -73,6 +74,14 @@ __global__ void fill_half(std::uint16_t* p, std::size_t n, std::uint64_t seed) {
 __global__ void fill_float(float* p, std::size_t n, std::uint64_t seed, float scale) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
     p[i] = ((hash32(seed * 0x9E3779B97F4A7C15ull + i) & 0xffffff) * (1.0f / 16777216.0f) - 0.5f) * scale;
+}
+
+/// fill_float's values rounded to fp16 (bf16 = false) or bf16 (round to nearest even), as 16-bit patterns.
+__global__ void fill_half16(std::uint16_t* p, std::size_t n, std::uint64_t seed, float scale, bool bf16) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const float v = ((hash32(seed * 0x9E3779B97F4A7C15ull + i) & 0xffffff) * (1.0f / 16777216.0f) - 0.5f) * scale;
+    p[i] = bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v)) : __half_as_ushort(__float2half_rn(v));
+  }
 }
 
 struct DevMem {
@@ -603,17 +612,27 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           rows.push_back(r);
         }
 
-        // Encode (prefill append of the whole context into the key pool), vs a d2d copy of the same bytes.
-        const std::size_t in_bytes = std::size_t(batch) * ctx * kvh * d * 4;
-        if (in_bytes <= (4ull << 30) && want("encode")) {
+        // Encode (prefill append of the whole context into the key pool), vs a d2d copy of the same bytes,
+        // from fp32, fp16 and bf16 input (method "tq-mse", "tq-mse (fp16 in)", "tq-mse (bf16 in)"): what
+        // an engine feeds is usually 16-bit. Input plus output bytes count as moved.
+        for (const cuda::IoType xt : {cuda::IoType::kF32, cuda::IoType::kF16, cuda::IoType::kBf16}) {
+          const std::size_t esz = xt == cuda::IoType::kF32 ? 4 : 2;
+          const std::size_t n_in = std::size_t(batch) * ctx * kvh * d;
+          const std::size_t in_bytes = n_in * esz;
+          if (in_bytes > (4ull << 30) || !want("encode")) continue;
           DevMem x(in_bytes);
-          fill_float<<<fill_grid(), 256, 0, s>>>(x.as<float>(), in_bytes / 4, 99 + bits + sd, 8.0f);
+          if (xt == cuda::IoType::kF32) {
+            fill_float<<<fill_grid(), 256, 0, s>>>(x.as<float>(), n_in, 99 + bits + sd, 8.0f);
+          } else {
+            fill_half16<<<fill_grid(), 256, 0, s>>>(x.as<std::uint16_t>(), n_in, 99 + bits + sd, 8.0f,
+                                                    xt == cuda::IoType::kBf16);
+          }
           TKV_CHECK_LAUNCH();
           DevMem zero(batch * 4);
           TKV_CUDA_CHECK(cudaMemsetAsync(zero.p, 0, batch * 4, s));
           const double enc_us = median_us(s, std::max(20, reps / 2), [&](int i) {
-            cuda::tq_mse_append(tab, x.as<float>(), batch, ctx, kvh, zero.as<std::int32_t>(), pt,
-                                {kb[i % nrot]->as<std::uint8_t>(), stride}, st);
+            cuda::tq_mse_append(tab, x.p, batch, ctx, kvh, zero.as<std::int32_t>(), pt,
+                                {kb[i % nrot]->as<std::uint8_t>(), stride}, st, xt);
           });
           const std::size_t moved = in_bytes + std::size_t(batch) * ctx * kvh * (tab.code_bytes() + nb);
           DevMem c1(moved / 2 + 16), c2(moved / 2 + 16);
@@ -621,22 +640,31 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             TKV_CUDA_CHECK(cudaMemcpyAsync(c2.p, c1.p, moved / 2, cudaMemcpyDeviceToDevice, s));
           });
           BenchRow e = proto;
-          e.op = "encode", e.method = "tq-mse", e.bits = bits_d;
+          e.op = "encode", e.bits = bits_d;
+          e.method = xt == cuda::IoType::kF32 ? "tq-mse" : xt == cuda::IoType::kF16 ? "tq-mse (fp16 in)" : "tq-mse (bf16 in)";
           e.time_us = enc_us, e.baseline = "d2d-copy (same bytes)", e.baseline_time_us = copy_us;
           e.speedup = copy_us / enc_us, e.gbps = moved / (enc_us * 1e3);
           if (opt.check) {  // the row's bytes (appended into pair 0) against the reference encode of its inputs
-            cuda::tq_mse_append(tab, x.as<float>(), batch, ctx, kvh, zero.as<std::int32_t>(), pt,
-                                {kb[0]->as<std::uint8_t>(), stride}, st);
+            cuda::tq_mse_append(tab, x.p, batch, ctx, kvh, zero.as<std::int32_t>(), pt,
+                                {kb[0]->as<std::uint8_t>(), stride}, st, xt);
             TKV_CUDA_CHECK(cudaStreamSynchronize(s));
-            // x: [batch][ctx][kv_heads][d]; the row's vectors are d floats every kv_heads * d
+            // x: [batch][ctx][kv_heads][d]; the row's vectors are d elements every kv_heads * d; 16-bit
+            // inputs widened exactly, as the reference codec's 16-bit entry points do
             std::vector<float> xr(std::size_t(ctx) * d);
-            TKV_CUDA_CHECK(cudaMemcpy2D(xr.data(), std::size_t(d) * 4,
-                                        x.as<float>() + (std::size_t(rc.b) * ctx * kvh + rc.g) * d,
-                                        std::size_t(kvh) * d * 4, std::size_t(d) * 4, ctx, cudaMemcpyDeviceToHost));
+            const std::size_t first = (std::size_t(rc.b) * ctx * kvh + rc.g) * d;
+            if (xt == cuda::IoType::kF32) {
+              TKV_CUDA_CHECK(cudaMemcpy2D(xr.data(), std::size_t(d) * 4, x.as<float>() + first,
+                                          std::size_t(kvh) * d * 4, std::size_t(d) * 4, ctx, cudaMemcpyDeviceToHost));
+            } else {
+              std::vector<std::uint16_t> h(std::size_t(ctx) * d);
+              TKV_CUDA_CHECK(cudaMemcpy2D(h.data(), std::size_t(d) * 2, x.as<std::uint16_t>() + first,
+                                          std::size_t(kvh) * d * 2, std::size_t(d) * 2, ctx, cudaMemcpyDeviceToHost));
+              for (std::size_t i = 0; i < h.size(); ++i)
+                xr[i] = xt == cuda::IoType::kBf16 ? bf16_to_float(h[i]) : half_to_float(h[i]);
+            }
             std::vector<std::uint8_t> want_b(ref->encoded_bytes(ctx_sz));
             ref->encode(xr.data(), ctx_sz, want_b.data());
-            rc.compare_bytes(e, rc.gather(kb[0]->as<std::uint8_t>(), tf),
-                             want_b);
+            rc.compare_bytes(e, rc.gather(kb[0]->as<std::uint8_t>(), tf), want_b);
             ++checks;
           }
           rows.push_back(e);
