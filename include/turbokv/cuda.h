@@ -193,13 +193,22 @@ struct PageTable {
  * exactly on load: the bytes equal the reference's encode of the widened values);
  * start: device int32 [batch], position of each sequence's first new token
  * (the pages covering [start, start + num_new) must be in the table).
- * Inputs must be finite with norms <= 65504 (the reference throws; here the
- * stored norm would be Inf). At head_dim 64, 128, 256 with an integer width, x must be
+ * Bad vectors: the reference rejects a vector holding a NaN or Inf or with norm >= 32768 (its
+ * norm is stored in fp16). The kernels cannot throw; with `bad` (optional device int32, nullptr = no
+ * check) every such vector sets *bad to 1 (atomicOr; the call never clears it: zero it first, read it
+ * after the stream synchronizes). The test is on the kernel's fp32 norm (at fractional widths the
+ * second part adds the first part's stored fp16 norm), so a vector within rounding of 32768 may be
+ * judged differently from the reference's fp64 norm. A flagged vector's bytes are written but
+ * meaningless: the caller must not count its tokens (nothing before `start` is touched, so a cache
+ * that advances its lengths only after a clean flag stays unchanged). Every other vector's bytes are
+ * exact. Cost: one compare per vector on the norm-storing lane (H200 encode rows: see
+ * docs/RESULTS.md "Session 27").
+ * At head_dim 64, 128, 256 with an integer width, x must be
  * 16-byte aligned (std::invalid_argument naming x otherwise; cudaMalloc pointers are).
  */
 void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_new, int num_kv_heads,
                    const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream,
-                   IoType x_type = IoType::kF32);
+                   IoType x_type = IoType::kF32, std::int32_t* bad = nullptr);
 
 /// Shapes and options of one decode-attention call (one query token per sequence).
 struct DecodeArgs {

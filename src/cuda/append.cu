@@ -47,7 +47,20 @@ struct AppendArgs {
   // Dense rotation (head_dim not a power of two, append_dense_kernel): Pi^T [dim][dim] row-major.
   const float* rot_t;
   int dim;
+  // Optional (nullptr: off): set to 1 by a vector the reference would reject (see rejected_norm).
+  std::int32_t* bad;
 };
+
+// The reference rejects a vector holding a NaN or Inf, or whose norm is >= 32768 (ref/common.cpp:
+// its fp16 norm must stay in range). Here the fp32 norm of the kernel's own sum of squares is tested:
+// a NaN or Inf input, or squares that overflow, make it NaN or Inf, so one compare covers all three.
+// (The fp64 norm of the reference and this fp32 one can differ in the last bits: vectors within
+// rounding of 32768 may be judged differently.)
+__device__ __forceinline__ bool rejected_norm(float norm) { return !(norm < 32768.0f); }
+
+// The rotation of thread t's four 16-byte units in the staged input (kStage): slot s holds unit s ^
+// stage_rot(t). Also the rotation of the squares' block p (stored by its owner, thread p).
+__host__ __device__ constexpr int stage_rot(int t) { return (t >> 1) & 3; }
 
 // Centroid index without a compare per boundary (B >= 3): a monotone cell map
 // cell(u) = round((kCells - 1) * sat(u * sa + sb)) into kCells cells: one fma
@@ -166,7 +179,7 @@ __device__ __forceinline__ void widen_raw(const RawX<XT>& r, float* x) {
 // the warp's stage in shared memory (dynamic, D * 4 bytes per group) by one bulk copy completing on
 // the warp's mbarrier, issued a vector ahead (once every lane has read the stage; the loop is then
 // warp-uniform, with whole-warp __syncwarps), and thread
-// t reads its 64 bytes with four LDS.128 at rotated units: slot s holds unit s ^ rot, rot = (t >> 1) & 3,
+// t reads its 64 bytes with four LDS.128 at rotated units: slot s holds unit s ^ rot, rot = stage_rot(t) = (t >> 1) & 3,
 // so the 8 lanes of a quarter-warp hit 8 distinct 16-byte bank groups (4t + (s ^ rot) mod 8). The
 // rotation is carried, not undone: the signs are stored per slot, FWHT stages h = 4, 8 pair slots (s,
 // s ^ 1) and (s, s ^ 2) and write (a + b, a - b) or (b - a, b + a) by one fma with +-1 each (the
@@ -253,7 +266,7 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
     // Word m of s_sign[wt]: unit m of thread wt's block, or with kStage unit m ^ rot(wt), the unit its
     // slot m holds.
     const int wt = threadIdx.x / 4, wm = threadIdx.x % 4;
-    const int unit = kStage ? wm ^ ((wt >> 1) & 3) : wm;
+    const int unit = kStage ? wm ^ stage_rot(wt) : wm;
     unsigned w = 0;
 #pragma unroll
     for (int k = 0; k < 4; ++k) w |= (__float_as_uint(__ldg(a.signs + 16 * wt + 4 * unit + k)) >> 24) << (8 * k);
@@ -308,7 +321,7 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
   // mbarrier; thread t's 64 bytes of its group's vector; slot s holds unit s ^ rot.
   constexpr int VPW = 32 / T;
   const int gw = grp % VPW;  // group within the warp
-  const int rot = (t >> 1) & 3;
+  const int rot = stage_rot(t);
   const std::uint32_t bar = kStage ? static_cast<std::uint32_t>(__cvta_generic_to_shared(&s_bar[threadIdx.x / 32])) : 0u;
   const std::uint32_t stg =
       kStage ? static_cast<std::uint32_t>(__cvta_generic_to_shared(s_stage + (grp - gw) * SS)) : 0u;
@@ -468,7 +481,7 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
         const int k2 = 2 * k, k2x = k2 ^ 8;
 #pragma unroll
         for (int p = 0; p < T; ++p) {  // elements 16 p + k, 16 p + 8 + k
-          const int rp = kStage ? (p >> 1) & 3 : 0;
+          const int rp = kStage ? stage_rot(p) : 0;
           const float2 v2 = *reinterpret_cast<const float2*>(xrow + 20 * p + ((rp & 1) ? k2x : k2));
           acc = (rp & 2) ? __fadd_rn(__fadd_rn(acc, v2.y), v2.x) : __fadd_rn(__fadd_rn(acc, v2.x), v2.y);
         }
@@ -480,7 +493,7 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
         acc = 0.0f;
 #pragma unroll
         for (int m = 0; m < D / 8; ++m) {
-          const int p = m >> 1, rp = kStage ? (p >> 1) & 3 : 0;
+          const int p = m >> 1, rp = kStage ? stage_rot(p) : 0;
           acc = __fadd_rn(acc, xrow[20 * p + 8 * ((m & 1) ^ (rp >> 1)) + ((rp & 1) ? kx : k)]);
         }
         acc = __fadd_rn(acc, __shfl_xor_sync(gmask, acc, 4));  // a_k + a_{k+4}
@@ -594,6 +607,17 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
         const std::size_t nofs = SPLIT ? (static_cast<std::size_t>(1) << a.page_shift) * a.row_bytes + 2 * (2 * off + a.norm_idx)
                                        : (static_cast<std::size_t>(1) << a.page_shift) * CB + 2 * off;
         *reinterpret_cast<std::uint16_t*>(blk + nofs) = float_to_half(norm);
+        if (a.bad != nullptr) {
+          // SPLIT: the reference tests the whole vector's norm; the second part (norm_idx 1, launched after
+          // the first) adds the first part's stored norm (fp16: vectors within about 2^-12 relative of
+          // 32768 may be judged differently); the first part tests nothing.
+          float whole = norm;
+          if (SPLIT) {
+            const float n0 = half_to_float(*reinterpret_cast<const std::uint16_t*>(blk + nofs - 2));
+            whole = __fsqrt_rn(__fmaf_rn(n0, n0, __fmul_rn(norm, norm)));
+          }
+          if ((!SPLIT || a.norm_idx == 1) && rejected_norm(whole)) atomicOr(a.bad, 1);
+        }
       }
     }
   };
@@ -728,6 +752,7 @@ __global__ void __launch_bounds__(256) append_dense_kernel(const AppendArgs a) {
       off[tid] = sl.off;
       *reinterpret_cast<std::uint16_t*>(a.pool + blk[tid] + (static_cast<std::size_t>(1) << a.page_shift) * CB +
                                         2 * sl.off) = float_to_half(norm);
+      if (a.bad != nullptr && rejected_norm(norm)) atomicOr(a.bad, 1);
     }
     __syncthreads();
     for (int idx = tid; idx < nv * D; idx += nt) {
@@ -776,7 +801,8 @@ void launch_append_dense(int d, int bits, const AppendArgs& a, cudaStream_t s) {
 }  // namespace
 
 void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_new, int num_kv_heads,
-                   const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
+                   const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type,
+                   std::int32_t* bad) {
   const char* where = "cuda::tq_mse_append";
   detail::check_page_size(where, table.page_size);  // before the stride: the error names this call
   const long long total = detail::check_append(
@@ -790,7 +816,7 @@ void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_n
                table.pages, table.max_pages,
                __builtin_ctz(static_cast<unsigned>(table.page_size)), pool.data, pool.page_stride,
                codec.signs(), codec.boundaries(), codec.hadamard_scale(),
-               nullptr, codec.head_dim(), static_cast<int>(codec.code_bytes()), 0, 0, nullptr, 0};
+               nullptr, codec.head_dim(), static_cast<int>(codec.code_bytes()), 0, 0, nullptr, 0, bad};
   const cudaStream_t s = detail::stream_of(stream);
   auto go = [&](int d, int bits, bool split) {
     switch (x_type) {

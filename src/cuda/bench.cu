@@ -628,11 +628,14 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
                                                     xt == cuda::IoType::kBf16);
           }
           TKV_CHECK_LAUNCH();
-          DevMem zero(batch * 4);
+          DevMem zero(batch * 4), flag(4);
           TKV_CUDA_CHECK(cudaMemsetAsync(zero.p, 0, batch * 4, s));
+          TKV_CUDA_CHECK(cudaMemsetAsync(flag.p, 0, 4, s));
+          // Timed with the bad-vector flag on (what a careful caller passes; its cost is one compare per
+          // vector): the data is finite with small norms, so it must stay 0 (checked below).
           const double enc_us = median_us(s, std::max(20, reps / 2), [&](int i) {
             cuda::tq_mse_append(tab, x.p, batch, ctx, kvh, zero.as<std::int32_t>(), pt,
-                                {kb[i % nrot]->as<std::uint8_t>(), stride}, st, xt);
+                                {kb[i % nrot]->as<std::uint8_t>(), stride}, st, xt, flag.as<std::int32_t>());
           });
           const std::size_t moved = in_bytes + std::size_t(batch) * ctx * kvh * (tab.code_bytes() + nb);
           DevMem c1(moved / 2 + 16), c2(moved / 2 + 16);
@@ -665,6 +668,14 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             std::vector<std::uint8_t> want_b(ref->encoded_bytes(ctx_sz));
             ref->encode(xr.data(), ctx_sz, want_b.data());
             rc.compare_bytes(e, rc.gather(kb[0]->as<std::uint8_t>(), tf), want_b);
+            std::int32_t flagged = 0;
+            TKV_CUDA_CHECK(cudaMemcpy(&flagged, flag.p, 4, cudaMemcpyDeviceToHost));
+            if (flagged != 0) {  // finite data of small norm flagged: a failed check
+              std::fprintf(stderr, "run_cuda_bench: CHECK FAILED: encode %s %g-bit: the bad-vector flag is set on clean data\n",
+                           e.method.c_str(), bits_d);
+              e.rel_err = 1, e.check_tol = 0;
+              ++rc.failures;
+            }
             ++checks;
           }
           rows.push_back(e);

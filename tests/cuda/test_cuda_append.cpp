@@ -18,7 +18,12 @@ struct AppendCase {
   int page_size;
   int prefill = 21;
   cuda::IoType io = cuda::IoType::kF32;  ///< type of the appended vectors
+  /// One prefill vector (sequence 1, token 2, KV head 1) made bad: 0 none, 1 a NaN, 2 an Inf, 3 finite
+  /// with norm 40000 (>= 32768: the reference rejects it), 4 finite with norm 30000 (accepted).
+  int bad = 0;
 };
+
+constexpr int kBadB = 1, kBadJ = 2, kBadG = 1;
 
 void run_case(const AppendCase& c, std::uint64_t seed) {
   const int batch = 3, kvh = 3, d = c.head_dim;  // kvh 3: the kernel's index divisions by a non-power of two
@@ -53,6 +58,18 @@ void run_case(const AppendCase& c, std::uint64_t seed) {
   // Prefill chunk of `prefill` tokens, then one decode token.
   auto x1 = awkward_rows(static_cast<std::size_t>(batch) * prefill * kvh, d, r);
   auto x2 = awkward_rows(static_cast<std::size_t>(batch) * 1 * kvh, d, r);
+  const bool rejected = c.bad >= 1 && c.bad <= 3;  // the reference throws on that vector
+  if (c.bad) {
+    float* v = &x1[((static_cast<std::size_t>(kBadB) * prefill + kBadJ) * kvh + kBadG) * d];
+    if (c.bad == 1) v[d / 3] = std::nanf("");
+    if (c.bad == 2) v[d - 1] = -INFINITY;
+    if (c.bad >= 3) {  // a fixed nonzero direction (the chosen row may be one of the zero rows)
+      double s = 0;
+      for (int i = 0; i < d; ++i) v[i] = static_cast<float>(1 + i % 7), s += double(v[i]) * v[i];
+      const double want = c.bad == 3 ? 40000.0 : 30000.0;
+      for (int i = 0; i < d; ++i) v[i] = static_cast<float>(v[i] * (want / std::sqrt(s)));
+    }
+  }
   const bool io16 = c.io != cuda::IoType::kF32;
   std::vector<std::uint16_t> h1, h2;
   if (io16) h1 = round_to_io(x1, c.io), h2 = round_to_io(x2, c.io);
@@ -62,14 +79,18 @@ void run_case(const AppendCase& c, std::uint64_t seed) {
   std::vector<std::int32_t> s2(start.begin(), start.end());
   for (auto& s : s2) s += prefill;
   DevBuf<std::int32_t> dstart2(s2);
+  // The non-finite / norm flag of each call (nonzero: some vector rejected), poisoned before.
+  DevBuf<std::int32_t> flag1(std::vector<std::int32_t>{0}), flag2(std::vector<std::int32_t>{0});
   if (io16) {
-    cuda::tq_mse_append(tab, dh1.p, batch, prefill, kvh, dstart1.p, pt, pp, nullptr, c.io);
-    cuda::tq_mse_append(tab, dh2.p, batch, 1, kvh, dstart2.p, pt, pp, nullptr, c.io);
+    cuda::tq_mse_append(tab, dh1.p, batch, prefill, kvh, dstart1.p, pt, pp, nullptr, c.io, flag1.p);
+    cuda::tq_mse_append(tab, dh2.p, batch, 1, kvh, dstart2.p, pt, pp, nullptr, c.io, flag2.p);
   } else {
-    cuda::tq_mse_append(tab, dx1.p, batch, prefill, kvh, dstart1.p, pt, pp, nullptr);
-    cuda::tq_mse_append(tab, dx2.p, batch, 1, kvh, dstart2.p, pt, pp, nullptr);
+    cuda::tq_mse_append(tab, dx1.p, batch, prefill, kvh, dstart1.p, pt, pp, nullptr, cuda::IoType::kF32, flag1.p);
+    cuda::tq_mse_append(tab, dx2.p, batch, 1, kvh, dstart2.p, pt, pp, nullptr, cuda::IoType::kF32, flag2.p);
   }
   const auto got = pool.download();
+  EXPECT_EQ(flag1.download()[0], rejected ? 1 : 0) << "prefill call's flag, bad = " << c.bad;
+  EXPECT_EQ(flag2.download()[0], 0) << "decode call's flag";
 
   std::vector<float> row(d);
   std::vector<std::uint8_t> enc(ref->encoded_bytes(1));
@@ -80,7 +101,12 @@ void run_case(const AppendCase& c, std::uint64_t seed) {
       for (int g = 0; g < kvh; ++g) {
         const float* src = j < prefill ? &x1[((static_cast<std::size_t>(b) * prefill + j) * kvh + g) * d]
                                        : &x2[(static_cast<std::size_t>(b) * kvh + g) * d];
-        ref->encode(src, 1, enc.data());
+        const bool skip = rejected && b == kBadB && j == kBadJ && g == kBadG;
+        if (skip) {
+          EXPECT_THROW(ref->encode(src, 1, enc.data()), std::invalid_argument);  // the reference rejects it too
+        } else {
+          ref->encode(src, 1, enc.data());
+        }
         const int pos = start[b] + j;
         const int page = table[static_cast<std::size_t>(b) * max_pages + pos / c.page_size];
         const int off = pos % c.page_size;
@@ -88,6 +114,7 @@ void run_case(const AppendCase& c, std::uint64_t seed) {
         const std::uint8_t* blk = got.data() + bo;
         std::fill_n(written.begin() + bo + off * cb, cb, true);
         std::fill_n(written.begin() + bo + c.page_size * cb + nb * off, nb, true);
+        if (skip) continue;  // its bytes are meaningless (the flag says so); every other vector's must match
         const bool codes_ok = std::memcmp(blk + off * cb, enc.data(), cb) == 0;
         const bool norm_ok = std::memcmp(blk + c.page_size * cb + nb * off, enc.data() + cb, nb) == 0;
         if ((!codes_ok || !norm_ok) && ++mismatches <= 3)
@@ -209,6 +236,25 @@ TEST(CudaAppend, DenseHeadDimsMatchReference) {
   for (cuda::IoType io : {cuda::IoType::kF16, cuda::IoType::kBf16}) {
     SCOPED_TRACE("io=" + std::to_string(static_cast<int>(io)) + " head_dim=112 seed=" + std::to_string(seed));
     run_case({112, 3.0, 16, 100, io}, seed + 555);
+  }
+}
+
+// The optional flag of tq_mse_append: a NaN, an Inf or a norm >= 32768 in one vector of a prefill sets it
+// (the reference throws on that vector) and leaves every other vector's bytes exact; a norm of 30000
+// does not set it. Every kernel: Hadamard at head_dim 64 / 128 / 256 (fp32 staged and not, 16-bit
+// input), the fractional parts, the dense rotation. (run_case also checks the flag stays 0 on the
+// clean inputs of every other test.)
+TEST(CudaAppend, FlagsNonFiniteAndOversizedVectors) {
+  const std::uint64_t seed = fresh_seed();
+  for (int bad = 1; bad <= 4; ++bad) {
+    for (int d : {64, 128, 256}) {
+      SCOPED_TRACE("bad=" + std::to_string(bad) + " head_dim=" + std::to_string(d) + " seed=" + std::to_string(seed));
+      run_case({d, 3.0, 16, 40, cuda::IoType::kF32, bad}, seed + d * 5 + bad);
+      run_case({d, 4.0, 16, 40, cuda::IoType::kF16, bad}, seed + d * 9 + bad);
+    }
+    SCOPED_TRACE("bad=" + std::to_string(bad) + " seed=" + std::to_string(seed));
+    run_case({128, 2.5, 16, 40, cuda::IoType::kBf16, bad}, seed + 3 + bad);
+    run_case({96, 3.0, 16, 40, cuda::IoType::kF32, bad}, seed + 7 + bad);
   }
 }
 
