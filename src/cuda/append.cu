@@ -400,18 +400,12 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
       float y[16];
       const uint4 sv = s_sign[t];
       const unsigned sq[4] = {sv.x, sv.y, sv.z, sv.w};
-      // The signs and FWHT stage h = 1 fused per pair (e, e + 1): the reference rounds y_e = x_e s_e and
-      // y_e+1 = x_e+1 s_e+1 (both exact: s = +-1), then y_e + y_e+1 and y_e - y_e+1; fma(+-s_e+1, x_e+1,
-      // y_e) rounds the same exact sum once (zero signs included), so the bytes are unchanged and each
-      // pair costs one multiply and two fmas instead of two multiplies and two adds.
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
-        const float a0 = __fmul_rn(x[4 * m], sign_of<0>(sq[m])), s1 = sign_of<1>(sq[m]);
-        const float a2 = __fmul_rn(x[4 * m + 2], sign_of<2>(sq[m])), s3 = sign_of<3>(sq[m]);
-        y[4 * m] = __fmaf_rn(s1, x[4 * m + 1], a0);
-        y[4 * m + 1] = __fmaf_rn(-s1, x[4 * m + 1], a0);
-        y[4 * m + 2] = __fmaf_rn(s3, x[4 * m + 3], a2);
-        y[4 * m + 3] = __fmaf_rn(-s3, x[4 * m + 3], a2);
+        y[4 * m] = __fmul_rn(x[4 * m], sign_of<0>(sq[m]));
+        y[4 * m + 1] = __fmul_rn(x[4 * m + 1], sign_of<1>(sq[m]));
+        y[4 * m + 2] = __fmul_rn(x[4 * m + 2], sign_of<2>(sq[m]));
+        y[4 * m + 3] = __fmul_rn(x[4 * m + 3], sign_of<3>(sq[m]));
       }
       // The next vector's raw loads, issued once x is dead (its squares and y are made), so that they
       // can land in x's registers: issued at the top of the loop (while x was live) they needed their
@@ -419,7 +413,7 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
       if constexpr (!SPLIT && !kStage)
         if (v + step < a.total) load_raw<D, XT>(a, v + step, t, xn);
 #pragma unroll
-      for (int h = 2; h < 16; h <<= 1)  // h = 1: fused with the signs above
+      for (int h = 1; h < 16; h <<= 1)
 #pragma unroll
         for (int e = 0; e < 16; ++e)
           if ((e & h) == 0) {
