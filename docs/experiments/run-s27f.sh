@@ -14,7 +14,7 @@ B=./build/turbokv_cuda_bench
 for p in 1 2; do
   for s in 0 4 5 6 8 11 16 22; do
     timeout 40 $B --configs 64:9:3 --batches 16,64 --contexts 32768,65536,131072 --bits 3,4 --methods tq-mse --no-check --splits $s --csv $R/s${s}_$p.csv > $R/s${s}_$p.log 2>&1
-    echo "splits $s pass $p rc=$? $(( $(date +%s)-T0 )) s: $(grep -E '^decode_attention,tq-mse' $R/s${s}_$p.csv | cut -d, -f3,4,9,11 | tr '\n' ' ')"
+    echo "splits $s pass $p rc=$? $(( $(date +%s)-T0 )) s: $(grep -E '^decode_attention,tq-mse' $R/s${s}_$p.csv | cut -d, -f3,4,8,10 | tr '\n' ' ')"
   done
   tar czf $OUT/s27f.tgz -C /tmp s27f
 done
