@@ -198,11 +198,14 @@ struct PageTable {
  * check) every such vector sets *bad to 1 (atomicOr; the call never clears it: zero it first, read it
  * after the stream synchronizes). The test is on the kernel's fp32 norm (at fractional widths the
  * second part adds the first part's stored fp16 norm), so a vector within rounding of 32768 may be
- * judged differently from the reference's fp64 norm. A flagged vector's bytes are written but
- * meaningless: the caller must not count its tokens (nothing before `start` is touched, so a cache
- * that advances its lengths only after a clean flag stays unchanged). Every other vector's bytes are
- * exact. Cost: one compare per vector on the norm-storing lane (H200 encode rows: see
- * docs/RESULTS.md "Session 27").
+ * judged differently from the reference's fp64 norm. The flag is per call, not per vector: when it
+ * is set, the call's new tokens must not be counted, for every sequence of the batch (a flagged
+ * vector's bytes are written but meaningless; find it with the reference codec's validate if needed).
+ * Nothing before `start` is touched, so a cache that advances its lengths only after a clean flag
+ * stays unchanged; every unflagged vector's bytes are exact. Cost: one compare per vector on the
+ * norm-storing lane (fractional widths: plus one fp16 load, a multiply, an fma and a square root in
+ * the second part's launch); H200 encode rows with the flag on: 0.988x geomean (docs/RESULTS.md
+ * "Session 27").
  * At head_dim 64, 128, 256 with an integer width, x must be
  * 16-byte aligned (std::invalid_argument naming x otherwise; cudaMalloc pointers are).
  */

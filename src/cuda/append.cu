@@ -607,16 +607,16 @@ __global__ void __launch_bounds__(kThreads, 4) append_kernel(const AppendArgs a)
         const std::size_t nofs = SPLIT ? (static_cast<std::size_t>(1) << a.page_shift) * a.row_bytes + 2 * (2 * off + a.norm_idx)
                                        : (static_cast<std::size_t>(1) << a.page_shift) * CB + 2 * off;
         *reinterpret_cast<std::uint16_t*>(blk + nofs) = float_to_half(norm);
-        if (a.bad != nullptr) {
-          // SPLIT: the reference tests the whole vector's norm; the second part (norm_idx 1, launched after
-          // the first) adds the first part's stored norm (fp16: vectors within about 2^-12 relative of
-          // 32768 may be judged differently); the first part tests nothing.
+        // SPLIT: the reference tests the whole vector's norm; the second part (norm_idx 1, launched after
+        // the first on the same stream) adds the first part's stored norm (fp16: vectors within about
+        // 2^-12 relative of 32768 may be judged differently); the first part tests nothing.
+        if (a.bad != nullptr && (!SPLIT || a.norm_idx == 1)) {
           float whole = norm;
-          if (SPLIT) {
+          if constexpr (SPLIT) {
             const float n0 = half_to_float(*reinterpret_cast<const std::uint16_t*>(blk + nofs - 2));
             whole = __fsqrt_rn(__fmaf_rn(n0, n0, __fmul_rn(norm, norm)));
           }
-          if ((!SPLIT || a.norm_idx == 1) && rejected_norm(whole)) atomicOr(a.bad, 1);
+          if (rejected_norm(whole)) atomicOr(a.bad, 1);
         }
       }
     }

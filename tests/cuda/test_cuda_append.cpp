@@ -61,8 +61,16 @@ void run_case(const AppendCase& c, std::uint64_t seed) {
   const bool rejected = c.bad >= 1 && c.bad <= 3;  // the reference throws on that vector
   if (c.bad) {
     float* v = &x1[((static_cast<std::size_t>(kBadB) * prefill + kBadJ) * kvh + kBadG) * d];
-    if (c.bad == 1) v[d / 3] = std::nanf("");
-    if (c.bad == 2) v[d - 1] = -INFINITY;
+    // Fractional widths: the NaN in a channel of part 0 (only the first launch sees it: the second must
+    // catch it through the first part's stored norm), the Inf in one of part 1.
+    int nan_at = d / 3, inf_at = d - 1;
+    if (tab.split()) {
+      std::vector<std::int32_t> ch(d);
+      TKV_TEST_CUDA(cudaMemcpy(ch.data(), tab.channels(), d * sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+      nan_at = ch[0], inf_at = ch[d / 2];
+    }
+    if (c.bad == 1) v[nan_at] = std::nanf("");
+    if (c.bad == 2) v[inf_at] = -INFINITY;
     if (c.bad >= 3) {  // a fixed nonzero direction (the chosen row may be one of the zero rows)
       double s = 0;
       for (int i = 0; i < d; ++i) v[i] = static_cast<float>(1 + i % 7), s += double(v[i]) * v[i];
@@ -242,7 +250,8 @@ TEST(CudaAppend, DenseHeadDimsMatchReference) {
 // The optional flag of tq_mse_append: a NaN, an Inf or a norm >= 32768 in one vector of a prefill sets it
 // (the reference throws on that vector) and leaves every other vector's bytes exact; a norm of 30000
 // does not set it. Every kernel: Hadamard at head_dim 64 / 128 / 256 (fp32 staged and not, 16-bit
-// input), the fractional parts, the dense rotation. (run_case also checks the flag stays 0 on the
+// input), the fractional parts (parts of 64 and 128 channels; a NaN in part 0 is caught by the second
+// launch through the stored norm), the dense rotation. (run_case also checks the flag stays 0 on the
 // clean inputs of every other test.)
 TEST(CudaAppend, FlagsNonFiniteAndOversizedVectors) {
   const std::uint64_t seed = fresh_seed();
@@ -254,6 +263,7 @@ TEST(CudaAppend, FlagsNonFiniteAndOversizedVectors) {
     }
     SCOPED_TRACE("bad=" + std::to_string(bad) + " seed=" + std::to_string(seed));
     run_case({128, 2.5, 16, 40, cuda::IoType::kBf16, bad}, seed + 3 + bad);
+    run_case({256, 3.5, 16, 40, cuda::IoType::kF32, bad}, seed + 5 + bad);
     run_case({96, 3.0, 16, 40, cuda::IoType::kF32, bad}, seed + 7 + bad);
   }
 }
