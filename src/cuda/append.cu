@@ -179,8 +179,8 @@ __device__ __forceinline__ void widen_raw(const RawX<XT>& r, float* x) {
 // the warp's stage in shared memory (dynamic, D * 4 bytes per group) by one bulk copy completing on
 // the warp's mbarrier, issued a vector ahead (once every lane has read the stage; the loop is then
 // warp-uniform, with whole-warp __syncwarps), and thread
-// t reads its 64 bytes with four LDS.128 at rotated units: slot s holds unit s ^ rot, rot = stage_rot(t) = (t >> 1) & 3,
-// so the 8 lanes of a quarter-warp hit 8 distinct 16-byte bank groups (4t + (s ^ rot) mod 8). The
+// t reads its 64 bytes with four LDS.128 at rotated units: slot s holds unit s ^ rot,
+// rot = stage_rot(t) = (t >> 1) & 3, so the 8 lanes of a quarter-warp hit 8 distinct 16-byte bank groups (4t + (s ^ rot) mod 8). The
 // rotation is carried, not undone: the signs are stored per slot, FWHT stages h = 4, 8 pair slots (s,
 // s ^ 1) and (s, s ^ 2) and write (a + b, a - b) or (b - a, b + a) by one fma with +-1 each (the
 // reference's rounded sums, formats.h), the y row takes slot s at unit s ^ rot (conflict-free at a
