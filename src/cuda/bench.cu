@@ -71,15 +71,20 @@ __global__ void fill_half(std::uint16_t* p, std::size_t n, std::uint64_t seed) {
     p[i] = __half_as_ushort(__float2half((hash32(seed * 0x9E3779B97F4A7C15ull + i) & 0xffff) * (2.0f / 65536.0f) - 1.0f));
 }
 
+/// Element i of the random fill: uniform in [-scale / 2, scale / 2).
+__device__ __forceinline__ float fill_value(std::uint64_t seed, std::size_t i, float scale) {
+  return ((hash32(seed * 0x9E3779B97F4A7C15ull + i) & 0xffffff) * (1.0f / 16777216.0f) - 0.5f) * scale;
+}
+
 __global__ void fill_float(float* p, std::size_t n, std::uint64_t seed, float scale) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
-    p[i] = ((hash32(seed * 0x9E3779B97F4A7C15ull + i) & 0xffffff) * (1.0f / 16777216.0f) - 0.5f) * scale;
+    p[i] = fill_value(seed, i, scale);
 }
 
 /// fill_float's values rounded to fp16 (bf16 = false) or bf16 (round to nearest even), as 16-bit patterns.
 __global__ void fill_half16(std::uint16_t* p, std::size_t n, std::uint64_t seed, float scale, bool bf16) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
-    const float v = ((hash32(seed * 0x9E3779B97F4A7C15ull + i) & 0xffffff) * (1.0f / 16777216.0f) - 0.5f) * scale;
+    const float v = fill_value(seed, i, scale);
     p[i] = bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v)) : __half_as_ushort(__float2half_rn(v));
   }
 }

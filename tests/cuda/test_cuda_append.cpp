@@ -87,7 +87,7 @@ void run_case(const AppendCase& c, std::uint64_t seed) {
   std::vector<std::int32_t> s2(start.begin(), start.end());
   for (auto& s : s2) s += prefill;
   DevBuf<std::int32_t> dstart2(s2);
-  // The non-finite / norm flag of each call (nonzero: some vector rejected), poisoned before.
+  // The bad-vector flag of each call (zeroed here; nonzero after the call: some vector rejected).
   DevBuf<std::int32_t> flag1(std::vector<std::int32_t>{0}), flag2(std::vector<std::int32_t>{0});
   if (io16) {
     cuda::tq_mse_append(tab, dh1.p, batch, prefill, kvh, dstart1.p, pt, pp, nullptr, c.io, flag1.p);
