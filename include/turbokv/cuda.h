@@ -244,6 +244,16 @@ struct DecodeArgs {
   /// throw. fp8_decode: 0 = fp16 tensor cores at head_dim 64, 80, 96, 112, 128, 256 (default; the
   /// CUDA-core kernel at the other head_dims), 1 = CUDA cores (fp32); others throw.
   int kernel = 0;
+  /// Two sequences per block in tq_mse_decode's kernel 0 where it applies: head_dim 64, page_size 16,
+  /// batch >= 2, at most 4 query heads per KV head, 2..4-bit keys and values. Sequences b and b + 1
+  /// (b even) of one KV head share each 16-token step: the head_dim-128 step over both rows with
+  /// block-diagonal queries, so the step's head_dim-independent work (softmax over 8 columns, masks,
+  /// waits, copy issue) serves 2 G query heads instead of G (docs/CUDA_NOTES.md "Session 28"). Same
+  /// tolerance as kernel 0. -1 (default): where it applies and batch >= 8 and batch * max_seq_len >=
+  /// 2^19 (below that, one sequence per block measured faster on an H200: fewer, longer blocks pay
+  /// the pair step's set-up less); 1: wherever it applies; 0: never (one sequence per block). Other
+  /// values throw.
+  int pair_sequences = -1;
 };
 
 /// Workspace bytes needed by tq_mse_decode / fp16_decode for args (an upper bound

@@ -595,11 +595,16 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         }
         const std::size_t read = std::size_t(batch) * ctx * kvh * 2 * (tab.code_bytes() + nb) + q_bytes +
                                  table.size() * 4;
-        for (int kernel : {0, 2}) {  // fp16 tensor-core (default) and 3xTF32 tensor-core kernels (the CUDA-core
-                                     // kernel, slower than both, is exercised by the tests only)
-          if (!want(kernel == 0 ? "tq-mse" : "3xtf32") || (kernel != 0 && (tab.split() || !pow2))) continue;
+        // fp16 tensor-core (default) and 3xTF32 tensor-core kernels (the CUDA-core kernel, slower than
+        // both, is exercised by the tests only); 3: kernel 0 with DecodeArgs::pair_sequences false at
+        // head_dim 64 ("tq-mse (1 seq/block)": the kernel before sequence pairs, timed next to it).
+        for (int kernel : {0, 2, 3}) {
+          if (!want(kernel == 2 ? "3xtf32" : "tq-mse") || (kernel == 2 && (tab.split() || !pow2)) ||
+              (kernel == 3 && opt.head_dim != 64))
+            continue;
           cuda::DecodeArgs ak = a;
-          ak.kernel = kernel;
+          ak.kernel = kernel == 3 ? 0 : kernel;
+          if (kernel == 3) ak.pair_sequences = 0;
           auto run = [&](int i) {
             cuda::tq_mse_decode(tab, tab, {kb[i % nrot]->as<std::uint8_t>(), stride},
                                 {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
@@ -610,10 +615,10 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           // kernel 0: the fp16 tensor-core kernel at 64..256 powers of two and 80, 96, 112; the
           // CUDA-core one at the other multiples of 16.
           const bool h16 = pow2 || opt.head_dim == 80 || opt.head_dim == 96 || opt.head_dim == 112;
-          r.method = kernel != 0 ? "tq-mse (3xtf32)" : h16 ? "tq-mse" : "tq-mse (cuda cores)";
+          r.method = kernel == 2 ? "tq-mse (3xtf32)" : kernel == 3 ? "tq-mse (1 seq/block)" : h16 ? "tq-mse" : "tq-mse (cuda cores)";
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = read / (us * 1e3);
-          if (opt.check) check(r, run, tq_ref, kernel == 0 && h16 ? kTolH16 : kTolF32);
+          if (opt.check) check(r, run, tq_ref, kernel != 2 && h16 ? kTolH16 : kTolF32);
           rows.push_back(r);
         }
 

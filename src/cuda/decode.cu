@@ -256,6 +256,8 @@ void validate(const char* where, const DecodeArgs& a, bool pointers = true) {
   check_arg(a.softcap >= 0 && std::isfinite(a.softcap), where, "softcap", a.softcap, "must be >= 0 and finite");
   check_arg(a.io == IoType::kF32 || a.io == IoType::kF16 || a.io == IoType::kBf16, where, "io", static_cast<int>(a.io),
             "must be kF32, kF16 or kBf16");
+  check_arg(a.pair_sequences >= -1 && a.pair_sequences <= 1, where, "pair_sequences", a.pair_sequences,
+            "must be -1 (automatic), 0 or 1");
   check_arg(!pointers || (a.q && a.out && a.seq_lens && a.workspace), where, "q/out/seq_lens/workspace", 0,
             "must be non-null device pointers");
 }
@@ -278,6 +280,7 @@ void fill_kernel_args(const DecodeArgs& args, const Plan& p, int nsub, DecodeKer
   ka.head_dim = args.head_dim;
   ka.num_heads = args.num_heads;
   ka.num_kv_heads = args.num_kv_heads;
+  ka.batch = args.batch;
   ka.group = p.group;
   ka.nsub = nsub;
   ka.num_splits = p.splits;
@@ -394,9 +397,10 @@ using LaunchAny = void (*)(int, int, int, const LaunchShape&, cudaStream_t, cons
 
 /// Tensor-core paths (fp16 or 3xTF32): up to 8 query heads per block (grid z = ceil(group / 8)).
 /// fuse: the kernel (decode_h16.cuh) can finish the rows itself when there is one split
-/// (DecodeKernelArgs::fuse_out): no combine kernel then.
+/// (DecodeKernelArgs::fuse_out): no combine kernel then. pair: launch_any is launch_h16_pair (two
+/// sequences per block): the plan and grid count ceil(batch / 2) sequence pairs.
 void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKernelArgs& ka, const float* vsigns,
-             float vscale, cudaStream_t s, LaunchAny launch_any, bool fuse) {
+             float vscale, cudaStream_t s, LaunchAny launch_any, bool fuse, bool pair = false) {
   validate(where, args);
   check_arg(pow2_head_dim(args.head_dim) ||
                 ((launch_any == launch_h16_any || launch_any == launch_fp8_h16) && h16_dense_head_dim(args.head_dim)),
@@ -404,15 +408,17 @@ void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKe
             "head_dim", args.head_dim,
             "must be 64, 128 or 256 for the tensor-core kernels, or 80, 96, 112 for the fp16 one with TurboQuant-MSE "
             "keys at integer widths (other multiples of 16 run the CUDA-core kernel)");
-  Plan p = make_plan(args);  // zdim = ceil(group / 8) here as well
+  DecodeArgs blocks = args;  // the plan's (sequence, KV head) blocks: pairs of sequences when pair
+  if (pair) blocks.batch = (args.batch + 1) / 2;
+  Plan p = make_plan(blocks);  // zdim = ceil(group / 8) here as well
   if (args.num_splits == 0) {
     int occ = 0, tile = kTile;
     LaunchShape query{dim3(1), dim3(128), 1, &occ, &tile};
     launch_any(kb, args.head_dim, vb, query, s, ka);
-    p = make_plan(args, occ, tile);
+    p = make_plan(blocks, occ, tile);
   }
   fill_kernel_args(args, p, p.zdim, ka, s);
-  const LaunchShape shape{dim3(p.splits, args.batch * args.num_kv_heads, p.zdim), dim3(128), 1};
+  const LaunchShape shape{dim3(p.splits, blocks.batch * args.num_kv_heads, p.zdim), dim3(128), 1};
   // One split: the decode kernel's FUSE instance finishes the rows (H200 run s8-2, b16 x 64k d128,
   // two passes: 4-bit 298.3 -> 295.5 us, 2-bit 252.1 -> 250.5, 3-bit unchanged; docs/CUDA_NOTES.md).
   ka.fuse_out = fuse && p.splits == 1 ? 1 : 0;
@@ -435,9 +441,15 @@ std::size_t decode_workspace_bytes(const DecodeArgs& args) {
   // Upper bound over every instance's occupancy (1..64 blocks per SM) and block step (64, 128 or 256
   // tokens): the split count of the cost model is not monotone in either.
   detail::Plan p = detail::make_plan(args, 1);
+  // head_dim 64: tq_mse_decode's kernel 0 may plan ceil(batch / 2) blocks of sequence pairs
+  DecodeArgs pairs = args;
+  pairs.batch = (args.batch + 1) / 2;
   if (args.num_splits == 0)
     for (int occ = 1; occ <= 64; ++occ)
-      for (int tile : {detail::kTile, 128, 256}) p.splits = std::max(p.splits, detail::make_plan(args, occ, tile).splits);
+      for (int tile : {detail::kTile, 128, 256}) {
+        p.splits = std::max(p.splits, detail::make_plan(args, occ, tile).splits);
+        if (args.head_dim == 64) p.splits = std::max(p.splits, detail::make_plan(pairs, occ, tile).splits);
+      }
   return std::size_t(args.batch) * args.num_heads * (p.splits * (args.head_dim + 2) + args.head_dim) * sizeof(float);
 }
 
@@ -521,9 +533,14 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
   }
   if (kernel != 1) {
     // fuse: the one-split epilogue rotates back by Hadamard butterflies; dense Pi^T is the combine
-    // kernel's.
+    // kernel's. pair: two sequences per block (DecodeArgs::pair_sequences).
+    const bool big = args.batch >= 8 && 1LL * args.batch * args.max_seq_len >= (1LL << 19);
+    const bool pair = kernel == 0 && args.pair_sequences != 0 && (args.pair_sequences == 1 || big) &&
+                      args.head_dim == 64 && table.page_size == 16 && args.batch >= 2 &&
+                      args.num_heads / args.num_kv_heads <= 4 && kb >= 2 && vb >= 2;
     detail::run_mma(where, args, kb, vb, ka, vc.signs(), vc.hadamard_scale(), s,
-                    kernel == 0 ? detail::launch_h16_any : detail::launch_mma_any, kernel == 0 && !dense);
+                    pair ? detail::launch_h16_pair : kernel == 0 ? detail::launch_h16_any : detail::launch_mma_any,
+                    kernel == 0 && !dense, pair);
     return;
   }
   auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {

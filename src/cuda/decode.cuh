@@ -109,6 +109,7 @@ struct DecodeKernelArgs {
   // the stage-2 codebooks of keys and values (kcent / vcent hold stage 1's); nullptr otherwise.
   const float* kcent2;
   const float* vcent2;
+  int batch;  // sequences (the fp16 kernel's PAIR instances: an odd batch's last block has one)
 };
 
 /// Logit soft-capping on a log2-scaled logit x = log2(e) * l: log2(e) * c * tanh(l / c).

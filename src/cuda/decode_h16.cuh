@@ -201,11 +201,20 @@ constexpr int kMaxBlockSmem = 232448;
 /// (rows [stage 1 packed(D, b)][stage 2 packed(D, b)] and the fp16 norm): each stage is a TurboQuant-like
 /// part of all D dims with its own pair tables (stage 1 at byte 0, stage 2 at kRvq2S), and both parts
 /// accumulate into the same score and value fragments (c1 + c2 summed by the mma, in fp32).
-constexpr int kModeTq = 0, kModeRvq = 1, kModeKivi = 2, kModePvq = 3, kModeRvq2 = 4;
+/// PAIR (MODE kModePair; D = 128 for head_dim 64, KB and VB 2..4): TurboQuant-MSE keys and values of
+/// two sequences per block, the same KV head: one block step is the head_dim-128 step over the
+/// concatenation [sequence b's row | sequence b + 1's row] with block-diagonal queries (columns 0 ..
+/// G - 1: b's query heads, zero in dims 64..127; columns G .. 2 G - 1: b + 1's, zero in dims 0..63; G
+/// <= 4), so the step's head_dim-independent work (softmax over 8 columns, masks, waits, copy issue)
+/// serves 2 G query heads instead of G. A stage holds each sequence's page block as it is in the pool
+/// ([16 rows][16 fp16 norms], keys then values, sequence 0's block first): H16Layout::kH1 / vH1.
+constexpr int kModeTq = 0, kModeRvq = 1, kModeKivi = 2, kModePvq = 3, kModeRvq2 = 4, kModePair = 5;
 template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false, int MODE = kModeTq>
 struct H16Layout {
   static constexpr bool F8 = KB == 8, RVQ = MODE == kModeRvq, KIVI = MODE == kModeKivi, PVQ = MODE == kModePvq,
-                        RVQ2 = MODE == kModeRvq2;
+                        RVQ2 = MODE == kModeRvq2, PAIR = MODE == kModePair;
+  static_assert(!PAIR || (D == 128 && KB >= 2 && KB <= 4 && VB >= 2 && VB <= 4 && !PROD && !SPLIT),
+                "pair: two head_dim-64 sequences, 2..4-bit keys and values");
   static_assert(!RVQ2 || ((KB == 3 || KB == 4) && VB == KB && !PROD && !SPLIT && (D == 64 || D == 128)),
                 "rvq2: 3 + 3 or 4 + 4 bits, head_dim 64 / 128");
   static_assert(!F8 || (VB == 8 && !PROD && !SPLIT && MODE == kModeTq), "fp8: keys and values e4m3");
@@ -246,7 +255,10 @@ struct H16Layout {
   /// table (H200 run s6-2, A/B, b16 x 64k, means of two passes: d64 163.9 -> 144.2 us, d256
   /// 121.2 -> 105.9, d128 386.7 -> 381.5; dense rows without the wide table: d128 389.2).
   static constexpr bool kBulk = kDenseK && (dense_ok(cbV) || ((KIVI || RVQ2) && cbV == 128));
-  static constexpr int rsK = kDenseK ? cbK : mma_row_stride(cbK), rsV = kBulk ? cbV : mma_row_stride(cbV);
+  static_assert(!PAIR || kBulk, "pair: dense rows");
+  /// PAIR: a row is one sequence's head_dim-64 row (half of the step's 128 dims).
+  static constexpr int rsK = PAIR ? cbK / 2 : kDenseK ? cbK : mma_row_stride(cbK),
+                       rsV = PAIR ? cbV / 2 : kBulk ? cbV : mma_row_stride(cbV);
   static constexpr int NBK = PVQ ? 0 : PROD || SPLIT ? 4 : 2;  // staged key-norm bytes per token (PVQ: none)
   static constexpr int NBV = PVQ ? 0 : SPLIT ? 4 : 2;          // staged value-norm bytes per token
   /// Bytes of a step's key-norm and value-norm slots (KIVI: the key group's and the tokens' scalars).
@@ -255,8 +267,11 @@ struct H16Layout {
   /// One warp step: [key codes 16 x rsK][key norms 16 x NBK][value codes 16 x rsV][value norms 16 x NBV]
   /// (with page_size 16 a pool's codes and norms of a step are one contiguous range of the page:
   /// kBulk copies each pool's step whole).
-  static constexpr int wstep = 16 * (rsK + rsV) + KSB + VSB;
-  static constexpr int off_kn = 16 * rsK, off_vc = off_kn + KSB, off_vn = off_vc + 16 * rsV;
+  /// PAIR: [seq 0 key block][seq 1 key block][seq 0 value block][seq 1 value block], each block a
+  /// page's [16 rows][16 norms] (kH1 / vH1: the second sequence's block after the first's).
+  static constexpr int kH1 = PAIR ? 16 * rsK + KSB : 0, vH1 = PAIR ? 16 * rsV + VSB : 0;
+  static constexpr int wstep = PAIR ? 2 * (kH1 + vH1) : 16 * (rsK + rsV) + KSB + VSB;
+  static constexpr int off_kn = 16 * rsK, off_vc = PAIR ? 2 * kH1 : off_kn + KSB, off_vn = off_vc + 16 * rsV;
   /// Pair tables: row e (256 bytes) holds the key entry e of lane L at byte 4 L and, when values
   /// have their own codebook, the value entry e at 128 + 4 L (so a look-up address is
   /// (e << 8) | lane byte: one PRMT for byte-wide fields; 32 lanes hit 32 banks).
@@ -413,6 +428,22 @@ __device__ __forceinline__ void elect_bulk2(std::uint32_t bar, unsigned tx, std:
         "r"(dst0), "l"(src0), "r"(b0), "r"(dst1), "l"(src1), "r"(b1)
         : "memory");
   }
+}
+/// elect_bulk2 with four copies under one elected lane (tx != 0): bi bytes srci -> dsti.
+__device__ __forceinline__ void elect_bulk4(std::uint32_t bar, unsigned tx, std::uint32_t dst0, const void* src0,
+                                            unsigned b0, std::uint32_t dst1, const void* src1, unsigned b1,
+                                            std::uint32_t dst2, const void* src2, unsigned b2, std::uint32_t dst3,
+                                            const void* src3, unsigned b3) {
+  asm volatile(
+      "{\n .reg .pred p;\n elect.sync _|p, 0xffffffff;\n"
+      " @p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+      " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%2], [%3], %4, [%0];\n"
+      " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%5], [%6], %7, [%0];\n"
+      " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%8], [%9], %10, [%0];\n"
+      " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%11], [%12], %13, [%0];\n}" ::"r"(bar),
+      "r"(tx), "r"(dst0), "l"(src0), "r"(b0), "r"(dst1), "l"(src1), "r"(b1), "r"(dst2), "l"(src2), "r"(b2),
+      "r"(dst3), "l"(src3), "r"(b3)
+      : "memory");
 }
 /// One elected lane of the (converged) warp arrives on bar (no transaction bytes).
 __device__ __forceinline__ void elect_arrive(std::uint32_t bar) {
@@ -607,6 +638,8 @@ template <int D, int KB, int VB, int NW, bool PROD = false, bool FUSE = false, b
 __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKernelArgs a) {
   using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT, MODE>;
   constexpr bool F8 = Lay::F8, RVQ = Lay::RVQ, KIVI = Lay::KIVI, PVQ = Lay::PVQ, RVQ2 = Lay::RVQ2;
+  constexpr bool PAIR = Lay::PAIR;
+  constexpr int DR = PAIR ? D / 2 : D;  // the sequences' head_dim (PAIR: the step spans two rows of 64)
   static_assert(!KIVI || Lay::kBulk, "kivi: dense rows (bulk copies)");
   constexpr int H = Lay::H;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;
@@ -646,7 +679,11 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   std::uint8_t* stages = rest + Lay::off_stage;
 
   const int split = blockIdx.x;
-  const int b = blockIdx.y / a.num_kv_heads, g = blockIdx.y % a.num_kv_heads;
+  // PAIR: blockIdx.y = (sequence pair, KV head); b is the pair's first sequence, b + 1 its second
+  // (has1 false: an odd batch's last block, whose second sequence does not exist).
+  const int b = PAIR ? 2 * (blockIdx.y / a.num_kv_heads) : blockIdx.y / a.num_kv_heads,
+            g = blockIdx.y % a.num_kv_heads;
+  const bool has1 = PAIR && b + 1 < a.batch;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gid = lane >> 2, tig = lane & 3;
   // Score row gid (gid + 8) of a step is token kr (kr + 8) of it: the token that k-slot gid of the value
@@ -673,6 +710,30 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   // This warp's steps: it -> positions p0(it) = t_begin + 16 (warp + NW it), while < t_end.
   const int wbeg = t_begin + 16 * warp;
   const int ntw = wbeg < t_end ? (t_end - wbeg + TILE - 1) / TILE : 0;
+  // PAIR: sequence b + 1's split and steps by the same rules. Its token at step it, row r is valid when
+  // lo1r <= TILE it + r < hi1r (offsets from its warp's first position); ptab1: its page-table entry of
+  // step 0 (step it: + it TILE / 16); ntw1 its step count. The loop runs max(ntw, ntw1) steps.
+  int ntw1 = 0, lo1r = 0, hi1r = 0;
+  const std::int32_t* ptab1 = a.pages;
+  if constexpr (PAIR) {
+    if (has1) {
+      const int L1 = a.seq_lens[b + 1];
+      const int start1 = (a.window > 0 && L1 > a.window) ? L1 - a.window : 0;
+      const int sal1 = start1 & ~15;
+      int chunk1 = (L1 - sal1 + a.num_splits - 1) / a.num_splits;
+      chunk1 = (chunk1 + TILE - 1) / TILE * TILE;
+      const int tb1 = sal1 + split * chunk1, te1 = min(L1, tb1 + chunk1);
+      const int wb1 = tb1 + 16 * warp;
+      ntw1 = wb1 < te1 ? (te1 - wb1 + TILE - 1) / TILE : 0;
+      lo1r = start1 - wb1, hi1r = te1 - wb1;
+      if (ntw1 > 0) ptab1 = a.pages + static_cast<std::size_t>(b + 1) * a.max_pages + (wb1 >> 4);
+    }
+    // warp-uniform copies (uniform registers in the main loop)
+    ntw1 = __shfl_sync(0xffffffffu, ntw1, 0);
+    lo1r = __shfl_sync(0xffffffffu, lo1r, 0);
+    hi1r = __shfl_sync(0xffffffffu, hi1r, 0);
+  }
+  const int nsteps = PAIR ? max(ntw, ntw1) : ntw;
   const std::int32_t* ptab = a.pages + static_cast<std::size_t>(b) * a.max_pages;
   const std::uint8_t* kpool_g = a.kpool + static_cast<std::size_t>(g) * a.kstride;
   const std::uint8_t* vpool_g = a.vpool + static_cast<std::size_t>(g) * a.vstride;
@@ -750,6 +811,28 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       elect_bulk2(wbar_u + 8 * sl, K + V + 64, du, ksrc, K + 32, du + K + 32, vsrc, V + 32);
     }
   };
+  // PAIR (page_size 16, checked by the host): a step of each sequence is its page's key block and value
+  // block (K = kH1, V = vH1 bytes: codes then norms, as in the pool); c0 / c1 whether sequence 0 / 1
+  // has the step (a sequence without it leaves its half of the slot stale: its logits are masked).
+  // Exactly one arrival on slot sl's mbarrier either way. All operands warp-uniform.
+  auto copy_pair = [&](int sl, bool c0, bool c1, unsigned pg0u, unsigned pg1u) {
+    constexpr unsigned K = Lay::kH1, V = Lay::vH1;
+    const std::uint32_t du = wst_u + sl * Lay::wstep, baru = wbar_u + 8 * sl;
+    const auto* k0 = reinterpret_cast<const void*>(kbase16 + std::uint64_t(pg0u) * kps);
+    const auto* v0 = reinterpret_cast<const void*>(vbase16 + std::uint64_t(pg0u) * vps);
+    const auto* k1 = reinterpret_cast<const void*>(kbase16 + std::uint64_t(pg1u) * kps);
+    const auto* v1 = reinterpret_cast<const void*>(vbase16 + std::uint64_t(pg1u) * vps);
+    if (c0 && c1) {
+      elect_bulk4(baru, 2 * (K + V), du, k0, K, du + Lay::off_vc, v0, V, du + K, k1, K, du + Lay::off_vc + V, v1, V);
+    } else if (c0) {
+      elect_bulk2(baru, K + V, du, k0, K, du + Lay::off_vc, v0, V);
+    } else if (c1) {
+      elect_bulk2(baru, K + V, du + K, k1, K, du + Lay::off_vc + V, v1, V);
+    } else {
+      elect_arrive(baru);
+    }
+  };
+  (void)copy_pair;
   auto issue = [&](int it, int sl, unsigned page) {
     std::uint8_t* sp = wst + sl * Lay::wstep;
     const int p0 = wbeg + TILE * it, n = min(16, t_end - p0), lo = max(start - p0, 0);
@@ -763,7 +846,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         const unsigned pgu = __shfl_sync(0xffffffffu, page, 0);
         const int p0u = wbeg_u + TILE * it, nu = min(16, t_end - p0u), lou = max(start - p0u, 0);
         constexpr unsigned K = 16 * Lay::cbK, V = 16 * Lay::cbV;
-        static_assert(Lay::off_vc == K + Lay::KSB && Lay::off_vn == K + Lay::KSB + V,
+        static_assert(PAIR || (Lay::off_vc == K + Lay::KSB && Lay::off_vn == K + Lay::KSB + V),
                       "kBulk stage = the page's K and V blocks");
         const std::uint8_t* kb = kpool_g + static_cast<std::uint64_t>(pgu) * kps;
         const std::uint8_t* vb = vpool_g + static_cast<std::uint64_t>(pgu) * vps;
@@ -820,26 +903,50 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   constexpr int E = kDenseRot ? 1 : D / 32;
   float qv[E];
   if constexpr (!kDenseRot) {
-    const int hg = blockIdx.z * kMmaHeads + warp;
-    const bool has = warp < kMmaHeads && hg < a.group;
-    const float* qh = a.q + (static_cast<std::size_t>(b) * a.num_heads + g * a.group + (has ? hg : 0)) * D;
+    // PAIR: warp n < 2 G holds column n: query head n mod G of sequence b + (n >= G), its 64 dims in
+    // lanes 0-15 (sequence b) or 16-31 (b + 1), zeros in the other half (the block-diagonal queries).
+    const int mq = PAIR && warp >= a.group ? 1 : 0;
+    const int hg = PAIR ? warp - mq * a.group : blockIdx.z * kMmaHeads + warp;
+    const bool has = warp < kMmaHeads && hg < a.group && (!PAIR || ((lane >> 4) == mq && (mq == 0 || has1)));
+    const float* qh =
+        a.q + (static_cast<std::size_t>(b + (has ? mq : 0)) * a.num_heads + g * a.group + (has ? hg : 0)) * DR;
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      const int i = SPLIT ? __ldg(a.kchan + E * lane + e) : E * lane + e;  // SPLIT: the parts' channels
+      const int il = PAIR ? E * (lane & 15) + e : E * lane + e;  // the lane's dims of its row
+      const int i = SPLIT ? __ldg(a.kchan + il) : il;             // SPLIT: the parts' channels
       // (PVQ: the key smoothing first, Pi_k (lambda_k * q), as the reference's prepare_query)
       const float qi = PVQ ? __ldg(qh + i) * __ldg(a.klambda + i) : __ldg(qh + i);
-      qv[e] = has ? (F8 || KIVI ? qi : qi * __ldg(a.ksigns + E * lane + e)) : 0.0f;
+      qv[e] = has ? (F8 || KIVI ? qi : qi * __ldg(a.ksigns + il)) : 0.0f;
     }
   }
 
   // Pipeline, private to each warp (no block barrier in the main loop): up to kStages - 1 steps in
   // flight while one is computed; page ids are loaded one step ahead of their copies.
+  // PAIR: sequence b + 1's page ids of the first steps, and the first steps' copies (a sequence's
+  // step is copied when it holds a token of its window, as issue()).
+  unsigned pg1[Lay::kStages];
 #pragma unroll
-  for (int it = 0; it < Lay::kStages - 1; ++it) {
-    if (it < ntw) issue(it, it, pg0[it]);
-    if constexpr (!Lay::kBulk) cp_async_commit();
+  for (int it = 0; it < Lay::kStages; ++it)
+    pg1[it] = PAIR && it < ntw1 ? static_cast<unsigned>(__ldg(ptab1 + it * (TILE / 16))) : 0u;
+  if constexpr (PAIR) {
+#pragma unroll
+    for (int it = 0; it < Lay::kStages - 1; ++it) {
+      if (it < nsteps) {
+        const int p0 = wbeg + TILE * it, u0 = TILE * it;
+        const bool c0 = it < ntw && max(start - p0, 0) < min(16, t_end - p0);
+        const bool c1 = it < ntw1 && max(lo1r - u0, 0) < min(16, hi1r - u0);
+        copy_pair(it, c0, c1, __shfl_sync(0xffffffffu, pg0[it], 0), __shfl_sync(0xffffffffu, pg1[it], 0));
+      }
+    }
+  } else {
+#pragma unroll
+    for (int it = 0; it < Lay::kStages - 1; ++it) {
+      if (it < ntw) issue(it, it, pg0[it]);
+      if constexpr (!Lay::kBulk) cp_async_commit();
+    }
   }
-  unsigned pnext = pg0[Lay::kStages - 1];
+  unsigned pnext = pg0[Lay::kStages - 1], pnext1 = pg1[Lay::kStages - 1];
+  (void)pnext1;
 #ifdef TURBOKV_H16_TRACE
   if (unsigned long long* trace = trace_at(); trace && threadIdx.x == 0) trace[21] = gtime();
 #endif
@@ -967,7 +1074,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           qv[e + h] = u - w;
         }
 #pragma unroll
-    for (int h = 1; h < (SPLIT ? 16 : 32); h <<= 1) {  // SPLIT: each half (D/2 = 16 E) on its own
+    for (int h = 1; h < (SPLIT || PAIR ? 16 : 32); h <<= 1) {  // SPLIT, PAIR: each half (D/2 = 16 E) on its own
       const bool upper = (lane & h) != 0;
 #pragma unroll
       for (int e = 0; e < E; ++e) {
@@ -1032,10 +1139,26 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   // kQuad: this lane's byte in a quad-table row, and the value table (the key table when shared).
   const std::uint32_t qlane = 8u * lane, tabv = tabs + (share ? 0u : static_cast<std::uint32_t>(Lay::kQuadV));
   (void)qlane, (void)tabv;
+  // This lane's span of a key row (dims D/4 tig + ..) and of a value row (dims 2 (gid D/16 + j) + ..) in
+  // a stage. PAIR: lanes tig 0, 1 (gid 0-3) read sequence b's rows, tig 2, 3 (gid 4-7) sequence b + 1's,
+  // whose blocks start kH1 / vH1 bytes later.
+  const int koff = PAIR ? (tig >> 1) * Lay::kH1 + (tig & 1) * KSPAN : KSPAN * tig;
+  const int voff = PAIR ? (gid >> 2) * Lay::vH1 + (gid & 3) * VSPAN : VSPAN * gid;
+  // PAIR: the stage offsets of the key / value norm blocks of the sequence of this lane's score columns
+  // 2 tig (o0) and 2 tig + 1 (o1); c0m / c1m: that sequence is b + 1.
+  const bool c0m = PAIR && 2 * tig >= a.group, c1m = PAIR && 2 * tig + 1 >= a.group;
+  // PAIR: the token offsets u = TILE it + row of the columns' sequences: [ulo0, uhi0) for column 2 tig,
+  // [ulo1, uhi1) for 2 tig + 1 (sequence b: start - wbeg, t_end - wbeg; b + 1: lo1r, hi1r)
+  const int ulo0 = c0m ? lo1r : start - wbeg, uhi0 = c0m ? hi1r : t_end - wbeg;
+  const int ulo1 = c1m ? lo1r : start - wbeg, uhi1 = c1m ? hi1r : t_end - wbeg;
+  (void)ulo0, (void)uhi0, (void)ulo1, (void)uhi1;
+  const int kno0 = Lay::off_kn + (c0m ? Lay::kH1 : 0), kno1 = Lay::off_kn + (c1m ? Lay::kH1 : 0);
+  const int vno0 = Lay::off_vn + (c0m ? Lay::vH1 : 0), vno1 = Lay::off_vn + (c1m ? Lay::vH1 : 0);
+  (void)kno0, (void)kno1, (void)vno0, (void)vno1;
 
   // Per-thread state: heads 2*tig, 2*tig+1; acc[j] = O^T[rows gid, gid+8 of block j][heads 2tig + {0,1}],
   // row gid <-> dim 2 * (gid * D/16 + j), row gid + 8 <-> that + 1.
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float m[2] = {PAIR ? kPairMaxFloor : -INFINITY, PAIR ? kPairMaxFloor : -INFINITY}, l[2] = {0.0f, 0.0f};
   float acc[D / 16][4];
 #pragma unroll
   for (int j = 0; j < D / 16; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -1043,7 +1166,12 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   constexpr bool kCopyFirst = !PROD;
   // page16 && kBulk: the page-table index of step it + kStages, clamped to the warp's last step.
   int pi16 = (wbeg + TILE * Lay::kStages) >> 4;
-  const int plast16 = (wbeg + TILE * max(ntw - 1, 0)) >> 4;
+  // (PAIR: the loop may run past this sequence's steps, even with none: index 0 keeps the loads in its row)
+  const int plast16 = PAIR && ntw == 0 ? 0 : (wbeg + TILE * max(ntw - 1, 0)) >> 4;
+  // PAIR: the same for sequence b + 1 (indices from ptab1, its step 0)
+  int pi1 = Lay::kStages * (TILE / 16);
+  const int plast1 = max(ntw1 - 1, 0) * (TILE / 16);
+  (void)pi1, (void)plast1;
   const std::int32_t* ptab16;
   asm("mov.b64 %0, %1;" : "=l"(ptab16) : "l"(ptab));
   // kStages 4 or 2: slot and parity are bits of it (fewer instructions per step than the counters).
@@ -1051,7 +1179,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   constexpr bool kPow2 = (S & (S - 1)) == 0;
   int cur_c = 0;              // !kPow2: stage slot of step it (= it % kStages)
   std::uint32_t phase_c = 0;  // !kPow2, kBulk: parity of slot cur's current use (= (it / kStages) & 1)
-  for (int it = 0; it < ntw; ++it) {
+  for (int it = 0; it < nsteps; ++it) {
     const int cur = kPow2 ? (it & (S - 1)) : cur_c;
     const std::uint32_t phase = kPow2 ? static_cast<std::uint32_t>(it / S) & 1u : phase_c;
     // slot of step it + kStages - 1
@@ -1071,8 +1199,18 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     const std::uint8_t* s_vc = s_kc + Lay::off_vc;
     const __half* s_vn = reinterpret_cast<const __half*>(s_kc + Lay::off_vn);
     const int p0 = wbeg + TILE * it, n = min(16, t_end - p0), lo = max(start - p0, 0);
+    // PAIR: sequence b + 1's rows [lo1, n1) of the step are its tokens
+    const int n1 = PAIR ? min(16, hi1r - TILE * it) : 0, lo1 = PAIR ? max(lo1r - TILE * it, 0) : 0;
     constexpr int tb = 0;
-    if constexpr (kCopyFirst) {
+    if constexpr (PAIR) {  // the lean path below for both sequences
+      const int st = it + Lay::kStages - 1;
+      if (st < nsteps)
+        copy_pair(ahead, st < ntw, st < ntw1, __shfl_sync(0xffffffffu, pnext, 0), __shfl_sync(0xffffffffu, pnext1, 0));
+      pnext = static_cast<unsigned>(__ldg(ptab16 + min(pi16, plast16)));
+      pi16 += TILE / 16;
+      pnext1 = static_cast<unsigned>(__ldg(ptab1 + min(pi1, plast1)));
+      pi1 += TILE / 16;
+    } else if constexpr (kCopyFirst) {
       if (Lay::kBulk && page16) {
         // Lean path (page_size 16, bulk copies): the copies issued here are of steps >= kStages - 1,
         // whose tokens are all past `start` (p0 >= start_al + 16 > start) and before t_end, so the
@@ -1092,7 +1230,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         pnext = page_at(it + Lay::kStages);
       }
     }
-    if (lo < n) {
+    if (lo < n || (PAIR && lo1 < n1)) {
       // ---- scores: S[token tb + {gid, gid+8}][head 2tig + {0,1}]
       float s[4];
       if constexpr (SPLIT) {
@@ -1121,8 +1259,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           if constexpr (RVQ || RVQ2) {
             // planes loaded below
           } else if constexpr (std::is_same_v<decltype(k0), CodeSpan<KBITS / 8>>) {
-            k0.load(s_kc + (tb + kr) * Lay::rsK + KSPAN * tig);
-            k1.load(s_kc + (tb + kr + 8) * Lay::rsK + KSPAN * tig);
+            k0.load(s_kc + (tb + kr) * Lay::rsK + (PAIR ? koff : KSPAN * tig));
+            k1.load(s_kc + (tb + kr + 8) * Lay::rsK + (PAIR ? koff : KSPAN * tig));
           } else {
             k0.load_bits(s_kc + (tb + kr) * Lay::rsK, KBITS * tig);
             k1.load_bits(s_kc + (tb + kr + 8) * Lay::rsK, KBITS * tig);
@@ -1313,6 +1451,19 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         const bool va = ta >= lo && ta < n, vc = tc >= lo && tc < n;
         if constexpr (SPLIT || KIVI || PVQ) {  // SPLIT: norms in S, value norms in the P fragments; KIVI, PVQ: none
           softmax_weights(a, s, va, vc, 1.0f, 1.0f, 1.0f, 1.0f, m, l, acc, pw);
+        } else if constexpr (PAIR) {  // per element: each column's sequence, its tokens and norms
+          const int ua = TILE * it + ta, uc = ua + 8;  // the rows' offsets from the warp's first positions
+          const bool ok[4] = {ua >= ulo0 && ua < uhi0, ua >= ulo1 && ua < uhi1, uc >= ulo0 && uc < uhi0,
+                              uc >= ulo1 && uc < uhi1};
+          const __half* k0n = reinterpret_cast<const __half*>(s_kc + kno0);
+          const __half* k1n = reinterpret_cast<const __half*>(s_kc + kno1);
+          const __half* v0n = reinterpret_cast<const __half*>(s_kc + vno0);
+          const __half* v1n = reinterpret_cast<const __half*>(s_kc + vno1);
+          const float nk[4] = {__half2float(k0n[ta]), __half2float(k1n[ta]), __half2float(k0n[tc]),
+                               __half2float(k1n[tc])};
+          const float nv[4] = {__half2float(v0n[ta]), __half2float(v1n[ta]), __half2float(v0n[tc]),
+                               __half2float(v1n[tc])};
+          softmax_elems<D / 16>(a, s, ok, nk, nv, m, l, acc, pw);
         } else {
           const __half* s_kh = reinterpret_cast<const __half*>(s_kn);
           const float nka = __half2float(s_kh[PROD ? 2 * ta : ta]), nkc = __half2float(s_kh[PROD ? 2 * tc : tc]);
@@ -1358,7 +1509,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       const std::uint32_t pb1 = movm_trans(pack_h2(pw[2], pw[3]));
       using VSpan = LaneSpan<VBITS, Lay::rsV % 4 == 0 ? 4 : 2, kDenseRot>;
       VSpan v0, v1, v2, v3;
-      const std::uint8_t* vr = s_vc + (tb + r0) * Lay::rsV + VSPAN * gid;
+      const std::uint8_t* vr = s_vc + (tb + r0) * Lay::rsV + (PAIR ? voff : VSPAN * gid);
       if constexpr (!std::is_same_v<VSpan, CodeSpan<VBITS / 8>>) {
         const std::uint8_t* vrow = s_vc + (tb + r0) * Lay::rsV;
         v0.load_bits(vrow, VBITS * gid);
@@ -1697,10 +1848,14 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     }
   }
   __syncthreads();
-  for (int idx = tid; idx < kMmaHeads * D; idx += NT) {
-    const int h = idx / D, d = idx % D;
-    const int hg = blockIdx.z * kMmaHeads + h;
-    if (hg >= a.group) continue;
+  // PAIR: column h < G is query head h of sequence b (dims 0..63 of the step), G <= h < 2 G head h - G of
+  // sequence b + 1 (dims 64..127); rows of DR = 64 dims.
+  for (int idx = tid; idx < kMmaHeads * DR; idx += NT) {
+    const int h = idx / DR, d = idx % DR;
+    const int mh = PAIR && h >= a.group ? 1 : 0;
+    const int hg = PAIR ? h - mh * a.group : blockIdx.z * kMmaHeads + h;
+    if (hg >= a.group || (PAIR && mh && !has1)) continue;
+    const int dv = d + mh * DR;  // the column's dims in the step
     float mw[NW], M = -INFINITY;
 #pragma unroll
     for (int w = 0; w < NW; ++w) M = fmaxf(M, mw[w] = s_ml[(w * kMmaHeads + h) * 2]);
@@ -1708,21 +1863,27 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
 #pragma unroll
     for (int w = 0; w < NW; ++w) {
       const float fw = mw[w] == -INFINITY ? 0.0f : exp2f(mw[w] - M);
-      sum += fw * s_acc[(w * kMmaHeads + h) * AR + merge_col(d)];
+      sum += fw * s_acc[(w * kMmaHeads + h) * AR + merge_col(dv)];
       lsum += fw * s_ml[(w * kMmaHeads + h) * 2 + 1];
     }
     if constexpr (FUSE) {  // the row's result (combine_kernel's y = acc / l with one split)
       s_qrot[idx] = sum / lsum;
       continue;
     }
-    const std::size_t bh = static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg;
-    a.ws_acc[(bh * a.num_splits + split) * D + d] = sum;
+    const std::size_t bh = static_cast<std::size_t>(b + mh) * a.num_heads + g * a.group + hg;
+    a.ws_acc[(bh * a.num_splits + split) * DR + d] = sum;
     if (d == 0) {
       a.ws_ml[(bh * a.num_splits + split) * 2] = M;
       a.ws_ml[(bh * a.num_splits + split) * 2 + 1] = lsum;
     }
   }
-  if constexpr (FUSE) {
+  if constexpr (FUSE && PAIR) {  // each sequence's G rows (rows G .. 2 G - 1 of s_qrot: sequence b + 1)
+    const std::size_t row0 = static_cast<std::size_t>(b) * a.num_heads + g * a.group;
+    fused_epilogue<DR, NT, true>(s_qrot, a.group, a.out, a.io, row0, a.vsigns, a.vscale, nullptr);
+    if (has1)
+      fused_epilogue<DR, NT, true>(s_qrot + a.group * DR, a.group, a.out, a.io, row0 + a.num_heads, a.vsigns,
+                                   a.vscale, nullptr);
+  } else if constexpr (FUSE) {
     const int heads = min(kMmaHeads, a.group - static_cast<int>(blockIdx.z) * kMmaHeads);
     const std::size_t row0 = static_cast<std::size_t>(b) * a.num_heads + g * a.group + blockIdx.z * kMmaHeads;
     fused_epilogue<D, NT, !F8 && !KIVI>(s_qrot, heads, a.out, a.io, row0, a.vsigns, a.vscale, SPLIT ? a.vchan : nullptr);
@@ -1805,6 +1966,9 @@ void launch_h16_kb(int d, int vb, const LaunchShape& shape, cudaStream_t s, cons
 
 /// Fractional widths b + 0.5 (decode_h16s.cu; warps per block as launch_h16: 16, 8 at head_dim 256).
 void launch_h16s(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+/// Two sequences per block at head_dim 64 (H16Layout::PAIR; kb, vb 2..4; d unused, 64), with run_mma's
+/// launcher signature: decode_h16_pair.cu. The grid's y is (sequence pair, KV head).
+void launch_h16_pair(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k1(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k2(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k3(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);

@@ -82,27 +82,32 @@ __device__ __forceinline__ float ex2_approx(float x) {
   return y;
 }
 
-/// The part of a warp's online-softmax step that does not depend on how norms are staged: s[4]
-/// is the m16n8 score fragment (rows ta = tb + gid / tc = tb + gid + 8 = tokens, columns 2 tig + {0, 1}
-/// = heads) before norms; va / vc say whether rows ta / tc are tokens of the sequence; nka, nkc, nva,
-/// nvc their key and value norms (any value when invalid). Applies the key norm and soft-capping,
-/// updates the running max m and sum l per head, rescales the accumulator fragments acc[J][4], and
-/// returns the value weights pw[4] = p * ||v|| in the layout of s (invalid rows get zero weight).
+/// The running max's start in the fp16 kernel's PAIR instances (decode_h16.cuh), instead of -inf:
+/// there a step may hold no token of a column's sequence (the other sequence's rows are tokens), and
+/// with a finite floor below any real logit, masked logits (-inf) still give p = 2^(-inf - m) = 0 and
+/// the correction 2^(m - m_new) stays 0 or 1, never NaN.
+constexpr float kPairMaxFloor = -1e30f;
+
+/// The part of a warp's online-softmax step that does not depend on how norms are staged, per
+/// element of the m16n8 score fragment s[4] (rows ta = tb + gid / tc = tb + gid + 8 = tokens, columns
+/// 2 tig + {0, 1} = heads; element i is (row ta, tc for i < 2, >= 2; column i & 1)) before norms: ok[i]
+/// whether it is a token of its head's sequence, nk[i] / nv[i] that token's key and value norms (any
+/// value when not ok). Applies the key norm and soft-capping, updates the running max m and sum l per
+/// head, rescales the accumulator fragments acc[J][4], and returns the value weights pw[4] = p * ||v||
+/// in the layout of s (elements not ok get zero weight). Masked logits are -inf (p = 2^-inf = 0): every
+/// warp that runs a step has a valid row in each column, or (PAIR) a running max starting at
+/// kPairMaxFloor, so the new running max is finite.
 template <int J>
-__device__ __forceinline__ void softmax_weights(const DecodeKernelArgs& a, float s[4], bool va, bool vc, float nka,
-                                                float nkc, float nva, float nvc, float m[2], float l[2],
-                                                float (&acc)[J][4], float pw[4]) {
-  float x[4] = {s[0] * nka, s[1] * nka, s[2] * nkc, s[3] * nkc};
+__device__ __forceinline__ void softmax_elems(const DecodeKernelArgs& a, float s[4], const bool ok[4], const float nk[4],
+                                              const float nv[4], float m[2], float l[2], float (&acc)[J][4],
+                                              float pw[4]) {
+  float x[4] = {s[0] * nk[0], s[1] * nk[1], s[2] * nk[2], s[3] * nk[3]};
   if (a.softcap_l2 > 0.0f) {  // uniform: one branch for the four logits
 #pragma unroll
     for (int i = 0; i < 4; ++i) x[i] = a.softcap_l2 * tanhf(x[i] * a.softcap_inv);
   }
-  // Invalid rows get -inf, hence p = 2^(-inf - m) = 0: every warp that runs this step has at least
-  // one valid row, so the new running max is finite.
-  s[0] = va ? x[0] : -INFINITY;
-  s[1] = va ? x[1] : -INFINITY;
-  s[2] = vc ? x[2] : -INFINITY;
-  s[3] = vc ? x[3] : -INFINITY;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) s[i] = ok[i] ? x[i] : -INFINITY;
   // The running max changes only where some logit of the step exceeds it; when no lane's does
   // (one vote), the max reduction, the correction factors and the rescale are skipped: the result
   // is the same bit for bit (the reduction would give max(m, tmax) = m and f = 2^0 = 1 exactly).
@@ -128,12 +133,23 @@ __device__ __forceinline__ void softmax_weights(const DecodeKernelArgs& a, float
       for (int j = 0; j < J; ++j) acc[j][0] *= f[0], acc[j][1] *= f[1], acc[j][2] *= f[0], acc[j][3] *= f[1];
     }
   }
-  const float p0 = ex2_approx(s[0] - m[0]), p1 = ex2_approx(s[1] - m[1]);
-  const float p2 = ex2_approx(s[2] - m[0]), p3 = ex2_approx(s[3] - m[1]);
-  l[0] = l[0] * f[0] + (p0 + p2);
-  l[1] = l[1] * f[1] + (p1 + p3);
-  const float wa = va ? nva : 0.0f, wc = vc ? nvc : 0.0f;  // (stale norms of invalid rows may be NaN)
-  pw[0] = p0 * wa, pw[1] = p1 * wa, pw[2] = p2 * wc, pw[3] = p3 * wc;
+  const float p[4] = {ex2_approx(s[0] - m[0]), ex2_approx(s[1] - m[1]), ex2_approx(s[2] - m[0]),
+                      ex2_approx(s[3] - m[1])};
+  l[0] = l[0] * f[0] + (p[0] + p[2]);
+  l[1] = l[1] * f[1] + (p[1] + p[3]);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) pw[i] = p[i] * (ok[i] ? nv[i] : 0.0f);  // (stale norms of invalid rows may be NaN)
+}
+
+/// softmax_elems with per-row validity and norms: va / vc whether rows ta / tc are tokens of the
+/// sequence, nka, nkc, nva, nvc their key and value norms (any value when invalid).
+template <int J>
+__device__ __forceinline__ void softmax_weights(const DecodeKernelArgs& a, float s[4], bool va, bool vc, float nka,
+                                                float nkc, float nva, float nvc, float m[2], float l[2],
+                                                float (&acc)[J][4], float pw[4]) {
+  const bool ok[4] = {va, va, vc, vc};
+  const float nk[4] = {nka, nka, nkc, nkc}, nv[4] = {nva, nva, nvc, nvc};
+  softmax_elems<J>(a, s, ok, nk, nv, m, l, acc, pw);
 }
 
 /// softmax_weights, then P[16 tokens][8 heads] = p * ||v|| written to the warp's s_p (rows ta = tb + gid,

@@ -124,12 +124,33 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   // 112 and runs the CUDA-core kernel at the other sizes; kernel 2 throws.
   const bool dense = (d & (d - 1)) != 0;
   const bool h16 = !dense || d == 80 || d == 96 || d == 112;  // kernel 0 is the fp16 tensor-core kernel
-  const std::vector<int> kernels = dense ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2};
+  // "Kernels" 3 and 4 (head_dim 64): kernel 0 with DecodeArgs::pair_sequences 0 (one sequence per
+  // block) and 1 (two sequences per block wherever that applies: pairs_apply); kernel 0 itself runs
+  // the default (-1: pairs where pairs_apply and the batch is large, pairs_auto).
+  std::vector<int> kernels = dense ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2};
+  if (d == 64) kernels.insert(kernels.end(), {3, 4});
   for (int kernel : kernels) {  // fp16 tensor-core, CUDA-core, 3xTF32 tensor-core kernels
     dio.poison();  // NaN in every io type: every output must be written
-    a.kernel = kernel;
+    a.kernel = kernel >= 3 ? 0 : kernel;
+    a.pair_sequences = kernel == 3 ? 0 : kernel == 4 ? 1 : -1;
     cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, c.page_size}, a, nullptr);
     outs.push_back(dio.output());
+  }
+  a.pair_sequences = -1;
+  if (d == 64) {
+    const bool pairs_apply = c.page_size == 16 && batch >= 2 && nh / kvh <= 4 && c.key_bits >= 2 && c.value_bits >= 2;
+    const bool pairs_auto = pairs_apply && batch >= 8 && 1LL * batch * max_len >= (1LL << 19);
+    auto same = [&](int x, int y) {
+      return std::memcmp(outs[x].data(), outs[y].data(), outs[x].size() * sizeof(float)) == 0;
+    };
+    // The pair kernel's fp32 rounding differs from the one-sequence kernel's (other mma k-slot order),
+    // which proves the routing of pair_sequences 1 both ways (16-bit outputs of short sequences can
+    // round to the same bits); the default must be one of the two, bit for bit.
+    if (c.io == cuda::IoType::kF32)
+      EXPECT_EQ(same(4, 3), !pairs_apply) << "pair_sequences 1 and 0 "
+                                          << (pairs_apply ? "are identical (pairs must run their own kernel)" : "differ");
+    EXPECT_TRUE(same(0, pairs_auto ? 4 : 3)) << "pair_sequences -1 is not the " << (pairs_auto ? "pair" : "one-sequence")
+                                             << " kernel";
   }
 
   AttentionParams p;
@@ -149,8 +170,11 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   }
   for (int kernel : kernels)
   for (int b = 0; b < batch; ++b) {
-    SCOPED_TRACE(kernel == 0 ? (h16 ? "fp16 tensor-core kernel" : "kernel 0 (CUDA-core at this head_dim)")
-                 : kernel == 1 ? "CUDA-core kernel" : "3xTF32 tensor-core kernel");
+    SCOPED_TRACE(kernel == 0   ? (h16 ? "fp16 tensor-core kernel" : "kernel 0 (CUDA-core at this head_dim)")
+                 : kernel == 1 ? "CUDA-core kernel"
+                 : kernel == 2 ? "3xTF32 tensor-core kernel"
+                 : kernel == 3 ? "fp16 tensor-core kernel, one sequence per block"
+                               : "fp16 tensor-core kernel, two sequences per block");
     const auto& out = outs[kernel];
     std::vector<EncodedHead> keys, values;
     for (int g = 0; g < kvh; ++g) {
@@ -162,13 +186,13 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     const float* o = &out[static_cast<std::size_t>(b) * nh * d];
     for (std::size_t i = 0; i < ref.size(); ++i) ASSERT_TRUE(std::isfinite(o[i])) << "b=" << b << " i=" << i;
     const double err = rel_err(o, ref.data(), ref.size());
-    if (kernel != 0 && c.long_split)
+    if ((kernel == 1 || kernel == 2) && c.long_split)
       std::printf("%s kernel, one split over %d tokens: relative error %.3g\n", kernel == 1 ? "CUDA-core" : "3xTF32",
                   c.lens[b], err);
-    const bool fp16_kernel = kernel == 0 && h16;
+    const bool fp16_kernel = (kernel == 0 || kernel >= 3) && h16;
     EXPECT_LE(err, (fp16_kernel ? kTqDecodeH16RelTol : kTqDecodeRelTol) + io_rounding(c.io))
         << "sequence " << b << " (len " << c.lens[b] << ")";
-    const int slot = fp16_kernel ? 0 : dense ? 1 : kernel;
+    const int slot = fp16_kernel ? 0 : dense ? 1 : kernel;  // (kernels 3, 4 are fp16_kernel)
     worst_err[slot] = std::max(worst_err[slot], err);
   }
 }
@@ -229,6 +253,26 @@ TEST(CudaDecode, TqMseMatchesReference) {
       {256, 2, 4, 16, 1, 64, 100, 1, {700}},
       {128, 4, 4, 32, 8, 8, 0, 1, {1000, 17}, 3.0f},
       {128, 3, 3, 32, 8, 16, 0, 1, {2000, 5}, 0.0f, cuda::IoType::kF32, false, true},
+      // head_dim 64, page 16, batch >= 2, GQA <= 4: two sequences per block (DecodeArgs::pair_sequences).
+      // Odd batches (the last block has one sequence), lengths that differ within a pair (one sequence
+      // runs out of steps, or has none in a split, while the other goes on), windows, GQA 1 to 4, one
+      // split (the block writes both sequences' rows) and several, every width pair of 2..4 bits,
+      // soft-capping, 16-bit io, separate value tables; GQA 5 and 1-bit codes take the one-sequence kernel.
+      {64, 4, 4, 9, 3, 16, 0, 0, {4097, 1000, 1}},
+      {64, 3, 3, 8, 8, 16, 0, 0, {17, 4097}},
+      {64, 2, 3, 8, 4, 16, 100, 0, {1000, 65, 4097, 33, 1}},
+      {64, 4, 2, 16, 4, 16, 0, 3, {2000, 31}},
+      {64, 3, 4, 9, 3, 16, 0, 1, {5000, 64, 2}},
+      {64, 2, 4, 6, 3, 16, 0, 7, {1, 4097}},
+      {64, 3, 2, 4, 4, 16, 300, 2, {4097, 4097, 310, 16}},
+      {64, 4, 3, 12, 3, 16, 0, 0, {1000, 1000}, 5.0f, cuda::IoType::kF16},
+      {64, 2, 2, 9, 3, 16, 0, 0, {3000, 2, 700, 129}, 0.0f, cuda::IoType::kBf16},
+      {64, 4, 4, 9, 3, 16, 0, 0, {1000, 333, 17}, 0.0f, cuda::IoType::kF32, false, true},
+      {64, 4, 4, 9, 3, 16, 0, 1, {17000, 9000}, 0.0f, cuda::IoType::kF32, true},
+      {64, 4, 4, 10, 2, 16, 0, 0, {100, 200}},
+      {64, 1, 4, 9, 3, 16, 0, 0, {100, 200}},
+      // batch 8 x 65,536: pairs by default (pair_sequences -1), one sequence per block below that size
+      {64, 4, 4, 9, 3, 16, 0, 0, {65536, 1000, 65536, 17, 65536, 300, 4097, 65536}},
   };
   // TURBOKV_CUDA_TEST_SMALL=1 (for compute-sanitizer runs) caps every length at 130 tokens.
   const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
@@ -633,6 +677,16 @@ TEST(CudaDecode, RejectsBadArguments) {
     ADD_FAILURE() << "io = 7 accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("io"), std::string::npos) << e.what();
+  }
+  a.io = cuda::IoType::kF32;
+  for (int v : {-2, 2}) {
+    a.pair_sequences = v;
+    try {
+      cuda::decode_workspace_bytes(a);
+      ADD_FAILURE() << "pair_sequences = " << v << " accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("pair_sequences"), std::string::npos) << e.what();
+    }
   }
 }
 
