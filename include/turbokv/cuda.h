@@ -292,12 +292,16 @@ void tq_mse_decode(const TqMseTables& kcodec, const TqMseTables& vcodec, PagedPo
  * above with code_bytes = head_dim (page_stride = tq_page_stride(page_size, head_dim)).
  * fp8_append: as tq_mse_append (x: device [batch][num_new][num_kv_heads][head_dim] of type x_type,
  * fp16 / bf16 widened exactly; start: device int32 [batch]); bytes identical to the reference
- * codec's encode. head_dim a multiple of 16 in 64..256; inputs must be finite with norms below 32768 (the reference
- * throws otherwise; here nothing checks). Throws std::invalid_argument
+ * codec's encode. head_dim a multiple of 16 in 64..256. Bad vectors (the reference throws on a NaN or Inf
+ * or a norm >= 32768): with `bad` (optional device int32, nullptr = no check) each sets *bad to 1, as
+ * tq_mse_append's flag (never cleared by the call; a flagged call's tokens must not be counted). Here a
+ * separate check kernel reads x once more before the encode (fp64 norms: only a norm within fp64
+ * rounding of 32768 can be judged differently from the reference). Throws std::invalid_argument
  * naming the argument.
  */
 void fp8_append(int head_dim, const void* x, int batch, int num_new, int num_kv_heads, const std::int32_t* start,
-                const PageTable& table, PagedPool pool, Stream stream, IoType x_type = IoType::kF32);
+                const PageTable& table, PagedPool pool, Stream stream, IoType x_type = IoType::kF32,
+                std::int32_t* bad = nullptr);
 
 /**
  * Split-K decode attention on paged fp8 keys and values (fp8_append's layout), unrotated:

@@ -38,12 +38,15 @@ std::size_t kivi_page_stride(const CodecConfig& cfg, int page_size);
  * multiples of G (whole groups; num_new is checked on the host; a group whose start is not a
  * multiple of G is skipped on the device, its page left unchanged) and G * head_dim must be at most
  * 49152 (a group's codes are staged in shared memory; kivi_page_stride and kivi_decode take larger G).
- * Inputs must be finite with group scales (max - min) / (2^b - 1) below 32768 (the reference throws;
- * here nothing checks). Throws std::invalid_argument naming the argument.
+ * Bad input (the reference throws on a NaN or Inf, a norm >= 32768, or a group scale (max - min) /
+ * (2^b - 1) above 32768, the last reachable only at 1 bit): with `bad` (optional device int32, nullptr =
+ * no check) it sets *bad to 1, as tq_mse_append's flag (never cleared by the call; a flagged call's
+ * tokens must not be counted); two check kernels read x before the encode (fp64 norms and scales).
+ * Throws std::invalid_argument naming the argument.
  */
 void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, int num_kv_heads,
                  const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream,
-                 IoType x_type = IoType::kF32);
+                 IoType x_type = IoType::kF32, std::int32_t* bad = nullptr);
 
 /**
  * Split-K decode attention on paged KIVI keys and values: logit_t = softmax_scale * <q, k_hat_t>,

@@ -27,9 +27,9 @@
 // Every function takes device pointers and a stream, validates its arguments on
 // the host (std::invalid_argument naming the argument and value), launches
 // asynchronously and checks the launch (std::runtime_error on a CUDA error).
-// Inputs must be finite, with level-4 radii (norms of 16-coordinate groups of
-// Pi x) <= 65504: the reference throws there; not checked here (radii from 65520
-// up are stored as Inf).
+// Inputs must be finite with norms < 32768 (the reference throws; every radius is
+// then below 32768): polar_encode does not check, polar_append flags such vectors
+// in an optional device int32 `bad` (as rvq_append).
 #pragma once
 
 #include <cstddef>
@@ -100,10 +100,10 @@ void polar_encode(const PolarTables& tab, const float* x, std::size_t n, std::ui
 
 /// PolarQuant append into pages, byte-identical to the reference's encode of each token (codes at
 /// the token's slot, its head_dim / 16 fp16 radii at slot `off` of the block's radii). Arguments and
-/// errors as rvq_append (cuda_vq.h); pool.page_stride must equal tab.page_stride(page_size).
+/// errors as rvq_append (cuda_vq.h), `bad` included; pool.page_stride must equal tab.page_stride(page_size).
 void polar_append(const PolarTables& tab, const void* x, int batch, int num_new, int num_kv_heads,
                   const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream,
-                  IoType x_type = IoType::kF32);
+                  IoType x_type = IoType::kF32, std::int32_t* bad = nullptr);
 
 /// Workspace bytes of polar_decode: as rvq_decode_workspace_bytes (cuda_vq.h).
 std::size_t polar_decode_workspace_bytes(const VqDecodeArgs& args, int head_dim);

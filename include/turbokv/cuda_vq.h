@@ -27,7 +27,8 @@
 // Every function takes device pointers and a stream, validates its arguments on
 // the host (std::invalid_argument naming the argument and value), launches
 // asynchronously and checks the launch (std::runtime_error on a CUDA error).
-// Inputs must be finite with norms < 32768 (the reference throws; not checked here).
+// Inputs must be finite with norms < 32768 (the reference throws): the encoders do not check; the
+// appends flag such vectors in an optional device int32 `bad` (rvq_append).
 #pragma once
 
 #include <cstddef>
@@ -138,11 +139,14 @@ void rvq_encode(const RvqTables& tab, const float* x, std::size_t n, std::uint8_
  * x: device [batch][num_new][num_kv_heads][head_dim] of type x_type (fp16 / bf16 widened exactly);
  * start: device int32 [batch], each sequence's first new position (the pages covering
  * [start, start + num_new) must be in the table); pool.page_stride must equal tab.page_stride(page_size).
+ * bad: optional device int32 (nullptr = no check): every vector the reference rejects (a NaN or Inf, a
+ * norm >= 32768) sets *bad to 1, as tq_mse_append's flag (cuda.h: never cleared by the call; a flagged
+ * call's tokens must not be counted); a separate check kernel reads x once more (fp64 norms).
  * Throws std::invalid_argument naming the argument (shapes, page size, stride, null pointers, x_type).
  */
 void rvq_append(const RvqTables& tab, const void* x, int batch, int num_new, int num_kv_heads,
                 const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream,
-                IoType x_type = IoType::kF32);
+                IoType x_type = IoType::kF32, std::int32_t* bad = nullptr);
 
 /**
  * Product-VQ encode of n vectors into one block, byte-identical to the
@@ -152,10 +156,10 @@ void rvq_append(const RvqTables& tab, const void* x, int batch, int num_new, int
  */
 void pvq_encode(const PvqTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream);
 
-/// Product-VQ append into pages (as rvq_append; a token's bytes are its codes only: no scalars).
+/// Product-VQ append into pages (as rvq_append, `bad` included; a token's bytes are its codes only: no scalars).
 void pvq_append(const PvqTables& tab, const void* x, int batch, int num_new, int num_kv_heads,
                 const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream,
-                IoType x_type = IoType::kF32);
+                IoType x_type = IoType::kF32, std::int32_t* bad = nullptr);
 
 /**
  * Product-VQ dequantize: out = lambda * Pi^T concat_s C_s[code_s], floats

@@ -255,6 +255,21 @@ __device__ __forceinline__ float load_x(const void* x, std::size_t i) {
   return static_cast<float>(static_cast<const XT*>(x)[i]);
 }
 
+/// The reference's common input check (Codec::validate, src/ref/common.cpp: a NaN or Inf, or an fp64
+/// norm >= 32768) on the GPU, for the appends whose kernels do not test it themselves (fp8, RVQ,
+/// product VQ, PolarQuant, KIVI; tq_mse_append tests in its kernel): every rejected vector of x
+/// ([n][d] of type x_type, widened exactly) sets *bad to 1 (atomicOr), one warp per vector, the norm
+/// summed in fp64 (the reference's sum in another order: a norm within fp64 rounding of 32768 may be
+/// judged differently). One launch on stream s; bad == nullptr or n == 0: nothing. bad_input.cu.
+void flag_bad_vectors(const void* x, IoType x_type, long long n, int d, std::int32_t* bad, cudaStream_t s);
+/// KIVI's own check (src/ref/kivi.cpp do_validate): a group scale (max - min) / (2^bits - 1) above 32768
+/// (in fp64 from the fp32 values, as the reference) sets *bad. x: [batch][num_new][num_kv_heads][d];
+/// key groups: each channel over G = group consecutive new tokens of a sequence (num_new a multiple of
+/// G); value groups: G consecutive channels of one token. Reachable only at 1 bit (otherwise a norm
+/// below 32768 bounds every scale below 65536 / 3); checked at every width. bad_input.cu.
+void flag_bad_kivi_scales(const void* x, IoType x_type, int batch, int num_new, int num_kv_heads, int d, int bits,
+                          bool key, int group, std::int32_t* bad, cudaStream_t s);
+
 /// mbarrier and bulk-copy (TMA) primitives (PTX ISA 8.0, sm_90); bar, dst: shared-window addresses
 /// (__cvta_generic_to_shared). mbar_init: count arrivals per phase.
 __device__ __forceinline__ void mbar_init(std::uint32_t bar, unsigned count) {

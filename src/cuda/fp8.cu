@@ -122,7 +122,7 @@ void launch_fp8_append(int d, const Fp8AppendArgs& a, cudaStream_t s) {
 }  // namespace
 
 void fp8_append(int head_dim, const void* x, int batch, int num_new, int num_kv_heads, const std::int32_t* start,
-                const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
+                const PageTable& table, PagedPool pool, Stream stream, IoType x_type, std::int32_t* bad) {
   const char* where = "cuda::fp8_append";
   check_arg(detail::gpu_head_dim(head_dim), where, "head_dim", head_dim, "must be a multiple of 16 in 64..256");
   detail::check_page_size(where, table.page_size);  // before the stride: the error names this call
@@ -135,6 +135,7 @@ void fp8_append(int head_dim, const void* x, int batch, int num_new, int num_kv_
                         table.max_pages, __builtin_ctz(static_cast<unsigned>(table.page_size)), pool.data,
                         pool.page_stride};
   const cudaStream_t s = detail::stream_of(stream);
+  detail::flag_bad_vectors(x, x_type, total, head_dim, bad, s);
   switch (x_type) {
     case IoType::kF32: return launch_fp8_append<float>(head_dim, a, s);
     case IoType::kF16: return launch_fp8_append<__half>(head_dim, a, s);

@@ -352,7 +352,8 @@ std::size_t kivi_page_stride(const CodecConfig& cfg, int page_size) {
 }
 
 void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, int num_kv_heads,
-                 const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
+                 const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type,
+                 std::int32_t* bad) {
   const char* where = "cuda::kivi_append";
   check_kivi(where, cfg);
   const long long total =
@@ -371,6 +372,9 @@ void kivi_append(const CodecConfig& cfg, const void* x, int batch, int num_new, 
                          table.max_pages, __builtin_ctz(static_cast<unsigned>(table.page_size)), pool.data,
                          pool.page_stride};
   const cudaStream_t s = detail::stream_of(stream);
+  detail::flag_bad_vectors(x, x_type, total, cfg.head_dim, bad, s);
+  detail::flag_bad_kivi_scales(x, x_type, batch, num_new, num_kv_heads, cfg.head_dim, bits, cfg.role == Role::kKey,
+                               cfg.group_size, bad, s);
   switch (x_type) {
     case IoType::kF32: return launch_kivi_append<float>(cfg, a, static_cast<int>(total), s);
     case IoType::kF16: return launch_kivi_append<__half>(cfg, a, static_cast<int>(total), s);

@@ -262,13 +262,15 @@ void polar_encode(const PolarTables& tab, const float* x, std::size_t n, std::ui
 }
 
 void polar_append(const PolarTables& tab, const void* x, int batch, int num_new, int num_kv_heads,
-                  const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
+                  const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type,
+                  std::int32_t* bad) {
   long long total = 0;
   const detail::PagedDst dst =
       detail::paged_dst("cuda::polar_append", x, batch, num_new, num_kv_heads, start, table, pool, x_type,
                         tab.code_bytes(), 2 * static_cast<std::size_t>(tab.num_radii()),
                         "must equal PolarTables::page_stride(page_size)", total);
   if (total == 0) return;
+  detail::flag_bad_vectors(x, x_type, total, tab.head_dim(), bad, detail::stream_of(stream));
   launch_encode(tab, x_type, enc_args(tab, x, static_cast<std::size_t>(total)), dst, detail::stream_of(stream));
 }
 

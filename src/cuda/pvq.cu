@@ -355,7 +355,8 @@ void pvq_encode(const PvqTables& tab, const float* x, std::size_t n, std::uint8_
 }
 
 void pvq_append(const PvqTables& tab, const void* x, int batch, int num_new, int num_kv_heads,
-                const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
+                const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type,
+                std::int32_t* bad) {
   long long total = 0;
   const detail::PagedDst dst = detail::paged_dst("cuda::pvq_append", x, batch, num_new, num_kv_heads, start, table,
                                                  pool, x_type, tab.code_bytes(), 0,
@@ -363,6 +364,7 @@ void pvq_append(const PvqTables& tab, const void* x, int batch, int num_new, int
   if (total == 0) return;
   const EncArgs ea{x, static_cast<std::size_t>(total), tab.lambda(), tab.signs(), tab.centroids_soa(),
                    tab.hadamard_scale()};
+  detail::flag_bad_vectors(x, x_type, total, tab.head_dim(), bad, detail::stream_of(stream));
   launch_encode(tab, x_type, ea, dst, detail::stream_of(stream));
 }
 

@@ -248,7 +248,8 @@ void rvq_encode(const RvqTables& tab, const float* x, std::size_t n, std::uint8_
 }
 
 void rvq_append(const RvqTables& tab, const void* x, int batch, int num_new, int num_kv_heads,
-                const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type) {
+                const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type,
+                std::int32_t* bad) {
   long long total = 0;
   const detail::PagedDst dst = detail::paged_dst("cuda::rvq_append", x, batch, num_new, num_kv_heads, start, table,
                                                  pool, x_type, tab.code_bytes(), 2,
@@ -256,6 +257,7 @@ void rvq_append(const RvqTables& tab, const void* x, int batch, int num_new, int
   if (total == 0) return;
   const EncArgs a{x, static_cast<std::size_t>(total), tab.signs(), tab.centroids1(), tab.boundaries1(),
                   tab.centroids2(), tab.boundaries2(), tab.hadamard_scale()};
+  detail::flag_bad_vectors(x, x_type, total, tab.head_dim(), bad, detail::stream_of(stream));
   launch_encode_any(tab, x_type, a, dst, detail::stream_of(stream));
 }
 

@@ -8,6 +8,9 @@
 #include "cuda_test_util.h"
 #include "turbokv/half.h"
 #include "turbokv/codec.h"
+#include "turbokv/cuda_kivi.h"
+#include "turbokv/cuda_polar.h"
+#include "turbokv/cuda_vq.h"
 
 namespace turbokv::test {
 namespace {
@@ -266,6 +269,121 @@ TEST(CudaAppend, FlagsNonFiniteAndOversizedVectors) {
     run_case({256, 3.5, 16, 40, cuda::IoType::kF32, bad}, seed + 5 + bad);
     run_case({96, 3.0, 16, 40, cuda::IoType::kF32, bad}, seed + 7 + bad);
   }
+}
+
+/// The other appends' `bad` flag (fp8, RVQ, product VQ, PolarQuant, KIVI keys and values) against the
+/// reference's input check itself: the flag is set exactly when Codec::encode throws on some (sequence,
+/// KV head) block of the call's input. Inputs: clean, one NaN, one -Inf, one vector of norm 40000 (over
+/// 32768), one of norm 30000 (accepted), and for KIVI a 1-bit group whose scale is 40000 while every
+/// vector's norm is about 28000 (rejected at 1 bit, accepted at 2). fp32 and bf16 input.
+TEST(CudaAppend, OtherAppendsFlagWhatTheReferenceRejects) {
+  const std::uint64_t seed = fresh_seed();
+  const int d = 64, batch = 2, num_new = 16, kvh = 2, page = 16;
+  struct M {
+    Method m;
+    double bits;
+    Role role;
+    int group;
+  };
+  const std::vector<M> methods = {{Method::kFp8, 8, Role::kKey, 32},    {Method::kRvq, 2, Role::kKey, 32},
+                                  {Method::kPvq, 2, Role::kKey, 32},    {Method::kPolar, 3, Role::kKey, 32},
+                                  {Method::kKivi, 1, Role::kKey, 16},   {Method::kKivi, 1, Role::kValue, 32},
+                                  {Method::kKivi, 2, Role::kKey, 16},   {Method::kKivi, 2, Role::kValue, 32}};
+  const std::vector<std::int32_t> table = permutation(static_cast<std::size_t>(batch), seed);  // one page each
+  DevBuf<std::int32_t> dtable(table), dstart(std::vector<std::int32_t>(batch, 0));
+  int flagged = 0, clean = 0;
+  for (const M& mc : methods)
+    for (cuda::IoType io : {cuda::IoType::kF32, cuda::IoType::kBf16})
+      for (int kind = 0; kind < 6; ++kind) {
+        if (kind == 5 && mc.m != Method::kKivi) continue;
+        const std::uint64_t sd = seed + 131 * kind + 7 * static_cast<int>(mc.m) + 3 * static_cast<int>(mc.bits);
+        SCOPED_TRACE(std::string(method_name(mc.m)) + " bits=" + std::to_string(mc.bits) +
+                     (mc.role == Role::kKey ? " keys" : " values") + " io=" + std::to_string(static_cast<int>(io)) +
+                     " input=" + std::to_string(kind) + " seed=" + std::to_string(sd));
+        CodecConfig cfg;
+        cfg.method = mc.m, cfg.bits = mc.bits, cfg.head_dim = d, cfg.role = mc.role, cfg.group_size = mc.group;
+        cfg.seed = sd ^ 0x55, cfg.kmeans_iters = 3;
+        const auto ref = make_codec(cfg);
+        Rng r(sd);
+        if (ref->needs_calibration()) {
+          std::vector<float> cal(600 * d);
+          for (auto& v : cal) v = static_cast<float>(r.normal());
+          ref->calibrate(cal.data(), 600);
+        }
+        // x: [batch][num_new][kvh][d]
+        std::vector<float> x(static_cast<std::size_t>(batch) * num_new * kvh * d);
+        for (auto& v : x) v = static_cast<float>(r.normal());
+        const int vb = static_cast<int>(r.uniform() * batch) % batch, vt = static_cast<int>(r.uniform() * num_new) % num_new,
+                  vh = static_cast<int>(r.uniform() * kvh) % kvh, vj = static_cast<int>(r.uniform() * d) % d;
+        float* row = &x[((static_cast<std::size_t>(vb) * num_new + vt) * kvh + vh) * d];
+        auto scale_to = [&](float* v, double norm) {
+          double s = 0;
+          for (int j = 0; j < d; ++j) s += double(v[j]) * v[j];
+          for (int j = 0; j < d; ++j) v[j] = static_cast<float>(v[j] * norm / std::sqrt(s));
+        };
+        if (kind == 1) row[vj] = NAN;
+        if (kind == 2) row[vj] = -INFINITY;
+        if (kind == 3) scale_to(row, 40000.0);
+        if (kind == 4) scale_to(row, 30000.0);
+        if (kind == 5) {  // KIVI: a group of scale 40000 / (2^b - 1), vectors of norm ~28000
+          if (mc.role == Role::kKey) {  // channel vj of two tokens of one key group (16 tokens)
+            float* row2 = &x[((static_cast<std::size_t>(vb) * num_new + (vt + 1) % num_new) * kvh + vh) * d];
+            row[vj] = 20000.0f, row2[vj] = -20000.0f;
+            for (float* v : {row, row2})
+              for (int j = 0; j < d; ++j)
+                if (j != vj) v[j] = static_cast<float>(r.normal()) * 2000.0f;
+          } else {  // channels 0 and 1 of one token (one value group of 32 channels)
+            row[0] = 20000.0f, row[1] = -20000.0f;
+          }
+        }
+        // 16-bit input: round first, so the reference sees what the kernel widens (NaN / Inf stay)
+        const std::vector<std::uint16_t> h = round_to_io(x, io);
+        bool rejects = false;
+        for (int b = 0; b < batch; ++b)
+          for (int g = 0; g < kvh; ++g) {
+            std::vector<float> blk(static_cast<std::size_t>(num_new) * d);
+            for (int t = 0; t < num_new; ++t)
+              std::memcpy(&blk[static_cast<std::size_t>(t) * d], &x[((static_cast<std::size_t>(b) * num_new + t) * kvh + g) * d],
+                          sizeof(float) * d);
+            std::vector<std::uint8_t> out(ref->encoded_bytes(num_new));
+            try {
+              ref->encode(blk.data(), num_new, out.data());
+            } catch (const std::invalid_argument&) {
+              rejects = true;
+            }
+          }
+        if (kind == 0 || kind == 4) EXPECT_FALSE(rejects) << "test input: the reference must accept it";
+        if (kind >= 1 && kind <= 3) EXPECT_TRUE(rejects) << "test input: the reference must reject it";
+        DevBuf<float> dx(x);
+        DevBuf<std::uint16_t> dh(h);
+        const void* xin = io == cuda::IoType::kF32 ? static_cast<const void*>(dx.p) : dh.p;
+        DevBuf<std::int32_t> dbad(std::vector<std::int32_t>{0});
+        std::unique_ptr<cuda::RvqTables> rt;
+        std::unique_ptr<cuda::PvqTables> pt;
+        std::unique_ptr<cuda::PolarTables> qt;
+        std::size_t stride = 0;
+        if (mc.m == Method::kFp8) stride = cuda::tq_page_stride(page, d);
+        if (mc.m == Method::kRvq) rt = std::make_unique<cuda::RvqTables>(cfg), stride = rt->page_stride(page);
+        if (mc.m == Method::kPvq) pt = std::make_unique<cuda::PvqTables>(*ref), stride = pt->page_stride(page);
+        if (mc.m == Method::kPolar) qt = std::make_unique<cuda::PolarTables>(cfg), stride = qt->page_stride(page);
+        if (mc.m == Method::kKivi) stride = cuda::kivi_page_stride(cfg, page);
+        DevBuf<std::uint8_t> pool(static_cast<std::size_t>(batch) * kvh * stride);
+        const cuda::PageTable ptab{dtable.p, 1, page};
+        const cuda::PagedPool pp{pool.p, stride};
+        if (mc.m == Method::kFp8) cuda::fp8_append(d, xin, batch, num_new, kvh, dstart.p, ptab, pp, nullptr, io, dbad.p);
+        if (mc.m == Method::kRvq) cuda::rvq_append(*rt, xin, batch, num_new, kvh, dstart.p, ptab, pp, nullptr, io, dbad.p);
+        if (mc.m == Method::kPvq) cuda::pvq_append(*pt, xin, batch, num_new, kvh, dstart.p, ptab, pp, nullptr, io, dbad.p);
+        if (mc.m == Method::kPolar)
+          cuda::polar_append(*qt, xin, batch, num_new, kvh, dstart.p, ptab, pp, nullptr, io, dbad.p);
+        if (mc.m == Method::kKivi) cuda::kivi_append(cfg, xin, batch, num_new, kvh, dstart.p, ptab, pp, nullptr, io, dbad.p);
+        const bool flag = dbad.download()[0] != 0;
+        EXPECT_EQ(flag, rejects) << (rejects ? "the reference rejects this input, the flag is clear"
+                                             : "the reference accepts this input, the flag is set");
+        (rejects ? flagged : clean) += 1;
+      }
+  std::printf("other appends' bad-input flag: %d rejected inputs flagged, %d accepted inputs clear\n", flagged, clean);
+  EXPECT_GT(flagged, 0);
+  EXPECT_GT(clean, 0);
 }
 
 TEST(CudaAppend, RejectsUnsupportedConfig) {
