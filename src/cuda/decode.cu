@@ -441,14 +441,18 @@ std::size_t decode_workspace_bytes(const DecodeArgs& args) {
   // Upper bound over every instance's occupancy (1..64 blocks per SM) and block step (64, 128 or 256
   // tokens): the split count of the cost model is not monotone in either.
   detail::Plan p = detail::make_plan(args, 1);
-  // head_dim 64: tq_mse_decode's kernel 0 may plan ceil(batch / 2) blocks of sequence pairs
+  // head_dim 64: tq_mse_decode's kernel 0 may plan ceil(batch / 2) blocks of sequence pairs (where
+  // pair_sequences allows it and a KV head has at most 4 query heads; bits and page size are not known
+  // here, so those calls get room for both plans)
   DecodeArgs pairs = args;
   pairs.batch = (args.batch + 1) / 2;
+  const bool may_pair = args.head_dim == 64 && args.pair_sequences != 0 && args.batch >= 2 &&
+                        args.num_heads <= 4 * args.num_kv_heads;
   if (args.num_splits == 0)
     for (int occ = 1; occ <= 64; ++occ)
       for (int tile : {detail::kTile, 128, 256}) {
         p.splits = std::max(p.splits, detail::make_plan(args, occ, tile).splits);
-        if (args.head_dim == 64) p.splits = std::max(p.splits, detail::make_plan(pairs, occ, tile).splits);
+        if (may_pair) p.splits = std::max(p.splits, detail::make_plan(pairs, occ, tile).splits);
       }
   return std::size_t(args.batch) * args.num_heads * (p.splits * (args.head_dim + 2) + args.head_dim) * sizeof(float);
 }

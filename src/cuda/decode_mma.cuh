@@ -111,7 +111,8 @@ __device__ __forceinline__ void softmax_elems(const DecodeKernelArgs& a, float s
   // The running max changes only where some logit of the step exceeds it; when no lane's does
   // (one vote), the max reduction, the correction factors and the rescale are skipped: the result
   // is the same bit for bit (the reduction would give max(m, tmax) = m and f = 2^0 = 1 exactly).
-  // At the first step m = -inf and a valid row exists, so the vote is true unless every valid
+  // At the first step m = -inf (PAIR: kPairMaxFloor) and a valid row exists (PAIR: a logit above the
+  // floor), so the vote is true unless every valid
   // logit is -inf or NaN (then both this and the full path give NaN).
   float f[2] = {1.0f, 1.0f};
   const bool up = s[0] > m[0] || s[1] > m[1] || s[2] > m[0] || s[3] > m[1];

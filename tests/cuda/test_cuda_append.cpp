@@ -275,10 +275,11 @@ TEST(CudaAppend, FlagsNonFiniteAndOversizedVectors) {
 /// reference's input check itself: the flag is set exactly when Codec::encode throws on some (sequence,
 /// KV head) block of the call's input. Inputs: clean, one NaN, one -Inf, one vector of norm 40000 (over
 /// 32768), one of norm 30000 (accepted), and for KIVI a 1-bit group whose scale is 40000 while every
-/// vector's norm is about 28000 (rejected at 1 bit, accepted at 2). fp32 and bf16 input.
+/// vector's norm is about 28000 (rejected at 1 bit, accepted at 2; keys: in the second of two 16-token
+/// groups). fp32 and bf16 input; 32 new tokens over two pages of 16 per sequence.
 TEST(CudaAppend, OtherAppendsFlagWhatTheReferenceRejects) {
   const std::uint64_t seed = fresh_seed();
-  const int d = 64, batch = 2, num_new = 16, kvh = 2, page = 16;
+  const int d = 64, batch = 2, num_new = 32, kvh = 2, page = 16, max_pages = 2;
   struct M {
     Method m;
     double bits;
@@ -289,7 +290,7 @@ TEST(CudaAppend, OtherAppendsFlagWhatTheReferenceRejects) {
                                   {Method::kPvq, 2, Role::kKey, 32},    {Method::kPolar, 3, Role::kKey, 32},
                                   {Method::kKivi, 1, Role::kKey, 16},   {Method::kKivi, 1, Role::kValue, 32},
                                   {Method::kKivi, 2, Role::kKey, 16},   {Method::kKivi, 2, Role::kValue, 32}};
-  const std::vector<std::int32_t> table = permutation(static_cast<std::size_t>(batch), seed);  // one page each
+  const std::vector<std::int32_t> table = permutation(static_cast<std::size_t>(batch) * max_pages, seed);
   DevBuf<std::int32_t> dtable(table), dstart(std::vector<std::int32_t>(batch, 0));
   int flagged = 0, clean = 0;
   for (const M& mc : methods)
@@ -326,8 +327,10 @@ TEST(CudaAppend, OtherAppendsFlagWhatTheReferenceRejects) {
         if (kind == 3) scale_to(row, 40000.0);
         if (kind == 4) scale_to(row, 30000.0);
         if (kind == 5) {  // KIVI: a group of scale 40000 / (2^b - 1), vectors of norm ~28000
-          if (mc.role == Role::kKey) {  // channel vj of two tokens of one key group (16 tokens)
-            float* row2 = &x[((static_cast<std::size_t>(vb) * num_new + (vt + 1) % num_new) * kvh + vh) * d];
+          if (mc.role == Role::kKey) {  // channel vj of two tokens of the second key group (tokens 16..31)
+            const int t1 = 16 + vt % 15;
+            row = &x[((static_cast<std::size_t>(vb) * num_new + t1) * kvh + vh) * d];
+            float* row2 = &x[((static_cast<std::size_t>(vb) * num_new + t1 + 1) * kvh + vh) * d];
             row[vj] = 20000.0f, row2[vj] = -20000.0f;
             for (float* v : {row, row2})
               for (int j = 0; j < d; ++j)
@@ -367,8 +370,8 @@ TEST(CudaAppend, OtherAppendsFlagWhatTheReferenceRejects) {
         if (mc.m == Method::kPvq) pt = std::make_unique<cuda::PvqTables>(*ref), stride = pt->page_stride(page);
         if (mc.m == Method::kPolar) qt = std::make_unique<cuda::PolarTables>(cfg), stride = qt->page_stride(page);
         if (mc.m == Method::kKivi) stride = cuda::kivi_page_stride(cfg, page);
-        DevBuf<std::uint8_t> pool(static_cast<std::size_t>(batch) * kvh * stride);
-        const cuda::PageTable ptab{dtable.p, 1, page};
+        DevBuf<std::uint8_t> pool(static_cast<std::size_t>(batch) * max_pages * kvh * stride);
+        const cuda::PageTable ptab{dtable.p, max_pages, page};
         const cuda::PagedPool pp{pool.p, stride};
         if (mc.m == Method::kFp8) cuda::fp8_append(d, xin, batch, num_new, kvh, dstart.p, ptab, pp, nullptr, io, dbad.p);
         if (mc.m == Method::kRvq) cuda::rvq_append(*rt, xin, batch, num_new, kvh, dstart.p, ptab, pp, nullptr, io, dbad.p);
