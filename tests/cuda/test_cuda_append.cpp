@@ -355,8 +355,12 @@ TEST(CudaAppend, OtherAppendsFlagWhatTheReferenceRejects) {
               rejects = true;
             }
           }
-        if (kind == 0 || kind == 4) EXPECT_FALSE(rejects) << "test input: the reference must accept it";
-        if (kind >= 1 && kind <= 3) EXPECT_TRUE(rejects) << "test input: the reference must reject it";
+        if (kind == 0 || kind == 4) {
+          EXPECT_FALSE(rejects) << "test input: the reference must accept it";
+        }
+        if (kind >= 1 && kind <= 3) {
+          EXPECT_TRUE(rejects) << "test input: the reference must reject it";
+        }
         DevBuf<float> dx(x);
         DevBuf<std::uint16_t> dh(h);
         const void* xin = io == cuda::IoType::kF32 ? static_cast<const void*>(dx.p) : dh.p;

@@ -152,9 +152,10 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     // The pair kernel's fp32 rounding differs from the one-sequence kernel's (other mma k-slot order),
     // which proves the routing of pair_sequences 1 both ways (16-bit outputs of short sequences can
     // round to the same bits); the default must be one of the two, bit for bit.
-    if (c.io == cuda::IoType::kF32)
+    if (c.io == cuda::IoType::kF32) {
       EXPECT_EQ(same(4, 3), !pairs_apply) << "pair_sequences 1 and 0 "
                                           << (pairs_apply ? "are identical (pairs must run their own kernel)" : "differ");
+    }
     EXPECT_TRUE(same(0, pairs_auto ? 4 : 3)) << "pair_sequences -1 is not the " << (pairs_auto ? "pair" : "one-sequence")
                                              << " kernel";
   }
