@@ -262,6 +262,12 @@ void validate(const char* where, const DecodeArgs& a, bool pointers = true) {
             "must be non-null device pointers");
 }
 
+/// Whether tq_mse_decode's kernel 0 may pair sequences for these arguments (DecodeArgs::pair_sequences),
+/// before what only the codecs and the page table tell (widths 2..4, page_size 16) and the size rule.
+bool pairs_possible(const DecodeArgs& a) {
+  return a.pair_sequences != 0 && a.head_dim == 64 && a.batch >= 2 && a.num_heads <= 4 * a.num_kv_heads;
+}
+
 std::size_t smem_bytes(int d, int cbK, int cbV, int hpw, int nsub_block, int stages) {
   auto r16 = [](std::size_t x) { return (x + 15) / 16 * 16; };
   const std::size_t stage = r16(std::size_t(kTile) * cbK) + r16(std::size_t(kTile) * cbV) + 2 * kTile * 4;
@@ -446,8 +452,7 @@ std::size_t decode_workspace_bytes(const DecodeArgs& args) {
   // here, so those calls get room for both plans)
   DecodeArgs pairs = args;
   pairs.batch = (args.batch + 1) / 2;
-  const bool may_pair = args.head_dim == 64 && args.pair_sequences != 0 && args.batch >= 2 &&
-                        args.num_heads <= 4 * args.num_kv_heads;
+  const bool may_pair = detail::pairs_possible(args);
   if (args.num_splits == 0)
     for (int occ = 1; occ <= 64; ++occ)
       for (int tile : {detail::kTile, 128, 256}) {
@@ -539,9 +544,8 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
     // fuse: the one-split epilogue rotates back by Hadamard butterflies; dense Pi^T is the combine
     // kernel's. pair: two sequences per block (DecodeArgs::pair_sequences).
     const bool big = args.batch >= 8 && 1LL * args.batch * args.max_seq_len >= (1LL << 19);
-    const bool pair = kernel == 0 && args.pair_sequences != 0 && (args.pair_sequences == 1 || big) &&
-                      args.head_dim == 64 && table.page_size == 16 && args.batch >= 2 &&
-                      args.num_heads / args.num_kv_heads <= 4 && kb >= 2 && vb >= 2;
+    const bool pair = kernel == 0 && detail::pairs_possible(args) && (args.pair_sequences == 1 || big) &&
+                      table.page_size == 16 && kb >= 2 && vb >= 2;
     detail::run_mma(where, args, kb, vb, ka, vc.signs(), vc.hadamard_scale(), s,
                     pair ? detail::launch_h16_pair : kernel == 0 ? detail::launch_h16_any : detail::launch_mma_any,
                     kernel == 0 && !dense, pair);
