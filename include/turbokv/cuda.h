@@ -254,6 +254,14 @@ struct DecodeArgs {
   /// the pair step's set-up less); 1: wherever it applies; 0: never (one sequence per block). Other
   /// values throw.
   int pair_sequences = -1;
+  /// Warps per block of tq_mse_decode's kernel 0 at head_dim 256 (integer widths; each warp runs its own
+  /// pipeline of 16-token steps): 0 (default) = 12 where batch * num_kv_heads >= 16 and batch *
+  /// num_kv_heads * max_seq_len >= 2^19, else 8; 8 or 12 = that count (2-bit keys with 2-bit values run 8
+  /// warps whatever the value: their 128 KB of quad tables leave no room for 12). Same results within kernel 0's
+  /// tolerance (the split count follows the block step of 16 x warps tokens). H200, 4/1 heads
+  /// (docs/CUDA_NOTES.md "Session 29"): 12 warps up to 1.33x faster at batch 16 and 64 x 32k-128k
+  /// tokens, 0.92-0.98x at batch 1 and at batch 16 x 4k. Other values throw.
+  int block_warps = 0;
 };
 
 /// Workspace bytes needed by tq_mse_decode / fp16_decode for args (an upper bound

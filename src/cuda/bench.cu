@@ -597,14 +597,17 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
                                  table.size() * 4;
         // fp16 tensor-core (default) and 3xTF32 tensor-core kernels (the CUDA-core kernel, slower than
         // both, is exercised by the tests only); 3: kernel 0 with DecodeArgs::pair_sequences false at
-        // head_dim 64 ("tq-mse (1 seq/block)": the kernel before sequence pairs, timed next to it).
-        for (int kernel : {0, 2, 3}) {
+        // head_dim 64 ("tq-mse (1 seq/block)": the kernel before sequence pairs, timed next to it); 4:
+        // kernel 0 with DecodeArgs::block_warps 8 at head_dim 256 ("tq-mse (8 warps)": the block before
+        // session 29's 12 warps, timed next to it; the same kernel where the default is 8).
+        for (int kernel : {0, 2, 3, 4}) {
           if (!want(kernel == 2 ? "3xtf32" : "tq-mse") || (kernel == 2 && (tab.split() || !pow2)) ||
-              (kernel == 3 && opt.head_dim != 64))
+              (kernel == 3 && opt.head_dim != 64) || (kernel == 4 && (opt.head_dim != 256 || tab.split())))
             continue;
           cuda::DecodeArgs ak = a;
-          ak.kernel = kernel == 3 ? 0 : kernel;
+          ak.kernel = kernel == 3 || kernel == 4 ? 0 : kernel;
           if (kernel == 3) ak.pair_sequences = 0;
+          if (kernel == 4) ak.block_warps = 8;
           auto run = [&](int i) {
             cuda::tq_mse_decode(tab, tab, {kb[i % nrot]->as<std::uint8_t>(), stride},
                                 {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
@@ -615,7 +618,11 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           // kernel 0: the fp16 tensor-core kernel at 64..256 powers of two and 80, 96, 112; the
           // CUDA-core one at the other multiples of 16.
           const bool h16 = pow2 || opt.head_dim == 80 || opt.head_dim == 96 || opt.head_dim == 112;
-          r.method = kernel == 2 ? "tq-mse (3xtf32)" : kernel == 3 ? "tq-mse (1 seq/block)" : h16 ? "tq-mse" : "tq-mse (cuda cores)";
+          r.method = kernel == 2   ? "tq-mse (3xtf32)"
+                     : kernel == 3 ? "tq-mse (1 seq/block)"
+                     : kernel == 4 ? "tq-mse (8 warps)"
+                     : h16         ? "tq-mse"
+                                   : "tq-mse (cuda cores)";
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = read / (us * 1e3);
           if (opt.check) check(r, run, tq_ref, kernel != 2 && h16 ? kTolH16 : kTolF32);

@@ -585,6 +585,9 @@ struct LaunchShape {
   int nsub_block;
   int* occupancy = nullptr;  ///< if set: store resident blocks per SM instead of launching
   int* tile_tokens = nullptr;  ///< with occupancy, if set: tokens per block step (left alone: kTile)
+  /// The fp16 tensor-core TurboQuant-MSE kernel at head_dim 256: 12 warps per block instead of 8 where
+  /// the instance has them (DecodeArgs::block_warps; the same value for the occupancy query and the launch)
+  bool wide = false;
 };
 
 /// The one runtime -> compile-time dispatch point of the decode kernels:

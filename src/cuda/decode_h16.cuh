@@ -320,7 +320,9 @@ struct H16Layout {
   static constexpr int rest = off_stage + (stages_bytes > merge ? stages_bytes : merge);
   static constexpr int bytes() { return tab + rest; }
   static_assert(wstep % 16 == 0 && off_stage % 16 == 0, "16-byte aligned warp steps");
-  static_assert(tab + rest <= kMaxBlockSmem, "block shared memory");
+  /// The block's shared memory fits sm_90's limit (asserted by the kernel; launch_h16 asks it of
+  /// candidate warp counts).
+  static constexpr bool kFits = tab + rest <= kMaxBlockSmem;
 };
 
 /// The 32-bit word at byte off of a pair table (shared-window address tab, warp-uniform): one LDS
@@ -637,6 +639,7 @@ __device__ __noinline__ void fused_epilogue(float* y, int heads, void* out, int 
 template <int D, int KB, int VB, int NW, bool PROD = false, bool FUSE = false, bool SPLIT = false, int MODE = kModeTq>
 __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKernelArgs a) {
   using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT, MODE>;
+  static_assert(Lay::kFits, "block shared memory");
   constexpr bool F8 = Lay::F8, RVQ = Lay::RVQ, KIVI = Lay::KIVI, PVQ = Lay::PVQ, RVQ2 = Lay::RVQ2;
   constexpr bool PAIR = Lay::PAIR;
   constexpr int DR = PAIR ? D / 2 : D;  // the sequences' head_dim (PAIR: the step spans two rows of 64)
@@ -1915,7 +1918,8 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
     return true;
   }();
   (void)attr_set;
-  static_assert(Lay::kTileT == 128 || Lay::kTileT == 256, "decode_workspace_bytes bounds block steps of 64, 128, 256");
+  static_assert(Lay::kTileT == 128 || Lay::kTileT == 192 || Lay::kTileT == 256,
+                "decode_workspace_bytes bounds block steps of 64, 128, 192, 256");
   if (shape.occupancy) {
     static int o = -1;
     if (o < 0) TKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, kernel, 32 * NW, smem));
@@ -1929,11 +1933,20 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
 }
 
 /// 16 warps per block (one block per SM: the 64 KB 4-bit pair table is shared by all 16 warps);
-/// 8 at head_dim 256 (its registers allow 8 warps per SM).
+/// 8 at head_dim 256 (ptxas gives that instance ~220 registers when it may), or 12 there with
+/// shape.wide (DecodeArgs::block_warps; ptxas then fits it in 168 registers, no spill but 8 bytes at
+/// 4 bits). H200 runs s29-1 / s29-2 (docs/CUDA_NOTES.md "Session 29"): 12 warps 1.02-1.16x faster
+/// at batch 16 / 64 x 32k-128k (4/1 heads), 0.92-0.98x at batch 1, even at batch 4; 20 warps at head_dim
+/// 128 (96 registers) and 24 at 64 (80) measured 0.90-1.00x and 0.95-1.07x: not built.
 /// History (docs/CUDA_NOTES.md): 8 warps against 4 in v8 (704 vs 781 us at batch 16 x 65,536,
 /// 4-bit, 32/8 heads); v11 moved d64/d128 from two blocks of 8 warps to one of 16.
 template <int D, int KB, int VB, bool PROD = false, int MODE = kModeTq>
 void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
+  // shape.wide (DecodeArgs::block_warps): 12 warps at head_dim 256 where the block's shared memory fits:
+  // not 2-bit keys with 2-bit values, whose 128 KB of quad tables leave no room for 12 warps' pipelines
+  // (with pair tables instead, 12 warps measured 0.96-1.01x the 8-warp quad-table kernel, run s29-4)
+  if constexpr (D == 256 && KB <= 4 && VB <= 4 && !PROD && MODE == kModeTq && H16Layout<D, KB, VB, 12>::kFits)
+    if (shape.wide) return launch_h16_nw<D, KB, VB, 12, PROD, false, MODE>(shape, stream, a);
   launch_h16_nw<D, KB, VB, (D == 256 ? 8 : 16), PROD, false, MODE>(shape, stream, a);
 }
 

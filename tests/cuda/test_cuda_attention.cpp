@@ -130,25 +130,44 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   // 112 and runs the CUDA-core kernel at the other sizes; kernel 2 throws.
   const bool dense = (d & (d - 1)) != 0;
   const bool h16 = !dense || d == 80 || d == 96 || d == 112;  // kernel 0 is the fp16 tensor-core kernel
-  // "Kernels" 3 and 4 (head_dim 64): kernel 0 with DecodeArgs::pair_sequences 0 (one sequence per
-  // block) and 1 (two sequences per block wherever that applies: pairs_apply); kernel 0 itself runs
-  // the default (-1: pairs where pairs_apply and the batch is large, pairs_auto).
+  // "Kernels" 3 and 4: kernel 0 with a choice forced both ways. Head_dim 64: DecodeArgs::pair_sequences
+  // 0 (one sequence per block) and 1 (two sequences per block wherever that applies: pairs_apply);
+  // kernel 0 itself runs the default (-1: pairs where pairs_apply and the batch is large, pairs_auto).
+  // Head_dim 256: DecodeArgs::block_warps 8 and 12 (12 wherever the instance exists: wide_apply); the
+  // default 0 takes 12 where batch * num_kv_heads >= 16 and that times max_seq_len >= 2^19 (wide_auto).
   std::vector<int> kernels = dense ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2};
-  if (d == 64) kernels.insert(kernels.end(), {3, 4});
+  if (d == 64 || d == 256) kernels.insert(kernels.end(), {3, 4});
   for (int kernel : kernels) {  // fp16 tensor-core, CUDA-core, 3xTF32 tensor-core kernels
     dio.poison();  // NaN in every io type: every output must be written
     a.kernel = kernel >= 3 ? 0 : kernel;
-    a.pair_sequences = kernel == 3 ? 0 : kernel == 4 ? 1 : -1;
+    a.pair_sequences = d == 64 && kernel == 3 ? 0 : d == 64 && kernel == 4 ? 1 : -1;
+    a.block_warps = d == 256 && kernel == 3 ? 8 : d == 256 && kernel == 4 ? 12 : 0;
     cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, c.page_size}, a, nullptr);
     outs.push_back(dio.output());
   }
   a.pair_sequences = -1;
+  a.block_warps = 0;
+  auto same = [&](int x, int y) {
+    return std::memcmp(outs[x].data(), outs[y].data(), outs[x].size() * sizeof(float)) == 0;
+  };
+  if (d == 256) {
+    // 12 warps at every integer width but 2-bit keys with 2-bit values (quad tables). With 12 warps the
+    // warps' token ranges and the split count differ, so over 1,000 tokens of a sequence's window the
+    // fp32 rounding differs from 8 warps' (this proves the forced routing); the default must be one of
+    // the two, bit for bit.
+    const bool wide_apply = !(c.key_bits == 2 && c.value_bits == 2);
+    const long long rows = 1LL * batch * kvh;
+    const bool wide_auto = wide_apply && rows >= 16 && rows * max_len >= (1LL << 19);
+    const int span = c.window > 0 ? std::min(max_len, c.window) : max_len;
+    if (c.io == cuda::IoType::kF32 && span >= 1000) {
+      EXPECT_EQ(same(4, 3), !wide_apply) << "block_warps 12 and 8 "
+                                         << (wide_apply ? "are identical (12 must run its own instance)" : "differ");
+    }
+    EXPECT_TRUE(same(0, wide_auto ? 4 : 3)) << "block_warps 0 is not the " << (wide_auto ? "12" : "8") << "-warp kernel";
+  }
   if (d == 64) {
     const bool pairs_apply = c.page_size == 16 && batch >= 2 && nh / kvh <= 4 && c.key_bits >= 2 && c.value_bits >= 2;
     const bool pairs_auto = pairs_apply && batch >= 8 && 1LL * batch * max_len >= (1LL << 19);
-    auto same = [&](int x, int y) {
-      return std::memcmp(outs[x].data(), outs[y].data(), outs[x].size() * sizeof(float)) == 0;
-    };
     // The pair kernel's fp32 rounding differs from the one-sequence kernel's (other mma k-slot order),
     // which proves the routing of pair_sequences 1 both ways (16-bit outputs of short sequences can
     // round to the same bits); the default must be one of the two, bit for bit.
@@ -180,8 +199,10 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     SCOPED_TRACE(kernel == 0   ? (h16 ? "fp16 tensor-core kernel" : "kernel 0 (CUDA-core at this head_dim)")
                  : kernel == 1 ? "CUDA-core kernel"
                  : kernel == 2 ? "3xTF32 tensor-core kernel"
-                 : kernel == 3 ? "fp16 tensor-core kernel, one sequence per block"
-                               : "fp16 tensor-core kernel, two sequences per block");
+                 : kernel == 3 ? (d == 64 ? "fp16 tensor-core kernel, one sequence per block"
+                                          : "fp16 tensor-core kernel, 8 warps per block")
+                 : d == 64     ? "fp16 tensor-core kernel, two sequences per block"
+                               : "fp16 tensor-core kernel, 12 warps per block");
     const auto& out = outs[kernel];
     std::vector<EncodedHead> keys, values;
     for (int g = 0; g < kvh; ++g) {
@@ -278,6 +299,20 @@ TEST(CudaDecode, TqMseMatchesReference) {
       {64, 4, 4, 9, 3, 16, 0, 1, {17000, 9000}, 0.0f, cuda::IoType::kF32, true},
       {64, 4, 4, 10, 2, 16, 0, 0, {100, 200}},
       {64, 1, 4, 9, 3, 16, 0, 0, {100, 200}},
+      // head_dim 256 with keys and values of one width at every width (the instances whose warps per
+      // block launch_h16 may choose otherwise: 1, 3, 4 bits), GQA 1 to 16, windows, one split
+      {256, 3, 3, 4, 1, 16, 0, 0, {4097, 33}},
+      {256, 1, 1, 8, 2, 16, 0, 1, {9000, 17}},
+      {256, 4, 4, 4, 1, 16, 0, 1, {9000}, 0.0f, cuda::IoType::kF32, true},
+      {256, 3, 3, 16, 1, 16, 100, 0, {1000, 2}},
+      {256, 1, 1, 2, 2, 64, 0, 3, {3001}, 0.0f, cuda::IoType::kF16},
+      // batch x KV heads >= 16: 12 warps per block by default (DecodeArgs::block_warps 0)
+      {256, 4, 4, 8, 2, 16, 0, 0, {1000, 17, 4097, 1, 300, 2000, 33, 1000}},
+      {256, 3, 2, 4, 1, 16, 500, 0, {1000, 2, 700, 1500, 64, 65, 1000, 9, 1000, 1000, 4097, 100, 31, 1000, 3, 1200}},
+      {256, 1, 3, 16, 4, 32, 0, 1, {2000, 1000, 129, 1000}, 0.0f, cuda::IoType::kBf16},
+      {256, 2, 2, 4, 4, 16, 0, 0, {1000, 1000, 513, 2}},
+      {256, 4, 4, 4, 1, 16, 0, 0, std::vector<int>(16, 32768)},
+      {256, 2, 2, 8, 2, 16, 0, 0, {32768, 32768, 1000, 32768, 17, 32768, 32768, 32768}},
       // batch 8 x 65,536: pairs by default (pair_sequences -1), one sequence per block below that size
       {64, 4, 4, 9, 3, 16, 0, 0, {65536, 1000, 65536, 17, 65536, 300, 4097, 65536}},
   };
@@ -693,6 +728,16 @@ TEST(CudaDecode, RejectsBadArguments) {
       ADD_FAILURE() << "pair_sequences = " << v << " accepted";
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find("pair_sequences"), std::string::npos) << e.what();
+    }
+  }
+  a.pair_sequences = -1;
+  for (int v : {-1, 4, 16}) {
+    a.block_warps = v;
+    try {
+      cuda::decode_workspace_bytes(a);
+      ADD_FAILURE() << "block_warps = " << v << " accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("block_warps"), std::string::npos) << e.what();
     }
   }
 }
