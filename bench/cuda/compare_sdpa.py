@@ -144,8 +144,8 @@ def main():
             us = float(r["time_us"])
             if r["method"].startswith("fp16"):
                 name = "turbokv fp16 (ours)"
-            elif r["method"] == "tq-prod keys":
-                name = f"turbokv tq-prod K{r['bits']} V{r['bits']}"
+            elif r["method"] in ("tq-prod keys", "tq-prod keys (8 warps)"):
+                name = f"turbokv tq-prod K{r['bits']} V{r['bits']}" + (" 8warps" if "8 warps" in r["method"] else "")
             elif r["method"].startswith("tq-prod"):
                 name = f"turbokv tq-prod K{r['bits']} V{r['bits']} cc"
             elif r["method"].startswith("fp8"):

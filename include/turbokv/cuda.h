@@ -254,8 +254,9 @@ struct DecodeArgs {
   /// the pair step's set-up less); 1: wherever it applies; 0: never (one sequence per block). Other
   /// values throw.
   int pair_sequences = -1;
-  /// Warps per block of tq_mse_decode's kernel 0 at head_dim 256 (integer widths; each warp runs its own
-  /// pipeline of 16-token steps): 0 (default) = 12 where batch * num_kv_heads >= 16 and batch *
+  /// Warps per block of the fp16 tensor-core kernel at head_dim 256 for TurboQuant keys and values
+  /// (tq_mse_decode's kernel 0 at integer and fractional widths, tq_prod_paged_decode; each warp runs its
+  /// own pipeline of 16-token steps): 0 (default) = 12 where batch * num_kv_heads >= 16 and batch *
   /// num_kv_heads * max_seq_len >= 2^19, else 8; 8 or 12 = that count (2-bit keys with 2-bit values run 8
   /// warps whatever the value: their 128 KB of quad tables leave no room for 12). Same results within kernel 0's
   /// tolerance (the split count follows the block step of 16 x warps tokens). H200, 4/1 heads

@@ -599,10 +599,11 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         // both, is exercised by the tests only); 3: kernel 0 with DecodeArgs::pair_sequences false at
         // head_dim 64 ("tq-mse (1 seq/block)": the kernel before sequence pairs, timed next to it); 4:
         // kernel 0 with DecodeArgs::block_warps 8 at head_dim 256 ("tq-mse (8 warps)": the block before
-        // session 29's 12 warps, timed next to it; the same kernel where the default is 8).
+        // session 29's 12 warps, timed next to it; the same kernel where the default is 8; fractional
+        // widths too).
         for (int kernel : {0, 2, 3, 4}) {
           if (!want(kernel == 2 ? "3xtf32" : "tq-mse") || (kernel == 2 && (tab.split() || !pow2)) ||
-              (kernel == 3 && opt.head_dim != 64) || (kernel == 4 && (opt.head_dim != 256 || tab.split())))
+              (kernel == 3 && opt.head_dim != 64) || (kernel == 4 && opt.head_dim != 256))
             continue;
           cuda::DecodeArgs ak = a;
           ak.kernel = kernel == 3 || kernel == 4 ? 0 : kernel;
@@ -711,23 +712,29 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             const std::size_t noff = page_size * ptab.code_bytes(), nend = noff + 4 * page_size;
             fill_pages<<<fill_grid(), 256, 0, s>>>(pk.as<std::uint8_t>(), kpool_bytes, pstride, noff, nend, 41 + bits + sd);
             TKV_CHECK_LAUNCH();
-            cuda::DecodeArgs ak = a;
-            ak.kernel = 0;
-            auto run = [&](int i) {
-              cuda::tq_prod_paged_decode(ptab, tab, {pk.as<std::uint8_t>(), pstride},
-                                         {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
-            };
-            const double us = median_us(s, reps, run);
-            BenchRow r = proto;
-            r.op = "decode_attention", r.method = "tq-prod keys", r.bits = bits;
-            r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
-            r.gbps = (std::size_t(batch) * ctx * kvh * (ptab.code_bytes() + 4 + tab.code_bytes() + 2) + q_bytes) / (us * 1e3);
-            if (opt.check) {
-              const BlockFmt pf{pstride, ptab.code_bytes(), 4, 0, d};
-              const auto pref = make_codec(pc);
-              check(r, run, rc.ref(*pref, rc.gather(pk.as<std::uint8_t>(), pf), *ref, vrow), kTolH16);
+            // head_dim 256: also DecodeArgs::block_warps 8 ("tq-prod keys (8 warps)", as tq-mse's row)
+            for (int warps : {0, 8}) {
+              if (warps == 8 && d != 256) continue;
+              cuda::DecodeArgs ak = a;
+              ak.kernel = 0;
+              ak.block_warps = warps;
+              auto run = [&](int i) {
+                cuda::tq_prod_paged_decode(ptab, tab, {pk.as<std::uint8_t>(), pstride},
+                                           {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
+              };
+              const double us = median_us(s, reps, run);
+              BenchRow r = proto;
+              r.op = "decode_attention", r.method = warps == 8 ? "tq-prod keys (8 warps)" : "tq-prod keys", r.bits = bits;
+              r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
+              r.gbps = (std::size_t(batch) * ctx * kvh * (ptab.code_bytes() + 4 + tab.code_bytes() + 2) + q_bytes) /
+                       (us * 1e3);
+              if (opt.check) {
+                const BlockFmt pf{pstride, ptab.code_bytes(), 4, 0, d};
+                const auto pref = make_codec(pc);
+                check(r, run, rc.ref(*pref, rc.gather(pk.as<std::uint8_t>(), pf), *ref, vrow), kTolH16);
+              }
+              rows.push_back(r);
             }
-            rows.push_back(r);
           }
           const std::size_t kblk = ptab.block_bytes(ctx), vblk = std::size_t(ctx) * (tab.code_bytes() + 2);
           const std::size_t kb_bytes = std::size_t(batch) * kvh * kblk, vb_bytes = std::size_t(batch) * kvh * vblk;

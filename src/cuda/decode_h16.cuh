@@ -1942,10 +1942,11 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
 /// 4-bit, 32/8 heads); v11 moved d64/d128 from two blocks of 8 warps to one of 16.
 template <int D, int KB, int VB, bool PROD = false, int MODE = kModeTq>
 void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
-  // shape.wide (DecodeArgs::block_warps): 12 warps at head_dim 256 where the block's shared memory fits:
+  // shape.wide (DecodeArgs::block_warps): 12 warps at head_dim 256 (TurboQuant-MSE keys, or Prod keys: PROD)
+  // where the block's shared memory fits:
   // not 2-bit keys with 2-bit values, whose 128 KB of quad tables leave no room for 12 warps' pipelines
   // (with pair tables instead, 12 warps measured 0.96-1.01x the 8-warp quad-table kernel, run s29-4)
-  if constexpr (D == 256 && KB <= 4 && VB <= 4 && !PROD && MODE == kModeTq && H16Layout<D, KB, VB, 12>::kFits)
+  if constexpr (D == 256 && KB <= 4 && VB <= 4 && MODE == kModeTq && H16Layout<D, KB, VB, 12, PROD>::kFits)
     if (shape.wide) return launch_h16_nw<D, KB, VB, 12, PROD, false, MODE>(shape, stream, a);
   launch_h16_nw<D, KB, VB, (D == 256 ? 8 : 16), PROD, false, MODE>(shape, stream, a);
 }

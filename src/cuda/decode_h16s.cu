@@ -9,7 +9,9 @@ void launch_h16s(int d, int b, const LaunchShape& shape, cudaStream_t s, const D
     constexpr int B = decltype(bc)::value;
     switch (d) {
       case 128: return launch_h16_nw<128, B + 1, B, 16, false, true>(shape, s, a);
-      case 256: return launch_h16_nw<256, B + 1, B, 8, false, true>(shape, s, a);
+      case 256:  // 12 warps with shape.wide (DecodeArgs::block_warps), as launch_h16
+        if (shape.wide) return launch_h16_nw<256, B + 1, B, 12, false, true>(shape, s, a);
+        return launch_h16_nw<256, B + 1, B, 8, false, true>(shape, s, a);
     }
     throw std::logic_error("launch_h16s: head_dim out of range");
   };

@@ -391,8 +391,9 @@ TEST(CudaDecode, H16DenseHeadDimsEveryWidth) {
 /// TurboQuant-Prod keys (bits kb: (kb-1)-bit MSE + 1-bit QJL, m = d) with TurboQuant-MSE values,
 /// paged, through the fp16 tensor-core kernel (tq_prod_paged_decode), against attention_compressed.
 double run_prod_case(int d, int kb, int vb, int nh, int kvh, int page_size, std::vector<int> lens, int window,
-                     bool orthogonal, std::uint64_t seed, int splits = 0) {
+                     bool orthogonal, std::uint64_t seed, int splits = 0, int block_warps = 0) {
   SCOPED_TRACE("prod d=" + std::to_string(d) + " kb=" + std::to_string(kb) + " vb=" + std::to_string(vb) +
+               " block_warps=" + std::to_string(block_warps) +
                " heads=" + std::to_string(nh) + "/" + std::to_string(kvh) + " page=" + std::to_string(page_size) +
                " window=" + std::to_string(window) + " orth=" + std::to_string(orthogonal) + " splits=" + std::to_string(splits) +
                " seed=" + std::to_string(seed));
@@ -452,10 +453,20 @@ double run_prod_case(int d, int kb, int vb, int nh, int kvh, int page_size, std:
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
   a.window = window;
   a.num_splits = splits;
+  a.block_warps = block_warps;
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   cuda::tq_prod_paged_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, page_size}, a, nullptr);
   const auto out = dout.download();
+  if (block_warps == 12 && (window == 0 || window >= 1000) && max_len >= 1000) {
+    // 8 warps split the tokens otherwise: over 1,000 tokens the fp32 rounding differs (proves the routing)
+    a.block_warps = 8;
+    cuda::tq_prod_paged_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, page_size}, a,
+                               nullptr);
+    const auto out8 = dout.download();
+    EXPECT_NE(std::memcmp(out.data(), out8.data(), out.size() * sizeof(float)), 0)
+        << "block_warps 12 and 8 are identical (12 must run its own instance)";
+  }
   AttentionParams p;
   p.softmax_scale = a.softmax_scale;
   p.window = window;
@@ -482,6 +493,10 @@ TEST(CudaDecode, TqProdKeysMatchReference) {
   // one split: the kernel's FUSE instance (no combine kernel), groups of 4 and 12 heads
   worst = std::max(worst, run_prod_case(128, 4, 4, 32, 8, 16, L({1000, 3}), 0, false, seed + 8, 1));
   worst = std::max(worst, run_prod_case(64, 3, 2, 24, 2, 16, L({500}), 60, false, seed + 9, 1));
+  // head_dim 256 with 12 warps per block (DecodeArgs::block_warps; MSE parts of 0, 2, 3 bits), one split too
+  worst = std::max(worst, run_prod_case(256, 4, 4, 4, 1, 16, L({4097, 1000, 17}), 0, false, seed + 10, 0, 12));
+  worst = std::max(worst, run_prod_case(256, 1, 3, 8, 2, 32, L({2000, 1}), 300, true, seed + 11, 0, 12));
+  worst = std::max(worst, run_prod_case(256, 3, 2, 16, 1, 16, L({3000}), 0, false, seed + 12, 1, 12));
   std::printf("tq-prod keys (fp16 tensor cores): worst relative error vs fp64 %.3g\n", worst);
 }
 
@@ -489,8 +504,9 @@ TEST(CudaDecode, TqProdKeysMatchReference) {
 /// on data with outlier channels (keys and values on different channels), paged, through the fp16
 /// tensor-core kernel's SPLIT instances, against attention_compressed. Returns the worst error.
 double run_split_case(int d, double bits, int nh, int kvh, int page_size, std::vector<int> lens, int window,
-                      int splits, float softcap, cuda::IoType io, std::uint64_t seed) {
+                      int splits, float softcap, cuda::IoType io, std::uint64_t seed, int block_warps = 0) {
   SCOPED_TRACE("split d=" + std::to_string(d) + " bits=" + std::to_string(bits) + " heads=" + std::to_string(nh) +
+               " block_warps=" + std::to_string(block_warps) +
                "/" + std::to_string(kvh) + " page=" + std::to_string(page_size) + " window=" + std::to_string(window) +
                " splits=" + std::to_string(splits) + " softcap=" + std::to_string(softcap) +
                " io=" + std::to_string(static_cast<int>(io)) + " seed=" + std::to_string(seed));
@@ -556,11 +572,21 @@ double run_split_case(int d, double bits, int nh, int kvh, int page_size, std::v
   a.seq_lens = dlens.p, a.max_seq_len = max_len;
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
   a.window = window, a.num_splits = splits, a.softcap = softcap;
+  a.block_warps = block_warps;
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   const cuda::PageTable pt{dtable.p, max_pages, page_size};
   cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, pt, a, nullptr);
   const std::vector<float> out = dio.output();
+  if (block_warps == 12 && io == cuda::IoType::kF32 && (window == 0 || window >= 1000) && max_len >= 1000) {
+    // 8 warps split the tokens otherwise: over 1,000 tokens the fp32 rounding differs (proves the routing)
+    a.block_warps = 8;
+    cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, pt, a, nullptr);
+    const std::vector<float> out8 = dio.output();
+    EXPECT_NE(std::memcmp(out.data(), out8.data(), out.size() * sizeof(float)), 0)
+        << "block_warps 12 and 8 are identical (12 must run its own instance)";
+    a.block_warps = block_warps;
+  }
   // Only the fp16 tensor-core kernel takes fractional widths; the others say so.
   for (int kernel : {1, 2}) {
     a.kernel = kernel;
@@ -595,6 +621,10 @@ TEST(CudaDecode, TqMseFractionalMatchesReference) {
   worst = std::max(worst, run_split_case(128, 3.5, 32, 8, 16, L({2000, 3}), 0, 1, 0, IO::kF32, seed + 6));
   worst = std::max(worst, run_split_case(256, 2.5, 4, 1, 16, L({1500}), 0, 1, 0, IO::kF16, seed + 7));
   worst = std::max(worst, run_split_case(128, 1.5, 9, 3, 16, L({20000}), 0, 1, 0, IO::kF32, seed + 8));
+  // head_dim 256 with 12 warps per block (DecodeArgs::block_warps), one split too
+  worst = std::max(worst, run_split_case(256, 3.5, 4, 1, 16, L({3000, 513, 1}), 0, 0, 0, IO::kF32, seed + 9, 12));
+  worst = std::max(worst, run_split_case(256, 1.5, 8, 2, 64, L({2000}), 200, 0, 0, IO::kBf16, seed + 10, 12));
+  worst = std::max(worst, run_split_case(256, 2.5, 4, 1, 16, L({5000, 2}), 0, 1, 0, IO::kF32, seed + 11, 12));
   std::printf("fractional widths (fp16 tensor cores): worst relative error vs fp64 %.3g\n", worst);
 }
 
