@@ -600,18 +600,15 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         // head_dim 64 ("tq-mse (1 seq/block)": the kernel before sequence pairs, timed next to it); 4:
         // kernel 0 with DecodeArgs::block_warps 8 at head_dim 256 ("tq-mse (8 warps)": the block before
         // session 29's 12 warps, timed next to it; the same kernel where the default is 8; fractional
-        // widths too); 5: block_warps 16 at head_dim 256 ("tq-mse (16 warps)": the folded-column
-        // kernel where GQA <= 4).
-        for (int kernel : {0, 2, 3, 4, 5}) {
+        // widths too).
+        for (int kernel : {0, 2, 3, 4}) {
           if (!want(kernel == 2 ? "3xtf32" : "tq-mse") || (kernel == 2 && (tab.split() || !pow2)) ||
-              (kernel == 3 && opt.head_dim != 64) || (kernel >= 4 && opt.head_dim != 256) ||
-              (kernel == 5 && tab.split()))
+              (kernel == 3 && opt.head_dim != 64) || (kernel == 4 && opt.head_dim != 256))
             continue;
           cuda::DecodeArgs ak = a;
-          ak.kernel = kernel >= 3 ? 0 : kernel;
+          ak.kernel = kernel == 3 || kernel == 4 ? 0 : kernel;
           if (kernel == 3) ak.pair_sequences = 0;
           if (kernel == 4) ak.block_warps = 8;
-          if (kernel == 5) ak.block_warps = 16;
           auto run = [&](int i) {
             cuda::tq_mse_decode(tab, tab, {kb[i % nrot]->as<std::uint8_t>(), stride},
                                 {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
@@ -625,7 +622,6 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           r.method = kernel == 2   ? "tq-mse (3xtf32)"
                      : kernel == 3 ? "tq-mse (1 seq/block)"
                      : kernel == 4 ? "tq-mse (8 warps)"
-                     : kernel == 5 ? "tq-mse (16 warps)"
                      : h16         ? "tq-mse"
                                    : "tq-mse (cuda cores)";
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;

@@ -258,8 +258,8 @@ void validate(const char* where, const DecodeArgs& a, bool pointers = true) {
             "must be kF32, kF16 or kBf16");
   check_arg(a.pair_sequences >= -1 && a.pair_sequences <= 1, where, "pair_sequences", a.pair_sequences,
             "must be -1 (automatic), 0 or 1");
-  check_arg(a.block_warps == 0 || a.block_warps == 8 || a.block_warps == 12 || a.block_warps == 16, where,
-            "block_warps", a.block_warps, "must be 0 (chosen), 8, 12 or 16");
+  check_arg(a.block_warps == 0 || a.block_warps == 8 || a.block_warps == 12, where, "block_warps", a.block_warps,
+            "must be 0 (chosen), 8 or 12");
   check_arg(!pointers || (a.q && a.out && a.seq_lens && a.workspace), where, "q/out/seq_lens/workspace", 0,
             "must be non-null device pointers");
 }
@@ -421,17 +421,16 @@ void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKe
   Plan p = make_plan(blocks);  // zdim = ceil(group / 8) here as well
   // head_dim 256, TurboQuant-MSE: 12 warps per block instead of 8 (DecodeArgs::block_warps)
   const long long rows = 1LL * blocks.batch * args.num_kv_heads;
-  const bool wide = args.block_warps >= 12 || (args.block_warps == 0 && rows >= 16 && rows * args.max_seq_len >= (1LL << 19));
-  const bool fold = args.block_warps == 16 && args.num_heads <= 4 * args.num_kv_heads;
+  const bool wide = args.block_warps == 12 || (args.block_warps == 0 && rows >= 16 && rows * args.max_seq_len >= (1LL << 19));
   if (args.num_splits == 0) {
     int occ = 0, tile = kTile;
-    LaunchShape query{dim3(1), dim3(128), 1, &occ, &tile, wide, fold};
+    LaunchShape query{dim3(1), dim3(128), 1, &occ, &tile, wide};
     launch_any(kb, args.head_dim, vb, query, s, ka);
     p = make_plan(blocks, occ, tile);
   }
   fill_kernel_args(args, p, p.zdim, ka, s);
   const LaunchShape shape{dim3(p.splits, blocks.batch * args.num_kv_heads, p.zdim), dim3(128), 1, nullptr, nullptr,
-                          wide, fold};
+                          wide};
   // One split: the decode kernel's FUSE instance finishes the rows (H200 run s8-2, b16 x 64k d128,
   // two passes: 4-bit 298.3 -> 295.5 us, 2-bit 252.1 -> 250.5, 3-bit unchanged; docs/CUDA_NOTES.md).
   ka.fuse_out = fuse && p.splits == 1 ? 1 : 0;

@@ -588,9 +588,6 @@ struct LaunchShape {
   /// The fp16 tensor-core TurboQuant-MSE kernel at head_dim 256: 12 warps per block instead of 8 where
   /// the instance has them (DecodeArgs::block_warps; the same value for the occupancy query and the launch)
   bool wide = false;
-  /// With wide: 16 warps of the folded-column kernel (kModeFold) where the instance exists and GQA <= 4
-  /// (DecodeArgs::block_warps 16)
-  bool fold = false;
 };
 
 /// The one runtime -> compile-time dispatch point of the decode kernels:

@@ -208,20 +208,11 @@ constexpr int kMaxBlockSmem = 232448;
 /// <= 4), so the step's head_dim-independent work (softmax over 8 columns, masks, waits, copy issue)
 /// serves 2 G query heads instead of G. A stage holds each sequence's page block as it is in the pool
 /// ([16 rows][16 fp16 norms], keys then values, sequence 0's block first): H16Layout::kH1 / vH1.
-/// FOLD (MODE kModeFold; D = 256, TurboQuant-MSE keys and values at 1..4 bits, GQA <= 4): the mma's 8
-/// columns hold the G query heads twice: columns c and c + 4 are head c, the first for dims in the lane
-/// blocks kk < D / 32 of the key mma (and value blocks j < D / 32), the second for the other half. Each
-/// half's partial score is exchanged with the lane two over (one shuffle per score register), so both
-/// columns carry the whole score and the same softmax; the value mma's P then feeds block j < D / 32
-/// through columns 0-3 only and block j >= D / 32 through columns 4-7 only, into the same accumulators:
-/// half the accumulator and query-fragment registers (D / 32 blocks), so 16 warps fit 128 registers.
-constexpr int kModeTq = 0, kModeRvq = 1, kModeKivi = 2, kModePvq = 3, kModeRvq2 = 4, kModePair = 5, kModeFold = 6;
+constexpr int kModeTq = 0, kModeRvq = 1, kModeKivi = 2, kModePvq = 3, kModeRvq2 = 4, kModePair = 5;
 template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false, int MODE = kModeTq>
 struct H16Layout {
   static constexpr bool F8 = KB == 8, RVQ = MODE == kModeRvq, KIVI = MODE == kModeKivi, PVQ = MODE == kModePvq,
-                        RVQ2 = MODE == kModeRvq2, PAIR = MODE == kModePair, FOLD = MODE == kModeFold;
-  static_assert(!FOLD || (D == 256 && KB >= 1 && KB <= 4 && VB >= 1 && VB <= 4 && !PROD && !SPLIT),
-                "fold: head_dim 256, TurboQuant-MSE keys and values at 1..4 bits");
+                        RVQ2 = MODE == kModeRvq2, PAIR = MODE == kModePair;
   static_assert(!PAIR || (D == 128 && KB >= 2 && KB <= 4 && VB >= 2 && VB <= 4 && !PROD && !SPLIT),
                 "pair: two head_dim-64 sequences, 2..4-bit keys and values");
   static_assert(!RVQ2 || ((KB == 3 || KB == 4) && VB == KB && !PROD && !SPLIT && (D == 64 || D == 128)),
@@ -650,9 +641,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT, MODE>;
   static_assert(Lay::kFits, "block shared memory");
   constexpr bool F8 = Lay::F8, RVQ = Lay::RVQ, KIVI = Lay::KIVI, PVQ = Lay::PVQ, RVQ2 = Lay::RVQ2;
-  constexpr bool PAIR = Lay::PAIR, FOLD = Lay::FOLD;
-  // FOLD: D / 32 accumulator blocks and query fragments per lane (kModeFold); else D / 16
-  constexpr int JA = FOLD ? D / 32 : D / 16;
+  constexpr bool PAIR = Lay::PAIR;
   constexpr int DR = PAIR ? D / 2 : D;  // the sequences' head_dim (PAIR: the step spans two rows of 64)
   static_assert(!KIVI || Lay::kBulk, "kivi: dense rows (bulk copies)");
   constexpr int H = Lay::H;
@@ -1107,14 +1096,12 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   // k-slots 2tig+8+{0,1} -> dims D/4*tig + 4kk + {2,3}.
   // SPLIT: the same per part: kk < H/16 -> dims H/4*tig + 4kk + {0..3} of part 0, kk >= H/16 -> dims
   // H + H/4*tig + 4(kk - H/16) + {0..3} of part 1.
-  // FOLD: column gid is head gid & 3, its dims of blocks kk (gid < 4) or kk + D / 32 (gid >= 4).
-  std::uint32_t qb[JA][2];
+  std::uint32_t qb[D / 16][2];
   {
 #pragma unroll
-    for (int kk = 0; kk < JA; ++kk) {
-      const int hq = FOLD ? (gid & 3) : gid, kq = FOLD && gid >= 4 ? kk + D / 32 : kk;
+    for (int kk = 0; kk < D / 16; ++kk) {
       const float* qr = SPLIT ? s_qrot + gid * D + (kk < H / 16 ? (H / 4) * tig + 4 * kk : H + (H / 4) * tig + 4 * (kk - H / 16))
-                              : s_qrot + hq * D + (D / 4) * tig + 4 * kq;
+                              : s_qrot + gid * D + (D / 4) * tig + 4 * kk;
       qb[kk][0] = pack_h2(qr[0] * a.qscale, qr[1] * a.qscale);
       qb[kk][1] = pack_h2(qr[2] * a.qscale, qr[3] * a.qscale);
     }
@@ -1175,14 +1162,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   // Per-thread state: heads 2*tig, 2*tig+1; acc[j] = O^T[rows gid, gid+8 of block j][heads 2tig + {0,1}],
   // row gid <-> dim 2 * (gid * D/16 + j), row gid + 8 <-> that + 1.
   float m[2] = {PAIR ? kPairMaxFloor : -INFINITY, PAIR ? kPairMaxFloor : -INFINITY}, l[2] = {0.0f, 0.0f};
-  float acc[JA][4];
+  float acc[D / 16][4];
 #pragma unroll
-  for (int j = 0; j < JA; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-  // The key mma of block kk into accumulator chain s2[0] / s2[1] (even / odd kk; FOLD: the two halves)
-  auto kmma = [&](float (&s2)[2][4], int kk, const std::uint32_t (&af)[4]) {
-    if constexpr (FOLD) mma_f16(s2[kk >= D / 32 ? 1 : 0], af, qb[kk % (D / 32)][0], qb[kk % (D / 32)][1]);
-    else mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
-  };
+  for (int j = 0; j < D / 16; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
   constexpr bool kCopyFirst = !PROD;
   // page16 && kBulk: the page-table index of step it + kStages, clamped to the warp's last step.
@@ -1322,7 +1304,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
                 af[1] = lds_at(tabs, byte_addr(e1, k, klane));
                 af[2] = lds_at(tabs, byte_addr(o0, k, klane));
                 af[3] = lds_at(tabs, byte_addr(o1, k, klane));
-                kmma(s2, kk, af);
+                mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
               }
             }
           } else if constexpr (PVQ) {
@@ -1353,7 +1335,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
                 for (int h = 0; h < NE / 2; ++h) {
                   const int kk = (NE / 2) * i + h;
                   const std::uint32_t af[4] = {ra[2 * h], rc[2 * h], ra[2 * h + 1], rc[2 * h + 1]};
-                  kmma(s2, kk, af);
+                  mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
                 }
               }
             }
@@ -1386,7 +1368,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
                 af[2] = kivi_dequant(kivi_int_pair<KB>(k0.w[wi] >> oc, k0.w[wi] >> od, by2), sc23, mn23);
                 af[3] = kivi_dequant(kivi_int_pair<KB>(k1.w[wi] >> oc, k1.w[wi] >> od, by2), sc23, mn23);
               }
-              kmma(s2, kk, af);
+              mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
             }
           } else if constexpr (F8) {
             // Word kk of a lane's span: the e4m3 codes of dims D/4 tig + 4 kk + {0..3}, so its low
@@ -1395,7 +1377,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             for (int kk = 0; kk < D / 16; ++kk) {
               const std::uint32_t af[4] = {e4m3x2_h2(k0.w[kk]), e4m3x2_h2(k1.w[kk]), e4m3x2_h2<1>(k0.w[kk]),
                                            e4m3x2_h2<1>(k1.w[kk])};
-              kmma(s2, kk, af);
+              mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
             }
           } else if constexpr (Lay::kQuad) {
             // Index bytes of two rows' 4-bit pair fields: x = (k0 field 2b) | (k1 field 2b) << 4 gives
@@ -1411,7 +1393,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
                 const int kk = 4 * i + bq;
                 const uint2 ra = lds64_at(tabs, byte_addr(x, bq, qlane)), rc = lds64_at(tabs, byte_addr(y, bq, qlane));
                 const std::uint32_t af[4] = {ra.x, ra.y, rc.x, rc.y};
-                kmma(s2, kk, af);
+                mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
               }
             }
           } else if constexpr (KB == 2) {  // 4-bit pair fields: spread to bytes, then one PRMT per address
@@ -1425,7 +1407,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
               af[1] = lds_at(tabs, n1.addr(2 * kk, klane));
               af[2] = lds_at(tabs, n0.addr(2 * kk + 1, klane));
               af[3] = lds_at(tabs, n1.addr(2 * kk + 1, klane));
-              kmma(s2, kk, af);
+              mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
             }
           } else {
 #pragma unroll
@@ -1435,19 +1417,12 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
               af[1] = lds_at(tabs, k1.template row_addr<2 * KB, Lay::kWideK>(2 * kk, klane));
               af[2] = lds_at(tabs, k0.template row_addr<2 * KB, Lay::kWideK>(2 * kk + 1, klane));
               af[3] = lds_at(tabs, k1.template row_addr<2 * KB, Lay::kWideK>(2 * kk + 1, klane));
-              kmma(s2, kk, af);
+              mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
             }
           }
         }
-        if constexpr (FOLD) {  // this column's half plus the other half from the lane two over (tig ^ 2)
-          const bool lo = tig < 2;
 #pragma unroll
-          for (int i = 0; i < 4; ++i)
-            s[i] = (lo ? s2[0][i] : s2[1][i]) + __shfl_xor_sync(0xffffffffu, lo ? s2[1][i] : s2[0][i], 2);
-        } else {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) s[i] = s2[0][i] + s2[1][i];
-        }
+        for (int i = 0; i < 4; ++i) s[i] = s2[0][i] + s2[1][i];
         if constexpr (PROD) {
           // + gamma_t * kappa * <S Pi q, signs_t>: sign pairs (+-1, +-1) against the (S Pi q) fragments.
           float sg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -1535,18 +1510,6 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       // (kr above), so the transpose of the 8 x 8 fp16 blocks (rows 0-7 | 8-15) x heads is b0 | b1.
       const std::uint32_t pb0 = movm_trans(pack_h2(pw[0], pw[1]));
       const std::uint32_t pb1 = movm_trans(pack_h2(pw[2], pw[3]));
-      // FOLD: block j < D / 32 through columns 0-3 (lanes gid < 4), the others through 4-7
-      const std::uint32_t pl0 = gid < 4 ? pb0 : 0u, pl1 = gid < 4 ? pb1 : 0u;
-      const std::uint32_t ph0 = gid < 4 ? 0u : pb0, ph1 = gid < 4 ? 0u : pb1;
-      (void)pl0, (void)pl1, (void)ph0, (void)ph1;
-      auto vmma = [&](int j, const std::uint32_t (&af)[4]) {
-        if constexpr (FOLD) {
-          if (j < D / 32) mma_f16(acc[j], af, pl0, pl1);
-          else mma_f16(acc[j - D / 32], af, ph0, ph1);
-        } else {
-          mma_f16(acc[j], af, pb0, pb1);
-        }
-      };
       using VSpan = LaneSpan<VBITS, Lay::rsV % 4 == 0 ? 4 : 2, kDenseRot>;
       VSpan v0, v1, v2, v3;
       const std::uint8_t* vr = s_vc + (tb + r0) * Lay::rsV + (PAIR ? voff : VSPAN * gid);
@@ -1744,7 +1707,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             af[1] = lds_at(tabs, byte_addr(hi01, k, vlane));  // same tokens at dim d1
             af[2] = lds_at(tabs, byte_addr(lo23, k, vlane));  // (tok 2tig+8, 2tig+9) at d0
             af[3] = lds_at(tabs, byte_addr(hi23, k, vlane));
-            vmma(4 * wq + k, af);
+            mma_f16(acc[4 * wq + k], af, pb0, pb1);
           }
         }
       } else if constexpr (VB == 2) {
@@ -1775,7 +1738,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
               const uint2 ra = lds64_at(tabv, byte_addr((jj & 1) ? o01 : e01, jj / 2, qlane));
               const uint2 rc = lds64_at(tabv, byte_addr((jj & 1) ? o23 : e23, jj / 2, qlane));
               const std::uint32_t af[4] = {ra.x, ra.y, rc.x, rc.y};
-              vmma(8 * wq + jj, af);
+              mma_f16(acc[8 * wq + jj], af, pb0, pb1);
             }
           }
         } else {
@@ -1788,7 +1751,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           af[1] = lds_at(tabs, a1.addr(j, vlane));
           af[2] = lds_at(tabs, a2.addr(j, vlane));
           af[3] = lds_at(tabs, a3.addr(j, vlane));
-          vmma(j, af);
+          mma_f16(acc[j], af, pb0, pb1);
         }
         }
       } else if constexpr (VB == 3 && std::is_same_v<VSpan, CodeSpan<VBITS / 8>>) {
@@ -1819,7 +1782,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           af[1] = lds_at(tabs, o01.template row_addr<6, true>(j, vlane));  // same rows at d1
           af[2] = lds_at(tabs, e23.template row_addr<6, true>(j, vlane));  // (r0 + R2, r0 + R3) at d0
           af[3] = lds_at(tabs, o23.template row_addr<6, true>(j, vlane));
-          vmma(j, af);
+          mma_f16(acc[j], af, pb0, pb1);
         }
       } else {
 #pragma unroll
@@ -1833,7 +1796,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           af[1] = __byte_perm(c0, c1, 0x7632);  // same tokens at dim d1
           af[2] = __byte_perm(c2, c3, 0x5410);  // (tok 2tig+8, 2tig+9) at d0
           af[3] = __byte_perm(c2, c3, 0x7632);
-          vmma(j, af);
+          mma_f16(acc[j], af, pb0, pb1);
         }
       }
       }  // !SPLIT
@@ -1871,16 +1834,13 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   auto merge_col = [](int d) { return d + 2 * (d / (D / 8)); };  // d0 even: d0 + 1 is in d0's block
   float* s_acc = reinterpret_cast<float*>(stages);  // [NW warps][8 heads][AR]
   float* s_ml = s_acc + NW * kMmaHeads * AR;        // [NW warps][8 heads][2]
-  // FOLD: lanes tig < 2 hold heads 2 tig, 2 tig + 1 at blocks j < D / 32, lanes tig >= 2 heads 2 tig - 4,
-  // 2 tig - 3 at blocks j + D / 32 (rows 4..7 of s_acc stay unwritten: G <= 4)
-  const int hc = FOLD ? (2 * tig) & 3 : 2 * tig, jo = FOLD ? (tig >> 1) * (D / 32) : 0;
 #pragma unroll
-  for (int j = 0; j < JA; ++j) {
-    const int d0 = !SPLIT ? 2 * (gid * (D / 16) + j + jo)
+  for (int j = 0; j < D / 16; ++j) {
+    const int d0 = !SPLIT ? 2 * (gid * (D / 16) + j)
                           : (j < H / 16 ? 2 * (gid * (H / 16) + j) : H + 2 * (gid * (H / 16) + j - H / 16));
-    *reinterpret_cast<float2*>(s_acc + (warp * kMmaHeads + hc) * AR + merge_col(d0)) =
+    *reinterpret_cast<float2*>(s_acc + (warp * kMmaHeads + 2 * tig) * AR + merge_col(d0)) =
         make_float2(acc[j][0], acc[j][2]);
-    *reinterpret_cast<float2*>(s_acc + (warp * kMmaHeads + hc + 1) * AR + merge_col(d0)) =
+    *reinterpret_cast<float2*>(s_acc + (warp * kMmaHeads + 2 * tig + 1) * AR + merge_col(d0)) =
         make_float2(acc[j][1], acc[j][3]);
   }
   if (gid == 0) {
@@ -1986,11 +1946,6 @@ void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKerne
   // where the block's shared memory fits:
   // not 2-bit keys with 2-bit values, whose 128 KB of quad tables leave no room for 12 warps' pipelines
   // (with pair tables instead, 12 warps measured 0.96-1.01x the 8-warp quad-table kernel, run s29-4)
-  // shape.fold (block_warps 16, GQA <= 4): 16 warps of the folded columns (kModeFold), TurboQuant-MSE
-  if constexpr (D == 256 && KB <= 4 && VB <= 4 && !PROD && MODE == kModeTq) {
-    if constexpr (H16Layout<D, KB, VB, 16, false, false, kModeFold>::kFits)
-      if (shape.fold) return launch_h16_nw<D, KB, VB, 16, false, false, kModeFold>(shape, stream, a);
-  }
   if constexpr (D == 256 && KB <= 4 && VB <= 4 && MODE == kModeTq && H16Layout<D, KB, VB, 12, PROD>::kFits)
     if (shape.wide) return launch_h16_nw<D, KB, VB, 12, PROD, false, MODE>(shape, stream, a);
   launch_h16_nw<D, KB, VB, (D == 256 ? 8 : 16), PROD, false, MODE>(shape, stream, a);

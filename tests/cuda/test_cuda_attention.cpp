@@ -137,12 +137,11 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   // default 0 takes 12 where batch * num_kv_heads >= 16 and that times max_seq_len >= 2^19 (wide_auto).
   std::vector<int> kernels = dense ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2};
   if (d == 64 || d == 256) kernels.insert(kernels.end(), {3, 4});
-  if (d == 256) kernels.push_back(5);  // block_warps 16: the folded-column kernel where GQA <= 4, else 12
   for (int kernel : kernels) {  // fp16 tensor-core, CUDA-core, 3xTF32 tensor-core kernels
     dio.poison();  // NaN in every io type: every output must be written
     a.kernel = kernel >= 3 ? 0 : kernel;
     a.pair_sequences = d == 64 && kernel == 3 ? 0 : d == 64 && kernel == 4 ? 1 : -1;
-    a.block_warps = d == 256 && kernel >= 3 ? (kernel == 3 ? 8 : kernel == 4 ? 12 : 16) : 0;
+    a.block_warps = d == 256 && kernel == 3 ? 8 : d == 256 && kernel == 4 ? 12 : 0;
     cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, c.page_size}, a, nullptr);
     outs.push_back(dio.output());
   }
@@ -160,16 +159,10 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     const long long rows = 1LL * batch * kvh;
     const bool wide_auto = wide_apply && rows >= 16 && rows * max_len >= (1LL << 19);
     const int span = c.window > 0 ? std::min(max_len, c.window) : max_len;
-    // block_warps 16: the folded columns at 16 warps where GQA <= 4 and the instance exists (not 2/2),
-    // else what 12 runs
-    const bool fold_apply = wide_apply && nh <= 4 * kvh;
     if (c.io == cuda::IoType::kF32 && span >= 1000) {
       EXPECT_EQ(same(4, 3), !wide_apply) << "block_warps 12 and 8 "
                                          << (wide_apply ? "are identical (12 must run its own instance)" : "differ");
-      EXPECT_EQ(same(5, 4), !fold_apply) << "block_warps 16 and 12 "
-                                         << (fold_apply ? "are identical (16 must run its own instance)" : "differ");
     }
-    if (!fold_apply) EXPECT_TRUE(same(5, 4)) << "block_warps 16 without the folded kernel is not the 12-warp one";
     EXPECT_TRUE(same(0, wide_auto ? 4 : 3)) << "block_warps 0 is not the " << (wide_auto ? "12" : "8") << "-warp kernel";
   }
   if (d == 64) {
@@ -209,8 +202,7 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
                  : kernel == 3 ? (d == 64 ? "fp16 tensor-core kernel, one sequence per block"
                                           : "fp16 tensor-core kernel, 8 warps per block")
                  : d == 64     ? "fp16 tensor-core kernel, two sequences per block"
-                 : kernel == 4 ? "fp16 tensor-core kernel, 12 warps per block"
-                               : "fp16 tensor-core kernel, block_warps 16 (folded columns, 16 warps)");
+                               : "fp16 tensor-core kernel, 12 warps per block");
     const auto& out = outs[kernel];
     std::vector<EncodedHead> keys, values;
     for (int g = 0; g < kvh; ++g) {
@@ -321,9 +313,6 @@ TEST(CudaDecode, TqMseMatchesReference) {
       {256, 2, 2, 4, 4, 16, 0, 0, {1000, 1000, 513, 2}},
       {256, 4, 4, 4, 1, 16, 0, 0, std::vector<int>(16, 32768)},
       {256, 2, 2, 8, 2, 16, 0, 0, {32768, 32768, 1000, 32768, 17, 32768, 32768, 32768}},
-      // GQA 1 and 2 (folded columns with idle heads), one split
-      {256, 3, 4, 2, 2, 16, 0, 0, {2000, 1500, 3}},
-      {256, 4, 1, 4, 2, 32, 0, 1, {3000}},
       // batch 8 x 65,536: pairs by default (pair_sequences -1), one sequence per block below that size
       {64, 4, 4, 9, 3, 16, 0, 0, {65536, 1000, 65536, 17, 65536, 300, 4097, 65536}},
   };
