@@ -303,7 +303,8 @@ struct H16Layout {
   static constexpr int kAccRow = D + 20;
   static constexpr int merge = NW * kMmaHeads * (kAccRow + 2) * 4;
   /// Pipeline depth of each warp: 4 steps of 16 tokens (3 in flight while one is computed) where the
-  /// block still fits, else 3, else 2 (PVQ at head_dim 128 with 16 warps: 128 KB of tables).
+  /// block still fits, else 3, else 2 (PVQ at head_dim 128 with 16 warps: 128 KB of tables; head_dim 256
+  /// at 12 warps with 4-bit keys and values or Prod keys K2V4 / K3V3 / K3V4).
   static constexpr int mbar = kBulk ? NW * 4 * 8 : 0;  // kBulk: one mbarrier per (warp, slot)
   static constexpr int base_bytes(int st) {
     return tab + qp + mbar + (PROD ? 4 * 256 + (D / 16) * 32 * 8 + kMmaHeads * D * 4 : 0) +
@@ -1935,9 +1936,9 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
 /// 16 warps per block (one block per SM: the 64 KB 4-bit pair table is shared by all 16 warps);
 /// 8 at head_dim 256 (ptxas gives that instance ~220 registers when it may), or 12 there with
 /// shape.wide (DecodeArgs::block_warps; ptxas then fits it in 168 registers, no spill but 8 bytes at
-/// 4 bits). H200 runs s29-1 / s29-2 (docs/CUDA_NOTES.md "Session 29"): 12 warps 1.02-1.16x faster
-/// at batch 16 / 64 x 32k-128k (4/1 heads), 0.92-0.98x at batch 1, even at batch 4; 20 warps at head_dim
-/// 128 (96 registers) and 24 at 64 (80) measured 0.90-1.00x and 0.95-1.07x: not built.
+/// 4 bits). H200 runs s29-1 .. s29-5 (docs/CUDA_NOTES.md "Session 29"): 12 warps 1.03-1.33x faster
+/// at batch 16 / 64 x 32k-128k (4/1 heads, 3 and 4 bits), 0.92-0.98x at batch 1, even at batch 4; 20
+/// warps at head_dim 128 (96 registers) and 24 at 64 (80) measured 0.90-1.00x and 0.95-1.07x: not built.
 /// History (docs/CUDA_NOTES.md): 8 warps against 4 in v8 (704 vs 781 us at batch 16 x 65,536,
 /// 4-bit, 32/8 heads); v11 moved d64/d128 from two blocks of 8 warps to one of 16.
 template <int D, int KB, int VB, bool PROD = false, int MODE = kModeTq>
@@ -1978,7 +1979,7 @@ void launch_h16_kb(int d, int vb, const LaunchShape& shape, cudaStream_t s, cons
   throw std::logic_error("launch_h16: value bits out of range");
 }
 
-/// Fractional widths b + 0.5 (decode_h16s.cu; warps per block as launch_h16: 16, 8 at head_dim 256).
+/// Fractional widths b + 0.5 (decode_h16s.cu; warps per block as launch_h16: 16, 8 or 12 at head_dim 256).
 void launch_h16s(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// Two sequences per block at head_dim 64 (H16Layout::PAIR; kb, vb 2..4; d unused, 64), with run_mma's
 /// launcher signature: decode_h16_pair.cu. The grid's y is (sequence pair, KV head).

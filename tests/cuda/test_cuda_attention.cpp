@@ -134,7 +134,8 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   // 0 (one sequence per block) and 1 (two sequences per block wherever that applies: pairs_apply);
   // kernel 0 itself runs the default (-1: pairs where pairs_apply and the batch is large, pairs_auto).
   // Head_dim 256: DecodeArgs::block_warps 8 and 12 (12 wherever the instance exists: wide_apply); the
-  // default 0 takes 12 where batch * num_kv_heads >= 16 and that times max_seq_len >= 2^19 (wide_auto).
+  // default 0 takes 12 where batch * num_kv_heads >= 16 and that times min(window, max_seq_len) >= 2^19
+  // (wide_auto).
   std::vector<int> kernels = dense ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2};
   if (d == 64 || d == 256) kernels.insert(kernels.end(), {3, 4});
   for (int kernel : kernels) {  // fp16 tensor-core, CUDA-core, 3xTF32 tensor-core kernels
@@ -157,8 +158,8 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     // the two, bit for bit.
     const bool wide_apply = !(c.key_bits == 2 && c.value_bits == 2);
     const long long rows = 1LL * batch * kvh;
-    const bool wide_auto = wide_apply && rows >= 16 && rows * max_len >= (1LL << 19);
     const int span = c.window > 0 ? std::min(max_len, c.window) : max_len;
+    const bool wide_auto = wide_apply && rows >= 16 && rows * span >= (1LL << 19);
     if (c.io == cuda::IoType::kF32 && span >= 1000) {
       EXPECT_EQ(same(4, 3), !wide_apply) << "block_warps 12 and 8 "
                                          << (wide_apply ? "are identical (12 must run its own instance)" : "differ");
@@ -306,7 +307,8 @@ TEST(CudaDecode, TqMseMatchesReference) {
       {256, 4, 4, 4, 1, 16, 0, 1, {9000}, 0.0f, cuda::IoType::kF32, true},
       {256, 3, 3, 16, 1, 16, 100, 0, {1000, 2}},
       {256, 1, 1, 2, 2, 64, 0, 3, {3001}, 0.0f, cuda::IoType::kF16},
-      // batch x KV heads >= 16: 12 warps per block by default (DecodeArgs::block_warps 0)
+      // batch x KV heads >= 16 (12 warps per block by default where that times the length is >= 2^19: the
+      // 16 x 32768 case; the others check block_warps 0 picks 8)
       {256, 4, 4, 8, 2, 16, 0, 0, {1000, 17, 4097, 1, 300, 2000, 33, 1000}},
       {256, 3, 2, 4, 1, 16, 500, 0, {1000, 2, 700, 1500, 64, 65, 1000, 9, 1000, 1000, 4097, 100, 31, 1000, 3, 1200}},
       {256, 1, 3, 16, 4, 32, 0, 1, {2000, 1000, 129, 1000}, 0.0f, cuda::IoType::kBf16},
@@ -316,10 +318,14 @@ TEST(CudaDecode, TqMseMatchesReference) {
       // batch 8 x 65,536: pairs by default (pair_sequences -1), one sequence per block below that size
       {64, 4, 4, 9, 3, 16, 0, 0, {65536, 1000, 65536, 17, 65536, 300, 4097, 65536}},
   };
+  // head_dim 256, every pair of integer widths (each case also runs 8 and 12 warps per block)
+  std::vector<DecodeCase> all = cases;
+  for (int kb = 1; kb <= 4; ++kb)
+    for (int vb = 1; vb <= 4; ++vb) all.push_back({256, kb, vb, 4, 1, 16, 0, 0, {1000, 17}});
   // TURBOKV_CUDA_TEST_SMALL=1 (for compute-sanitizer runs) caps every length at 130 tokens.
   const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    DecodeCase c = cases[i];
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    DecodeCase c = all[i];
     if (small)
       for (int& l : c.lens) l = std::min(l, 130);
     run_tq_case(c, seed + 101 * i);
