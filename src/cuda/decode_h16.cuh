@@ -1938,15 +1938,16 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
 /// shape.wide (DecodeArgs::block_warps; ptxas then fits it in 168 registers, no spill but 8 bytes at
 /// 4 bits). H200 runs s29-1 .. s29-5 (docs/CUDA_NOTES.md "Session 29"): 12 warps 1.03-1.33x faster
 /// at batch 16 / 64 x 32k-128k (4/1 heads, 3 and 4 bits), 0.92-0.98x at batch 1, even at batch 4; 20
-/// warps at head_dim 128 (96 registers) and 24 at 64 (80) measured 0.90-1.00x and 0.95-1.07x: not built.
+/// warps at head_dim 128 (96 registers) measured 0.90-1.00x; 24 at 64 (80) 0.94-1.18x, losing at the small
+/// shapes where the one-sequence kernel runs by default (sequence pairs take the large ones): not built.
 /// History (docs/CUDA_NOTES.md): 8 warps against 4 in v8 (704 vs 781 us at batch 16 x 65,536,
 /// 4-bit, 32/8 heads); v11 moved d64/d128 from two blocks of 8 warps to one of 16.
 template <int D, int KB, int VB, bool PROD = false, int MODE = kModeTq>
 void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
   // shape.wide (DecodeArgs::block_warps): 12 warps at head_dim 256 (TurboQuant-MSE keys, or Prod keys: PROD)
-  // where the block's shared memory fits:
-  // not 2-bit keys with 2-bit values, whose 128 KB of quad tables leave no room for 12 warps' pipelines
-  // (with pair tables instead, 12 warps measured 0.96-1.01x the 8-warp quad-table kernel, run s29-4)
+  // where the block's shared memory fits: not 2-bit keys with 2-bit values, whose 128 KB of quad tables
+  // leave no room for 12 warps' pipelines (with pair tables instead, 12 warps measured 0.96-1.01x the
+  // 8-warp quad-table kernel, run s29-4)
   if constexpr (D == 256 && KB <= 4 && VB <= 4 && MODE == kModeTq && H16Layout<D, KB, VB, 12, PROD>::kFits)
     if (shape.wide) return launch_h16_nw<D, KB, VB, 12, PROD, false, MODE>(shape, stream, a);
   launch_h16_nw<D, KB, VB, (D == 256 ? 8 : 16), PROD, false, MODE>(shape, stream, a);
