@@ -517,8 +517,8 @@ TEST(CudaDecode, TqProdKeysMatchReference) {
 double run_split_case(int d, double bits, int nh, int kvh, int page_size, std::vector<int> lens, int window,
                       int splits, float softcap, cuda::IoType io, std::uint64_t seed, int block_warps = 0) {
   SCOPED_TRACE("split d=" + std::to_string(d) + " bits=" + std::to_string(bits) + " heads=" + std::to_string(nh) +
-               " block_warps=" + std::to_string(block_warps) +
-               "/" + std::to_string(kvh) + " page=" + std::to_string(page_size) + " window=" + std::to_string(window) +
+               "/" + std::to_string(kvh) + " block_warps=" + std::to_string(block_warps) + " page=" +
+               std::to_string(page_size) + " window=" + std::to_string(window) +
                " splits=" + std::to_string(splits) + " softcap=" + std::to_string(softcap) +
                " io=" + std::to_string(static_cast<int>(io)) + " seed=" + std::to_string(seed));
   const int batch = static_cast<int>(lens.size());
