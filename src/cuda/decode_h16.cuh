@@ -302,13 +302,18 @@ struct H16Layout {
   /// (merge_col) and m, l.
   static constexpr int kAccRow = D + 20;
   static constexpr int merge = NW * kMmaHeads * (kAccRow + 2) * 4;
+  /// The merge goes over the tables where they are at least as large (they are dead after the main loop's
+  /// block barrier): 2-bit quad tables (128 KB) and product-VQ tables, so the merge no longer bounds the
+  /// stages' bytes there (head_dim 256 with 2-bit keys and values at 12 warps: 107 KB of merge rows).
+  static constexpr bool kMergeInTab = tab >= merge;
+  static constexpr int merge_rest = kMergeInTab ? 0 : merge;  // merge bytes that live after the tables
   /// Pipeline depth of each warp: 4 steps of 16 tokens (3 in flight while one is computed) where the
   /// block still fits, else 3, else 2 (PVQ at head_dim 128 with 16 warps: 128 KB of tables; head_dim 256
   /// at 12 warps with 4-bit keys and values or Prod keys K2V4 / K3V3 / K3V4).
   static constexpr int mbar = kBulk ? NW * 4 * 8 : 0;  // kBulk: one mbarrier per (warp, slot)
   static constexpr int base_bytes(int st) {
     return tab + qp + mbar + (PROD ? 4 * 256 + (D / 16) * 32 * 8 + kMmaHeads * D * 4 : 0) +
-           (NW * st * wstep > merge ? NW * st * wstep : merge);
+           (NW * st * wstep > merge_rest ? NW * st * wstep : merge_rest);
   }
   static constexpr int kStages = base_bytes(4) <= kMaxBlockSmem ? 4 : base_bytes(3) <= kMaxBlockSmem ? 3 : 2;
   static constexpr int stages_bytes = NW * kStages * wstep;
@@ -318,7 +323,7 @@ struct H16Layout {
   static constexpr int qsk = PROD ? qrot : 0;                  // S Pi q of the 8 heads (setup only)
   static constexpr int off_qrot = 0, off_p = 0, off_mbar = qp, off_stab = off_mbar + mbar, off_qs = off_stab + stab,
                        off_qsk = off_qs + qsfrag, off_stage = off_qsk + qsk;
-  static constexpr int rest = off_stage + (stages_bytes > merge ? stages_bytes : merge);
+  static constexpr int rest = off_stage + (stages_bytes > merge_rest ? stages_bytes : merge_rest);
   static constexpr int bytes() { return tab + rest; }
   static_assert(wstep % 16 == 0 && off_stage % 16 == 0, "16-byte aligned warp steps");
   /// The block's shared memory fits sm_90's limit (asserted by the kernel; launch_h16 asks it of
@@ -1833,7 +1838,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     for (int off = 4; off < 32; off <<= 1) l[h] += __shfl_xor_sync(0xffffffffu, l[h], off);
   constexpr int AR = Lay::kAccRow;
   auto merge_col = [](int d) { return d + 2 * (d / (D / 8)); };  // d0 even: d0 + 1 is in d0's block
-  float* s_acc = reinterpret_cast<float*>(stages);  // [NW warps][8 heads][AR]
+  // [NW warps][8 heads][AR]: over the tables where they hold it (Lay::kMergeInTab), else over the stages
+  float* s_acc = reinterpret_cast<float*>(Lay::kMergeInTab ? smem : stages);
   float* s_ml = s_acc + NW * kMmaHeads * AR;        // [NW warps][8 heads][2]
 #pragma unroll
   for (int j = 0; j < D / 16; ++j) {
@@ -1945,9 +1951,9 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
 template <int D, int KB, int VB, bool PROD = false, int MODE = kModeTq>
 void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
   // shape.wide (DecodeArgs::block_warps): 12 warps at head_dim 256 (TurboQuant-MSE keys, or Prod keys: PROD)
-  // where the block's shared memory fits: not 2-bit keys with 2-bit values, whose 128 KB of quad tables
-  // leave no room for 12 warps' pipelines (with pair tables instead, 12 warps measured 0.96-1.01x the
-  // 8-warp quad-table kernel, run s29-4)
+  // where the block's shared memory fits: every integer width. 2-bit keys with 2-bit values fit since session
+  // 30 (their 128 KB of quad tables hold the warps' merge, H16Layout::kMergeInTab: 3 stages); in session 29
+  // they kept 8 warps (with pair tables instead of quad tables 12 warps measured 0.96-1.01x, run s29-4)
   if constexpr (D == 256 && KB <= 4 && VB <= 4 && MODE == kModeTq && H16Layout<D, KB, VB, 12, PROD>::kFits)
     if (shape.wide) return launch_h16_nw<D, KB, VB, 12, PROD, false, MODE>(shape, stream, a);
   launch_h16_nw<D, KB, VB, (D == 256 ? 8 : 16), PROD, false, MODE>(shape, stream, a);

@@ -152,11 +152,11 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     return std::memcmp(outs[x].data(), outs[y].data(), outs[x].size() * sizeof(float)) == 0;
   };
   if (d == 256) {
-    // 12 warps at every integer width but 2-bit keys with 2-bit values (quad tables). With 12 warps the
-    // warps' token ranges and the split count differ, so over 1,000 tokens of a sequence's window the
-    // fp32 rounding differs from 8 warps' (this proves the forced routing); the default must be one of
-    // the two, bit for bit.
-    const bool wide_apply = !(c.key_bits == 2 && c.value_bits == 2);
+    // 12 warps at every integer width (2-bit keys with 2-bit values too since session 30: their warps'
+    // merge goes over the quad tables). With 12 warps the warps' token ranges and the split count differ,
+    // so over 1,000 tokens of a sequence's window the fp32 rounding differs from 8 warps' (this proves the
+    // forced routing); the default must be one of the two, bit for bit.
+    const bool wide_apply = true;
     const long long rows = 1LL * batch * kvh;
     const int span = c.window > 0 ? std::min(max_len, c.window) : max_len;
     const bool wide_auto = wide_apply && rows >= 16 && rows * span >= (1LL << 19);
