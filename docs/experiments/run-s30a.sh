@@ -1,8 +1,7 @@
 # Session 30 device run s30-1 (repo root on the device): 2-bit keys with 2-bit values at head_dim 256 with 12
 # warps (the warps' merge over the quad tables, H16Layout::kMergeInTab). test_cuda_attention (all: also session
 # 29's unrun every-width d256 sweep and window rule); the bench's d256 2-bit rows checked, with the "8 warps"
-# rows timed next to them (two passes); compare_sdpa on issue 5's d256 shapes; memcheck / racecheck of the
-# small TqMse cases.
+# rows timed next to them (two passes); compare_sdpa on issue 5's d256 shapes.
 # Usage: export OUT && bash docs/experiments/run-s30a.sh   (everything lands in $OUT/s30a.tgz)
 set -uo pipefail
 R=/tmp/s30a; rm -rf $R; mkdir -p $R
@@ -11,7 +10,7 @@ T0=$(date +%s)
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTURBOKV_CUDA=ON > $R/cfg.log 2>&1
 timeout 330 cmake --build build -j16 --target test_cuda_attention turbokv_cuda_bench > $R/build.log 2>&1; echo "build rc=$? $(( $(date +%s)-T0 )) s"; grep -E "error" -A3 $R/build.log | head -30
-(cd build && timeout 200 ./tests/cuda/test_cuda_attention) > $R/attn.log 2>&1; echo "test_cuda_attention rc=$? $(( $(date +%s)-T0 )) s: $(grep -E '^\[  PASSED|^\[  FAILED|FAILED  \]|worst' $R/attn.log | tr '\n' ' ')"
+(cd build && timeout 260 ./tests/cuda/test_cuda_attention) > $R/attn.log 2>&1; echo "test_cuda_attention rc=$? $(( $(date +%s)-T0 )) s: $(grep -E '^\[  PASSED|^\[  FAILED|FAILED  \]|worst' $R/attn.log | tr '\n' ' ')"
 grep -E "Failure|Expected|Which is|block_warps|trace" -A1 $R/attn.log | head -30
 tar czf $OUT/s30a.tgz -C /tmp s30a
 B=./build/turbokv_cuda_bench
@@ -32,8 +31,5 @@ tar czf $OUT/s30a.tgz -C /tmp s30a
 timeout 200 python3 bench/cuda/compare_sdpa.py --ours-csv $R/d256-p1.csv > $R/compare.txt 2>&1; echo "compare rc=$? $(( $(date +%s)-T0 )) s"
 grep -E "GPU|256 " $R/compare.txt | grep -vE "dequant|fp16 \(ours\)|3xtf32" | head -60
 tar czf $OUT/s30a.tgz -C /tmp s30a
-export TURBOKV_CUDA_TEST_SMALL=1
-(cd build && timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 ./tests/cuda/test_cuda_attention --gtest_filter='CudaDecode.TqMseMatchesReference') > $R/memcheck.log 2>&1; echo "memcheck rc=$? $(( $(date +%s)-T0 )) s: $(grep -E 'ERROR SUMMARY|^\[  PASSED|^\[  FAILED' $R/memcheck.log | tr '\n' ' ')"
-(cd build && timeout 150 compute-sanitizer --tool racecheck --error-exitcode 3 ./tests/cuda/test_cuda_attention --gtest_filter='CudaDecode.TqMseMatchesReference') > $R/racecheck.log 2>&1; echo "racecheck rc=$? $(( $(date +%s)-T0 )) s: $(grep -E 'HAZARD|RACECHECK SUMMARY|^\[  PASSED|^\[  FAILED' $R/racecheck.log | tail -3 | tr '\n' ' ')"
 echo "done $(( $(date +%s)-T0 )) s"
 tar czf $OUT/s30a.tgz -C /tmp s30a
