@@ -245,8 +245,14 @@ struct H16Layout {
   /// three steps per warp fit in shared memory (padded rows need 1.5 KB more than a block may have).
   /// KIVI at head_dim 256 and 4 bits: dense 128-byte rows too (2-way conflicts on the key loads, 4-way on the
   /// value loads), so its rows and scalars are bulk-copied like the other KIVI widths.
+  /// Experiment switch (session 30, default off): dense 128-byte TurboQuant rows at head_dim 256 (4-bit keys
+  /// or values; 2-way / 4-way conflicts as KIVI's, bulk copies, 3 stages at 12 warps instead of 2).
+#ifndef TURBOKV_H16_D256_DENSE128
+#define TURBOKV_H16_D256_DENSE128 0
+#endif
+  static constexpr bool kD128 = TURBOKV_H16_D256_DENSE128 && D == 256 && MODE == kModeTq && !F8;
   static constexpr bool kDenseK =
-      !PROD && !SPLIT && (dense_ok(cbK) || (F8 && NW == 16) || ((KIVI || RVQ2) && cbK == 128));
+      !PROD && !SPLIT && (dense_ok(cbK) || (F8 && NW == 16) || ((KIVI || RVQ2 || kD128) && cbK == 128));
   /// kBulk: key and value rows dense, so a step of a page (page_size >= 16) is four contiguous
   /// ranges, copied by one lane with cp.async.bulk (TMA) onto a per-(warp, slot) mbarrier. Values
   /// are then read as rows tig + 4 r (r = 0..3: four consecutive rows per load; conflict-free except
@@ -254,7 +260,7 @@ struct H16Layout {
   /// the P fragments follow the same token order. 3-bit rows became dense in session 6, with the wide
   /// table (H200 run s6-2, A/B, b16 x 64k, means of two passes: d64 163.9 -> 144.2 us, d256
   /// 121.2 -> 105.9, d128 386.7 -> 381.5; dense rows without the wide table: d128 389.2).
-  static constexpr bool kBulk = kDenseK && (dense_ok(cbV) || ((KIVI || RVQ2) && cbV == 128));
+  static constexpr bool kBulk = kDenseK && (dense_ok(cbV) || ((KIVI || RVQ2 || kD128) && cbV == 128));
   static_assert(!PAIR || kBulk, "pair: dense rows");
   /// PAIR: a row is one sequence's head_dim-64 row (half of the step's 128 dims).
   static constexpr int rsK = PAIR ? cbK / 2 : kDenseK ? cbK : mma_row_stride(cbK),
@@ -1172,7 +1178,11 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
 #pragma unroll
   for (int j = 0; j < D / 16; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
-  constexpr bool kCopyFirst = !PROD;
+  // (TURBOKV_H16_PROD_COPY_FIRST: experiment switch of session 30, default off: Prod keys copy first too)
+#ifndef TURBOKV_H16_PROD_COPY_FIRST
+#define TURBOKV_H16_PROD_COPY_FIRST 0
+#endif
+  constexpr bool kCopyFirst = !PROD || TURBOKV_H16_PROD_COPY_FIRST;
   // page16 && kBulk: the page-table index of step it + kStages, clamped to the warp's last step.
   int pi16 = (wbeg + TILE * Lay::kStages) >> 4;
   // (PAIR: the loop may run past this sequence's steps, even with none: index 0 keeps the loads in its row)
