@@ -1,3 +1,4 @@
+# (Record: the two switches were removed after run s30-3; B's dense 128-byte rows became the layout rule, copy-first for Prod was dropped.)
 # Session 30 device run s30-2 (repo root on the device): A = this tree, B = the same with the experiment
 # switches TURBOKV_H16_D256_DENSE128=1 (dense 128-byte TurboQuant rows at head_dim 256: bulk copies, 3 stages
 # at 12 warps for 4-bit keys and values) and TURBOKV_H16_PROD_COPY_FIRST=1 (Prod keys issue the next copy
@@ -14,7 +15,7 @@ cmake -S . -B buildB -G Ninja -DCMAKE_BUILD_TYPE=Release -DTURBOKV_CUDA=ON \
   "-DCMAKE_CUDA_FLAGS=-DTURBOKV_H16_D256_DENSE128=1 -DTURBOKV_H16_PROD_COPY_FIRST=1" > $R/cfgB.log 2>&1
 (timeout 360 cmake --build build -j8 --target test_cuda_attention turbokv_cuda_bench > $R/buildA.log 2>&1; echo "build A rc=$?") &
 (timeout 360 cmake --build buildB -j8 --target turbokv_cuda_bench > $R/buildB.log 2>&1; echo "build B rc=$?") &
-wait; echo "builds $(( $(date +%s)-T0 )) s"; grep -E "error" -A3 $R/build?.log | head -30
+wait %1 %2; echo "builds $(( $(date +%s)-T0 )) s"; grep -E "error" -A3 $R/build?.log | head -30
 tar czf $OUT/s30b.tgz -C /tmp s30b
 for pass in 1 2; do
   for V in A B; do

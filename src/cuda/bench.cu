@@ -426,10 +426,14 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           ref = rc.ref(*fref, rc.gather(pools.k[0]->as<std::uint8_t>(), f),
                        *fref, rc.gather(pools.v[0]->as<std::uint8_t>(), f));
         }
-        for (const int kernel : {0, 1}) {
+        // 4: kernel 0 with DecodeArgs::block_warps 8 at head_dim 256 ("fp8 (8 warps)", timed next to the default,
+        // which takes 12 warps at large shapes since session 30)
+        for (const int kernel : {0, 4, 1}) {
           if (kernel == 0 && !(pow2 || d == 80 || d == 96 || d == 112)) continue;  // kernel 0 = the CUDA-core one
+          if (kernel == 4 && d != 256) continue;
           cuda::DecodeArgs fa = a;
-          fa.kernel = kernel;
+          fa.kernel = kernel == 4 ? 0 : kernel;
+          if (kernel == 4) fa.block_warps = 8;
           auto run = [&](int i) {
             const int r = i % pools.size();
             cuda::fp8_decode({pools.k[r]->as<std::uint8_t>(), stride}, {pools.v[r]->as<std::uint8_t>(), stride}, pt, fa,
@@ -437,10 +441,11 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           };
           const double us = median_us(s, reps, run);
           BenchRow r = proto;
-          r.op = "decode_attention", r.method = kernel == 0 ? "fp8" : "fp8 (cuda cores)", r.bits = 8;
+          r.op = "decode_attention", r.bits = 8;
+          r.method = kernel == 0 ? "fp8" : kernel == 4 ? "fp8 (8 warps)" : "fp8 (cuda cores)";
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = (std::size_t(batch) * ctx * kvh * 2 * (d + 2) + q_bytes + table.size() * 4) / (us * 1e3);
-          if (opt.check) check(r, run, ref, kernel == 0 ? kTolH16 : kTolF32);
+          if (opt.check) check(r, run, ref, kernel != 1 ? kTolH16 : kTolF32);
           rows.push_back(r);
         }
       }
@@ -467,19 +472,22 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           ref = rc.ref(*kref, rc.gather(kp.k[0]->as<std::uint8_t>(), fk),
                        *vref, rc.gather(vp.v[0]->as<std::uint8_t>(), fv));
         }
-        for (int kernel : {0, 1}) {
+        for (int kernel : {0, 4, 1}) {  // 4: kernel 0 with block_warps 8 at head_dim 256 ("kivi (8 warps)")
+          if (kernel == 4 && d != 256) continue;
           cuda::DecodeArgs ka = a;
-          ka.kernel = kernel;
+          ka.kernel = kernel == 4 ? 0 : kernel;
+          if (kernel == 4) ka.block_warps = 8;
           auto run = [&](int i) {
             cuda::kivi_decode(kc, vc, {kp.k[i % kp.size()]->as<std::uint8_t>(), ks},
                               {vp.v[i % vp.size()]->as<std::uint8_t>(), vs}, pt, ka, st);
           };
-          const double us = median_us(s, kernel == 0 ? reps : std::max(10, reps / 5), run);
+          const double us = median_us(s, kernel != 1 ? reps : std::max(10, reps / 5), run);
           BenchRow r = proto;
-          r.op = "decode_attention", r.method = kernel == 0 ? "kivi" : "kivi (cuda cores)", r.bits = bits_d;
+          r.op = "decode_attention", r.bits = bits_d;
+          r.method = kernel == 0 ? "kivi" : kernel == 4 ? "kivi (8 warps)" : "kivi (cuda cores)";
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = (std::size_t(batch) * kvh * max_pages * (ks + vs) + q_bytes + table.size() * 4) / (us * 1e3);
-          if (opt.check) check(r, run, ref, kernel == 0 ? kTolH16 : kTolF32);
+          if (opt.check) check(r, run, ref, kernel != 1 ? kTolH16 : kTolF32);
           rows.push_back(r);
         }
       }
@@ -542,9 +550,13 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             vws = std::make_unique<DevMem>(cuda::pvq_paged_decode_workspace_bytes(a, *kt));
             va.workspace = vws->p;
           }
-          for (int kernel : {0, 1}) {
+          // 4: kernel 0 with block_warps 8 ("rvq (8 warps)") where kernel 0 is the fp16 kernel of decode_h16.cuh
+          // at head_dim 256 (2 + 2-bit RVQ: 12 warps at large shapes since session 30)
+          for (int kernel : {0, 4, 1}) {
             if (pvq && kernel == 0 && !(d == 64 || d == 128 || (d == 256 && b == 3))) continue;  // = kernel 1
-            va.kernel = kernel;
+            if (kernel == 4 && !(m[0] == 'r' && d == 256 && b == 2)) continue;
+            va.kernel = kernel == 4 ? 0 : kernel;
+            va.block_warps = kernel == 4 ? 8 : 0;
             auto run = [&](int i) {
               const cuda::PagedPool kp{pp.k[i % pp.size()]->as<std::uint8_t>(), stride},
                   vp{pp.v[i % pp.size()]->as<std::uint8_t>(), stride};
@@ -552,13 +564,14 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
               else if (pvq) cuda::pvq_paged_decode(*kt, *vt, kp, vp, pt, va, st);
               else cuda::rvq_paged_decode(*rt, *rt, kp, vp, pt, va, st);
             };
-            const double us = median_us(s, kernel == 0 ? reps : std::max(10, reps / 5), run);
+            const double us = median_us(s, kernel != 1 ? reps : std::max(10, reps / 5), run);
             BenchRow r = proto;
-            r.op = "decode_attention", r.method = kernel == 0 ? std::string(m) : std::string(m) + " (cuda cores)";
+            r.op = "decode_attention";
+            r.method = kernel == 0 ? std::string(m) : std::string(m) + (kernel == 4 ? " (8 warps)" : " (cuda cores)");
             r.bits = b;
             r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
             r.gbps = (std::size_t(batch) * kvh * max_pages * 2 * stride + q_bytes + table.size() * 4) / (us * 1e3);
-            if (opt.check) check(r, run, ref, kernel == 0 ? kTolH16 : kTolVq);
+            if (opt.check) check(r, run, ref, kernel != 1 ? kTolH16 : kTolVq);
             rows.push_back(r);
           }
         }

@@ -245,12 +245,12 @@ struct H16Layout {
   /// three steps per warp fit in shared memory (padded rows need 1.5 KB more than a block may have).
   /// KIVI at head_dim 256 and 4 bits: dense 128-byte rows too (2-way conflicts on the key loads, 4-way on the
   /// value loads), so its rows and scalars are bulk-copied like the other KIVI widths.
-  /// Experiment switch (session 30, default off): dense 128-byte TurboQuant rows at head_dim 256 (4-bit keys
-  /// or values; 2-way / 4-way conflicts as KIVI's, bulk copies, 3 stages at 12 warps instead of 2).
-#ifndef TURBOKV_H16_D256_DENSE128
-#define TURBOKV_H16_D256_DENSE128 0
-#endif
-  static constexpr bool kD128 = TURBOKV_H16_D256_DENSE128 && D == 256 && MODE == kModeTq && !F8;
+  /// TurboQuant-MSE at head_dim 256: 4-bit key or value rows (128 bytes) dense too (since session 30), so
+  /// every integer width takes the bulk copies and 4-bit keys with 4-bit values keep 3 stages at 12 warps
+  /// (2 with padded 144-byte rows), at the price of KIVI's 2-way (keys) / 4-way (values) conflicts. H200 run
+  /// s30-3 (A/B, b16 / b64 x 32k / 128k, two passes): 4/4 1.04-1.06x at 12 warps, 1.08-1.23x at 8; 2 and 3
+  /// bits unchanged (docs/CUDA_NOTES.md "Session 30").
+  static constexpr bool kD128 = D == 256 && MODE == kModeTq && !F8;
   static constexpr bool kDenseK =
       !PROD && !SPLIT && (dense_ok(cbK) || (F8 && NW == 16) || ((KIVI || RVQ2 || kD128) && cbK == 128));
   /// kBulk: key and value rows dense, so a step of a page (page_size >= 16) is four contiguous
@@ -1178,11 +1178,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
 #pragma unroll
   for (int j = 0; j < D / 16; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
-  // (TURBOKV_H16_PROD_COPY_FIRST: experiment switch of session 30, default off: Prod keys copy first too)
-#ifndef TURBOKV_H16_PROD_COPY_FIRST
-#define TURBOKV_H16_PROD_COPY_FIRST 0
-#endif
-  constexpr bool kCopyFirst = !PROD || TURBOKV_H16_PROD_COPY_FIRST;
+  // Prod keys copy after the compute (run s30-3 measured copy-first again: d256 at 12 and 8 warps 0.96-0.99x,
+  // d128 b16 x 64k 2 / 3 bits 1.01x, 4 bits 0.93-0.94x).
+  constexpr bool kCopyFirst = !PROD;
   // page16 && kBulk: the page-table index of step it + kStages, clamped to the warp's last step.
   int pi16 = (wbeg + TILE * Lay::kStages) >> 4;
   // (PAIR: the loop may run past this sequence's steps, even with none: index 0 keeps the loads in its row)
@@ -1960,11 +1958,13 @@ void launch_h16_nw(const LaunchShape& shape, cudaStream_t stream, const DecodeKe
 /// 4-bit, 32/8 heads); v11 moved d64/d128 from two blocks of 8 warps to one of 16.
 template <int D, int KB, int VB, bool PROD = false, int MODE = kModeTq>
 void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKernelArgs& a) {
-  // shape.wide (DecodeArgs::block_warps): 12 warps at head_dim 256 (TurboQuant-MSE keys, or Prod keys: PROD)
-  // where the block's shared memory fits: every integer width. 2-bit keys with 2-bit values fit since session
-  // 30 (their 128 KB of quad tables hold the warps' merge, H16Layout::kMergeInTab: 3 stages); in session 29
-  // they kept 8 warps (with pair tables instead of quad tables 12 warps measured 0.96-1.01x, run s29-4)
-  if constexpr (D == 256 && KB <= 4 && VB <= 4 && MODE == kModeTq && H16Layout<D, KB, VB, 12, PROD>::kFits)
+  // shape.wide (DecodeArgs::block_warps): 12 warps at head_dim 256 (TurboQuant-MSE keys, or Prod keys: PROD;
+  // since session 30 also fp8 (KB = VB = 8), KIVI and 2 + 2-bit RVQ) where the block's shared memory fits:
+  // every instance here. 2-bit keys with 2-bit values fit since session 30 (their 128 KB of quad tables hold
+  // the warps' merge, H16Layout::kMergeInTab: 3 stages); in session 29 they kept 8 warps (with pair tables
+  // instead of quad tables 12 warps measured 0.96-1.01x, run s29-4)
+  constexpr bool kWideMode = MODE == kModeTq || MODE == kModeKivi || MODE == kModeRvq;
+  if constexpr (D == 256 && kWideMode && H16Layout<D, KB, VB, 12, PROD, false, MODE>::kFits)
     if (shape.wide) return launch_h16_nw<D, KB, VB, 12, PROD, false, MODE>(shape, stream, a);
   launch_h16_nw<D, KB, VB, (D == 256 ? 8 : 16), PROD, false, MODE>(shape, stream, a);
 }

@@ -94,14 +94,17 @@ struct Fp8Case {
   cuda::IoType io = cuda::IoType::kF32;
   int kernel = 1;            ///< DecodeArgs::kernel
   std::uint8_t fill = 0xA5;  ///< byte of the pools' unused slots (0xFF: e4m3 NaN codes, fp16 NaN scales)
+  int block_warps = 0;       ///< DecodeArgs::block_warps (head_dim 256, kernel 0: 8 or 12 warps per block)
 };
 
-double run_decode_case(const Fp8Case& c, std::uint64_t seed) {
+/// Runs case c against the reference; returns the worst relative error (and the output in *got if given).
+double run_decode_case(const Fp8Case& c, std::uint64_t seed, std::vector<float>* got = nullptr) {
   SCOPED_TRACE("fp8 decode d=" + std::to_string(c.d) + " heads=" + std::to_string(c.nh) + "/" +
                std::to_string(c.kvh) + " page=" + std::to_string(c.page_size) + " window=" + std::to_string(c.window) +
                " splits=" + std::to_string(c.splits) + " softcap=" + std::to_string(c.softcap) +
                " io=" + std::to_string(static_cast<int>(c.io)) + " kernel=" + std::to_string(c.kernel) +
-               " fill=" + std::to_string(c.fill) + " seed=" + std::to_string(seed));
+               " fill=" + std::to_string(c.fill) + " block_warps=" + std::to_string(c.block_warps) +
+               " seed=" + std::to_string(seed));
   const int d = c.d, batch = static_cast<int>(c.lens.size());
   const int max_len = *std::max_element(c.lens.begin(), c.lens.end());
   const int max_pages = (max_len + c.page_size - 1) / c.page_size;
@@ -138,10 +141,12 @@ double run_decode_case(const Fp8Case& c, std::uint64_t seed) {
   a.seq_lens = dlens.p, a.max_seq_len = max_len;
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
   a.window = c.window, a.num_splits = c.splits, a.softcap = c.softcap, a.kernel = c.kernel;
+  a.block_warps = c.block_warps;
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   cuda::fp8_decode({dk.p, stride}, {dv.p, stride}, {dtable.p, max_pages, c.page_size}, a, nullptr);
   const std::vector<float> out = dio.output();
+  if (got) *got = out;
   AttentionParams p;
   p.softmax_scale = a.softmax_scale;
   p.window = c.window;
@@ -204,6 +209,13 @@ TEST(CudaFp8, TensorCoreDecodeMatchesReference) {
       {80, 32, 8, 16, 0, 1, {1000, 17}, 0.0f, IO::kF32, 0, kNaN},             // one split: no FUSE at 80
       {112, 16, 16, 64, 50, 0, {300}, 0.0f, IO::kF16, 0, kNaN},               // GQA 1, window
       {160, 8, 2, 16, 0, 0, {300, 5}, 0.0f, IO::kF32, 0, kNaN},               // the CUDA-core kernel
+      // head_dim 256 with 12 warps per block (DecodeArgs::block_warps, session 30; 192-token block steps)
+      // and forced 8
+      {256, 8, 1, 16, 0, 0, {4097, 1000, 17}, 0.0f, IO::kF32, 0, kNaN, 12},  // GQA 8, pages of 16
+      {256, 4, 2, 64, 300, 2, {2049, 2}, 3.0f, IO::kBf16, 0, kNaN, 12},      // page 64, window, soft-cap
+      {256, 16, 1, 32, 0, 1, {3000, 1}, 0.0f, IO::kF16, 0, kNaN, 12},        // GQA 16, one split (fused)
+      {256, 12, 4, 1, 0, 3, {999, 130}, 0.0f, IO::kF32, 0, kNaN, 12},        // GQA 3, page 1, 3 splits
+      {256, 4, 1, 16, 0, 0, {4097, 33}, 0.0f, IO::kF32, 0, kNaN, 8},
   };
   double worst = 0;
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -213,6 +225,21 @@ TEST(CudaFp8, TensorCoreDecodeMatchesReference) {
     worst = std::max(worst, run_decode_case(c, seed + 31 * i));
   }
   std::printf("fp8 decode (kernel 0): worst relative error vs fp64 %.3g\n", worst);
+}
+
+// block_warps 12 and 8 at head_dim 256 must both match the reference and must differ from each other over
+// 2,000 tokens (other warp token ranges and split counts: other fp32 rounding), which proves the 12-warp
+// instance ran.
+TEST(CudaFp8, BlockWarpsRunTheirOwnInstance) {
+  const std::uint64_t seed = fresh_seed();
+  Fp8Case c{256, 4, 1, 16, 0, 0, {2000, 1500}, 0.0f, cuda::IoType::kF32, 0, 0xFF, 8};
+  std::vector<float> out8, out12;
+  run_decode_case(c, seed, &out8);
+  c.block_warps = 12;
+  run_decode_case(c, seed, &out12);
+  ASSERT_EQ(out8.size(), out12.size());
+  EXPECT_NE(std::memcmp(out8.data(), out12.data(), out8.size() * sizeof(float)), 0)
+      << "block_warps 12 and 8 gave identical outputs: 12 must run its own instance";
 }
 
 TEST(CudaFp8, RejectsBadArguments) {

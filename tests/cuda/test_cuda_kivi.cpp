@@ -157,15 +157,18 @@ struct DecodeCase {
   /// Byte of the pools' unused slots at kernel 0 (0xFF: fp16 NaN scalars in rows that are not tokens;
   /// kernel 1 keeps 0xA5).
   std::uint8_t fill0 = 0xA5;
+  int block_warps = 0;  ///< DecodeArgs::block_warps (head_dim 256, kernel 0: 8 or 12 warps per block)
 };
 
-double run_decode_case(const DecodeCase& c, std::uint64_t seed, int kernel) {
+/// Runs case c with DecodeArgs::kernel kernel; returns the worst relative error (the output in *got if given).
+double run_decode_case(const DecodeCase& c, std::uint64_t seed, int kernel, std::vector<float>* got = nullptr) {
   SCOPED_TRACE("kivi decode d=" + std::to_string(c.d) + " kb=" + std::to_string(c.kbits) + " vb=" +
                std::to_string(c.vbits) + " G=" + std::to_string(c.kgroup) + "/" + std::to_string(c.vgroup) +
                " heads=" + std::to_string(c.nh) + "/" + std::to_string(c.kvh) + " page=" + std::to_string(c.page_size) +
                " window=" + std::to_string(c.window) + " splits=" + std::to_string(c.splits) +
                " io=" + std::to_string(static_cast<int>(c.io)) + " kernel=" + std::to_string(kernel) +
-               " fill=" + std::to_string(kernel == 0 ? c.fill0 : 0xA5) + " seed=" + std::to_string(seed));
+               " fill=" + std::to_string(kernel == 0 ? c.fill0 : 0xA5) + " block_warps=" +
+               std::to_string(c.block_warps) + " seed=" + std::to_string(seed));
   const int d = c.d, batch = static_cast<int>(c.lens.size());
   const int max_len = *std::max_element(c.lens.begin(), c.lens.end());
   const int max_pages = (max_len + c.page_size - 1) / c.page_size;
@@ -215,10 +218,12 @@ double run_decode_case(const DecodeCase& c, std::uint64_t seed, int kernel) {
   a.seq_lens = dlens.p, a.max_seq_len = max_len;
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
   a.window = c.window, a.num_splits = c.splits, a.softcap = c.softcap, a.kernel = kernel;
+  a.block_warps = c.block_warps;
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   cuda::kivi_decode(kcfg, vcfg, {dk.p, ks}, {dv.p, vs}, {dtable.p, max_pages, c.page_size}, a, nullptr);
   const std::vector<float> out = dio.output();
+  if (got) *got = out;
   AttentionParams p;
   p.softmax_scale = a.softmax_scale;
   p.window = c.window;
@@ -267,6 +272,11 @@ TEST(CudaKivi, DecodeMatchesReference) {
       {128, 3, 3, 16, 16, 32, 8, 16, 0, 0, {1000, 17, 1}, 0.0f, IO::kF32, 0xFF},     // GQA 4, pages of 16
       {64, 3, 3, 32, 8, 9, 3, 32, 100, 1, {2000, 40}, 0.0f, IO::kF16, 0xFF},         // GQA 3, window, one split
       {256, 3, 3, 16, 16, 8, 2, 16, 0, 2, {777, 33}, 3.0f, IO::kBf16, 0xFF},         // value groups of 16, soft-cap
+      // head_dim 256 with 12 warps per block (DecodeArgs::block_warps, session 30) at 2, 3, 4 bits, and 8 forced
+      {256, 2, 2, 16, 16, 8, 2, 16, 0, 0, {4097, 1000, 17}, 0.0f, IO::kF32, 0xFF, 12},  // GQA 4, pages of 16
+      {256, 3, 3, 32, 32, 16, 1, 32, 300, 1, {2049, 40}, 2.0f, IO::kF16, 0xFF, 12},    // GQA 16, window, one split
+      {256, 4, 4, 16, 16, 12, 4, 16, 0, 3, {3000, 1}, 0.0f, IO::kBf16, 0xFF, 12},      // GQA 3, 3 splits
+      {256, 4, 4, 64, 32, 4, 1, 64, 0, 0, {2000, 130}, 0.0f, IO::kF32, 0xFF, 8},
   };
   double worst[2] = {0, 0};
   for (int kernel : {0, 1})
@@ -279,6 +289,22 @@ TEST(CudaKivi, DecodeMatchesReference) {
   std::printf("kivi decode: worst relative error vs fp64: kernel 0 (fp16 tensor cores) %.3g (tolerance %.0e + io), "
               "kernel 1 (CUDA cores) %.3g (tolerance %.0e + io)\n",
               worst[0], kKiviDecodeH16RelTol, worst[1], kKiviDecodeRelTol);
+}
+
+// block_warps 12 and 8 at head_dim 256 (kernel 0) must both match the reference and differ from each other over
+// 2,000 tokens (other warp token ranges and split counts: other fp32 rounding): the 12-warp instance ran.
+TEST(CudaKivi, BlockWarpsRunTheirOwnInstance) {
+  const std::uint64_t seed = fresh_seed();
+  for (int bits : {2, 3, 4}) {
+    DecodeCase c{256, bits, bits, 16, 16, 4, 1, 16, 0, 0, {2000, 1500}, 0.0f, cuda::IoType::kF32, 0xFF, 8};
+    std::vector<float> out8, out12;
+    run_decode_case(c, seed + bits, 0, &out8);
+    c.block_warps = 12;
+    run_decode_case(c, seed + bits, 0, &out12);
+    ASSERT_EQ(out8.size(), out12.size());
+    EXPECT_NE(std::memcmp(out8.data(), out12.data(), out8.size() * sizeof(float)), 0)
+        << bits << "-bit: block_warps 12 and 8 gave identical outputs: 12 must run its own instance";
+  }
 }
 
 TEST(CudaKivi, RejectsBadArguments) {

@@ -227,6 +227,7 @@ struct DecodeCase {
   cuda::IoType io = cuda::IoType::kF32;
   int kernel = 0;  ///< DecodeArgs::kernel
   bool shared = false;  ///< RVQ / product VQ: one codec (and one GPU table object) for keys and values
+  int block_warps = 0;  ///< DecodeArgs::block_warps (2 + 2-bit RVQ at head_dim 256, kernel 0: 8 or 12 warps)
 };
 
 /// RVQ's kernel 0 at 3 + 3 or 4 + 4 bits, head_dim 64 / 128: the fp16 kernel's two-part layout (H16Layout::RVQ2).
@@ -258,14 +259,15 @@ std::string describe(const DecodeCase& c, std::uint64_t seed) {
                   "/" + std::to_string(c.kvh) + " page=" + std::to_string(c.page_size) +
                   " window=" + std::to_string(c.window) + " splits=" + std::to_string(c.splits) +
                   " softcap=" + std::to_string(c.softcap) + " io=" + io_name(c.io) +
-                  " kernel=" + std::to_string(c.kernel) + (c.shared ? " shared" : "") + " lens=";
+                  " kernel=" + std::to_string(c.kernel) + (c.shared ? " shared" : "") +
+                  " block_warps=" + std::to_string(c.block_warps) + " lens=";
   for (int l : c.lens) s += std::to_string(l) + ",";
   return s + " seed=" + std::to_string(seed) + " (TURBOKV_TEST_SEED=" + std::to_string(fresh_seed()) + ")";
 }
 
 /// Runs case c; returns the worst relative error (and, with control, also checks that a wrong page-table
 /// entry leaves the tolerance).
-double run_decode_case(DecodeCase c, std::uint64_t seed, bool control = false) {
+double run_decode_case(DecodeCase c, std::uint64_t seed, bool control = false, std::vector<float>* got = nullptr) {
   if (kSmall)
     for (int& l : c.lens) l = std::min(l, 130);
   SCOPED_TRACE(describe(c, seed));
@@ -311,6 +313,7 @@ double run_decode_case(DecodeCase c, std::uint64_t seed, bool control = false) {
   a.seq_lens = dlens.p, a.max_seq_len = max_len;
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
   a.window = c.window, a.num_splits = c.splits, a.softcap = c.softcap, a.kernel = c.kernel;
+  a.block_warps = c.block_warps;
   DevBuf<std::uint8_t> ws(cod.workspace(a));
   a.workspace = ws.p;
   auto run = [&] {
@@ -319,6 +322,7 @@ double run_decode_case(DecodeCase c, std::uint64_t seed, bool control = false) {
     return dio.output();
   };
   const std::vector<float> out = run();
+  if (got) *got = out;
   AttentionParams p;
   p.softmax_scale = a.softmax_scale;
   p.window = c.window;
@@ -380,6 +384,10 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
       {R, 256, 2, 2, 4, 1, 64, 300, 0, {2049, 2}, 5.0f},     // page 64, window, soft-cap
       {R, 128, 2, 2, 24, 2, 32, 0, 3, {999, 1}, 0.0f, IO::kF16},  // GQA 12 (two blocks of query heads)
       {R, 64, 2, 2, 7, 1, 16, 0, 0, {130, 64, 17}, 0.0f, IO::kBf16},  // GQA 7, bulk copies
+      // head_dim 256 with 12 warps per block (DecodeArgs::block_warps, session 30; kernel 1 ignores it)
+      {R, 256, 2, 2, 8, 1, 16, 0, 0, {4097, 1000, 17}, 0.0f, IO::kF32, 0, false, 12},  // GQA 8, pages of 16
+      {R, 256, 2, 2, 12, 4, 32, 300, 1, {2049, 40}, 3.0f, IO::kF16, 0, true, 12},     // GQA 3, window, one split
+      {R, 256, 2, 2, 16, 1, 1, 0, 3, {999, 2}, 0.0f, IO::kBf16, 0, false, 12},        // GQA 16, page 1, 3 splits
       // 3 + 3 and 4 + 4 bits at head_dim 64 / 128: the same kernel with one set of pair tables per stage
       // (the 3 + 3 d128 and 4 + 4 d64 cases above too)
       {R, 128, 4, 4, 12, 2, 64, 0, 1, {2049, 17}, 5.0f, IO::kBf16},   // one split, soft-cap, page 64
@@ -446,6 +454,23 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
   std::printf("[ measured ] paged decode worst relative L2 error, kernel 1 (CUDA cores): rvq %.3g, pvq %.3g, polar %.3g "
               "(tolerance %.0e + io)\n",
               worst[1][0], worst[1][1], worst[1][2], kPagedRelTol);
+}
+
+// 2 + 2-bit RVQ at head_dim 256, kernel 0: block_warps 12 and 8 must both match the reference and differ from
+// each other over 2,000 tokens (other warp token ranges and split counts: other fp32 rounding): the 12-warp
+// instance ran.
+TEST(CudaVqPaged, RvqBlockWarpsRunTheirOwnInstance) {
+  if (kSmall) GTEST_SKIP() << "TURBOKV_CUDA_TEST_SMALL: 130 tokens give both warp counts the same token ranges";
+  const std::uint64_t seed = fresh_seed();
+  DecodeCase c{Method::kRvq, 256, 2, 2, 4, 1, 16, 0, 0, {2000, 1500}};
+  c.block_warps = 8;
+  std::vector<float> out8, out12;
+  run_decode_case(c, seed, false, &out8);
+  c.block_warps = 12;
+  run_decode_case(c, seed, false, &out12);
+  ASSERT_EQ(out8.size(), out12.size());
+  EXPECT_NE(std::memcmp(out8.data(), out12.data(), out8.size() * sizeof(float)), 0)
+      << "block_warps 12 and 8 gave identical outputs: 12 must run its own instance";
 }
 
 TEST(CudaVqPaged, RejectsBadArguments) {
