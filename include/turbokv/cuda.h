@@ -254,16 +254,17 @@ struct DecodeArgs {
   /// the pair step's set-up less); 1: wherever it applies; 0: never (one sequence per block). Other
   /// values throw.
   int pair_sequences = -1;
-  /// Warps per block of the fp16 tensor-core kernel at head_dim 256 for TurboQuant keys and values
-  /// (tq_mse_decode's kernel 0 at integer and fractional widths, tq_prod_paged_decode; each warp runs its
-  /// own pipeline of 16-token steps): 0 (default) = 12 where batch * num_kv_heads >= 16 and batch *
-  /// num_kv_heads * min(window, max_seq_len) >= 2^19 (window 0: max_seq_len), else 8; 8 or 12 = that count
-  /// (tq_mse_decode's 2-bit keys with 2-bit values run 8 whatever the value: their 128 KB of quad tables
-  /// leave no room for 12). Every decode entry point validates it; the others (fp8, KIVI, RVQ, product VQ,
-  /// PolarQuant decodes, kernels 1 and 2, other head_dims) ignore it. Same results within kernel 0's
-  /// tolerance (the split count follows the block step of 16 x warps tokens). H200, 4/1 heads
-  /// (docs/CUDA_NOTES.md "Session 29"): 12 warps 1.03-1.33x faster at batch 16 and 64 x 32k-128k tokens
-  /// (3 and 4 bits; Prod keys 1.01-1.10x), 0.92-0.98x at batch 1 and at batch 16 x 4k. Other values throw.
+  /// Warps per block of the fp16 tensor-core kernel (kernel 0) at head_dim 256 (each warp runs its own
+  /// pipeline of 16-token steps): tq_mse_decode at integer and fractional widths, tq_prod_paged_decode,
+  /// rvq_paged_decode at 2 + 2 bits, fp8_decode and kivi_decode. 0 (default) = 12 where batch * num_kv_heads
+  /// >= 16 and batch * num_kv_heads * min(window, max_seq_len) >= 2^19 (window 0: max_seq_len), else 8, for
+  /// TurboQuant-MSE / -Prod keys and RVQ; fp8 and KIVI run 8 unless 12 is asked for; 8 or 12 = that count.
+  /// Every decode entry point validates it; the others (product VQ, PolarQuant, staged RVQ widths, kernels
+  /// 1 and 2, other head_dims) ignore it. Same results within kernel 0's tolerance (the split count follows
+  /// the block step of 16 x warps tokens). H200, 4/1 heads (docs/CUDA_NOTES.md "Session 29", "Session 30"):
+  /// 12 warps 1.03-1.33x faster at batch 16 and 64 x 32k-128k tokens (3 and 4 bits; Prod keys 1.01-1.10x;
+  /// 2-bit 1.02-1.14x; RVQ 1.02-1.10x), 0.92-0.98x at batch 1 and at batch 16 x 4k; fp8 0.99-1.00x and KIVI
+  /// 0.96-1.19x (hence not by default). Other values throw.
   int block_warps = 0;
 };
 

@@ -419,11 +419,15 @@ void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKe
   DecodeArgs blocks = args;  // the plan's (sequence, KV head) blocks: pairs of sequences when pair
   if (pair) blocks.batch = (args.batch + 1) / 2;
   Plan p = make_plan(blocks);  // zdim = ceil(group / 8) here as well
-  // head_dim 256, TurboQuant-MSE / -Prod keys: 12 warps per block instead of 8 (DecodeArgs::block_warps), by
-  // default where the blocks read many tokens (the window's, as plan_splits counts them)
+  // head_dim 256: 12 warps per block instead of 8 (DecodeArgs::block_warps), by default where the blocks read
+  // many tokens (the window's, as plan_splits counts them) for TurboQuant-MSE / -Prod keys and 2 + 2-bit RVQ;
+  // fp8 and KIVI keep 8 unless asked (H200 run s30-4, b16 / b64 x 32k / 128k: fp8 0.99-1.00x, KIVI 0.96-1.19x,
+  // losing at b16 x 32k; RVQ 1.02-1.10x)
   const long long rows = 1LL * blocks.batch * args.num_kv_heads;
   const long long eff = args.window > 0 ? std::min(args.window, args.max_seq_len) : args.max_seq_len;
-  const bool wide = args.block_warps == 12 || (args.block_warps == 0 && rows >= 16 && rows * eff >= (1LL << 19));
+  const bool rule = launch_any != launch_fp8_h16 && launch_any != launch_kivi_h16;
+  const bool wide =
+      args.block_warps == 12 || (args.block_warps == 0 && rule && rows >= 16 && rows * eff >= (1LL << 19));
   if (args.num_splits == 0) {
     int occ = 0, tile = kTile;
     LaunchShape query{dim3(1), dim3(128), 1, &occ, &tile, wide};

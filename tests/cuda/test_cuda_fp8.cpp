@@ -242,6 +242,24 @@ TEST(CudaFp8, BlockWarpsRunTheirOwnInstance) {
       << "block_warps 12 and 8 gave identical outputs: 12 must run its own instance";
 }
 
+// The default (block_warps 0) keeps fp8 at 8 warps even where TurboQuant takes 12 (batch x KV heads >= 16 and
+// x the length >= 2^19: fp8 measured 0.99-1.00x at 12, run s30-4): bit for bit the forced-8 output, not the 12.
+TEST(CudaFp8, DefaultBlockWarpsIsEight) {
+  if (std::getenv("TURBOKV_CUDA_TEST_SMALL")) GTEST_SKIP() << "TURBOKV_CUDA_TEST_SMALL: needs 2^19 tokens";
+  const std::uint64_t seed = fresh_seed();
+  Fp8Case c{256, 4, 1, 16, 0, 0, std::vector<int>(16, 32768), 0.0f, cuda::IoType::kF32, 0, 0xFF, 0};
+  std::vector<float> out0, out8, out12;
+  run_decode_case(c, seed, &out0);
+  c.block_warps = 8;
+  run_decode_case(c, seed, &out8);
+  c.block_warps = 12;
+  run_decode_case(c, seed, &out12);
+  EXPECT_EQ(std::memcmp(out0.data(), out8.data(), out0.size() * sizeof(float)), 0)
+      << "block_warps 0 is not the 8-warp kernel";
+  EXPECT_NE(std::memcmp(out0.data(), out12.data(), out0.size() * sizeof(float)), 0)
+      << "block_warps 0 and 12 gave identical outputs (12 must run its own instance)";
+}
+
 TEST(CudaFp8, RejectsBadArguments) {
   DevBuf<std::uint8_t> pool(1 << 16), ws(1 << 16);
   DevBuf<std::int32_t> pages(std::vector<std::int32_t>{0}), lens(std::vector<std::int32_t>{1});
