@@ -2,7 +2,8 @@
 // kernel 1 and the head_dims the tensor-core kernel lacks) and the fp16 tensor-core kernel
 // (decode_h16.cuh with KB = VB = 8, kernel 0 at head_dim 64, 80, 96, 112, 128, 256; 16 warps per block,
 // 8 at 256, as launch_h16: 8 warps at head_dim 128 measured 0.92x (b16 x 64k, 550.2 vs 599.6 us, H200
-// run s18-1)).
+// run s18-1); 12 at 256 with DecodeArgs::block_warps 12 only (0.99-1.00x the 8-warp kernel at b16 / b64 x
+// 32k / 128k, run s30-4, so not by default)).
 #include <stdexcept>
 
 #include "decode.cuh"

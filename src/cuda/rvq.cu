@@ -274,7 +274,8 @@ namespace detail {
 void rvq_paged_decode_h16(const RvqTables& ktab, const RvqTables& vtab, PagedPool kpool, PagedPool vpool,
                           const PageTable& table, const DecodeArgs& args, Stream stream);
 
-/// kb = 2 bits per stage: one 4-bit code per coordinate (the layout's KB = 4, H16Layout::RVQ). kb = 3, 4: two
+/// kb = 2 bits per stage: one 4-bit code per coordinate (the layout's KB = 4, H16Layout::RVQ; at head_dim 256
+/// 12 warps per block by DecodeArgs::block_warps' rule, 1.02-1.10x the 8-warp kernel, run s30-4). kb = 3, 4: two
 /// parts (H16Layout::RVQ2), 8 warps per block, 2 (4 + 4) or 3 (3 + 3) pipeline stages per warp at head_dim
 /// 128: two stages' pair tables take 128 KB (16 warps would leave room for fewer than 2 stages of 256- /
 /// 192-byte rows).

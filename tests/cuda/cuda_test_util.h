@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -129,6 +130,20 @@ inline void scatter_block(std::vector<std::uint8_t>& pool, std::size_t stride, c
     std::memcpy(b + off * cb, blk + t * cb, cb);
     std::memcpy(b + page_size * cb + off * sb, blk + n * cb + t * sb, sb);
   }
+}
+
+/// n random bytes with bit 6 of every byte clear: as fp8 e4m3 codes no NaN (exponent 1111 needs that bit) and
+/// |x| < 2; as the high byte of an fp16 scalar an exponent below 16, so |x| < 2 and never Inf or NaN. Pools
+/// filled with it decode to finite attention outputs whatever the layout (the routing tests compare kernels'
+/// outputs on such pools without a reference).
+inline std::vector<std::uint8_t> bounded_random_bytes(std::size_t n, std::uint64_t seed) {
+  std::vector<std::uint8_t> v(n);
+  Rng r(seed);
+  for (std::size_t i = 0; i < n; i += 8) {
+    std::uint64_t x = r.next() & 0xBFBFBFBFBFBFBFBFull;
+    for (std::size_t j = i; j < std::min(n, i + 8); ++j, x >>= 8) v[j] = static_cast<std::uint8_t>(x);
+  }
+  return v;
 }
 
 /// A random permutation of 0..n-1 (physical page ids), seeded.
