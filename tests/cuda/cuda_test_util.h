@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -144,6 +145,42 @@ inline std::vector<std::uint8_t> bounded_random_bytes(std::size_t n, std::uint64
     for (std::size_t j = i; j < std::min(n, i + 8); ++j, x >>= 8) v[j] = static_cast<std::uint8_t>(x);
   }
   return v;
+}
+
+/// The default-routing check of DecodeArgs::block_warps: decode(a, table) on batch sequences of len tokens each
+/// (page table: sequence b's pages b * (len / ps) onward, the pools' order; fp32 queries ~ N(0, 0.09), head_dim
+/// d, nh / kvh heads) with block_warps 0, 8 and 12; expects block_warps 0 to give the 8-warp output bit for bit
+/// and 12 another one (so 12 ran its own instance). The pools are the caller's (e.g. bounded_random_bytes).
+template <class Decode>
+void expect_default_block_warps_8(int d, int nh, int kvh, int batch, int len, int ps, std::uint64_t seed,
+                                  Decode&& decode) {
+  const int max_pages = len / ps;
+  std::vector<std::int32_t> table(static_cast<std::size_t>(batch) * max_pages);
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(i);
+  DevBuf<std::int32_t> dtable(table), dlens(std::vector<std::int32_t>(batch, len));
+  Rng r(seed);
+  std::vector<float> q(static_cast<std::size_t>(batch) * nh * d);
+  for (auto& v : q) v = static_cast<float>(r.normal()) * 0.3f;
+  DecodeIo dio(q, cuda::IoType::kF32);
+  cuda::DecodeArgs a;
+  a.batch = batch, a.num_heads = nh, a.num_kv_heads = kvh, a.head_dim = d;
+  dio.bind(a);
+  a.seq_lens = dlens.p, a.max_seq_len = len, a.softmax_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
+  a.kernel = 0;
+  DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
+  a.workspace = ws.p;
+  auto run = [&](int warps) {
+    a.block_warps = warps;
+    dio.poison();
+    decode(a, cuda::PageTable{dtable.p, max_pages, ps});
+    return dio.output();
+  };
+  const std::vector<float> out0 = run(0), out8 = run(8), out12 = run(12);
+  for (float x : out0) ASSERT_TRUE(std::isfinite(x)) << "the default's output is not finite";
+  EXPECT_EQ(std::memcmp(out0.data(), out8.data(), out0.size() * sizeof(float)), 0)
+      << "block_warps 0 is not the 8-warp kernel";
+  EXPECT_NE(std::memcmp(out0.data(), out12.data(), out0.size() * sizeof(float)), 0)
+      << "block_warps 0 and 12 gave identical outputs (12 must run its own instance)";
 }
 
 /// A random permutation of 0..n-1 (physical page ids), seeded.

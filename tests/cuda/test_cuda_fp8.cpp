@@ -249,34 +249,12 @@ TEST(CudaFp8, BlockWarpsRunTheirOwnInstance) {
 TEST(CudaFp8, DefaultBlockWarpsIsEight) {
   if (std::getenv("TURBOKV_CUDA_TEST_SMALL")) GTEST_SKIP() << "TURBOKV_CUDA_TEST_SMALL: needs 2^19 tokens";
   const std::uint64_t seed = fresh_seed();
-  const int d = 256, nh = 4, kvh = 1, batch = 16, len = 32768, ps = 16, max_pages = len / ps;
-  const std::size_t stride = cuda::tq_page_stride(ps, d), pool = std::size_t(batch) * max_pages * kvh * stride;
+  const int d = 256, batch = 16, len = 32768, ps = 16;
+  const std::size_t stride = cuda::tq_page_stride(ps, d), pool = std::size_t(batch) * (len / ps) * stride;
   DevBuf<std::uint8_t> dk(bounded_random_bytes(pool, seed)), dv(bounded_random_bytes(pool, seed + 1));
-  std::vector<std::int32_t> table(std::size_t(batch) * max_pages);
-  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(i);
-  DevBuf<std::int32_t> dtable(table), dlens(std::vector<std::int32_t>(batch, len));
-  Rng r(seed + 2);
-  std::vector<float> q(std::size_t(batch) * nh * d);
-  for (auto& v : q) v = static_cast<float>(r.normal()) * 0.3f;
-  DecodeIo dio(q, cuda::IoType::kF32);
-  cuda::DecodeArgs a;
-  a.batch = batch, a.num_heads = nh, a.num_kv_heads = kvh, a.head_dim = d;
-  dio.bind(a);
-  a.seq_lens = dlens.p, a.max_seq_len = len, a.softmax_scale = 1.0f / 16, a.kernel = 0;
-  DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
-  a.workspace = ws.p;
-  auto run = [&](int warps) {
-    a.block_warps = warps;
-    dio.poison();
-    cuda::fp8_decode({dk.p, stride}, {dv.p, stride}, {dtable.p, max_pages, ps}, a, nullptr);
-    return dio.output();
-  };
-  const std::vector<float> out0 = run(0), out8 = run(8), out12 = run(12);
-  for (float x : out0) ASSERT_TRUE(std::isfinite(x)) << "the default's output is not finite";
-  EXPECT_EQ(std::memcmp(out0.data(), out8.data(), out0.size() * sizeof(float)), 0)
-      << "block_warps 0 is not the 8-warp kernel";
-  EXPECT_NE(std::memcmp(out0.data(), out12.data(), out0.size() * sizeof(float)), 0)
-      << "block_warps 0 and 12 gave identical outputs (12 must run its own instance)";
+  expect_default_block_warps_8(d, 4, 1, batch, len, ps, seed + 2, [&](const cuda::DecodeArgs& a, const cuda::PageTable& pt) {
+    cuda::fp8_decode({dk.p, stride}, {dv.p, stride}, pt, a, nullptr);
+  });
 }
 
 TEST(CudaFp8, RejectsBadArguments) {
