@@ -149,11 +149,12 @@ def main():
             elif r["method"].startswith("tq-prod"):
                 name = f"turbokv tq-prod K{r['bits']} V{r['bits']} cc"
             elif r["method"].startswith("fp8"):
-                name = "turbokv fp8" + (" cc" if "cuda cores" in r["method"] else " 8warps" if "8 warps" in r["method"]
+                name = "turbokv fp8" + (" cc" if "cuda cores" in r["method"] else " 12warps" if "12 warps" in r["method"]
                                         else "")
             elif r["method"].startswith(("kivi", "rvq", "pvq", "polar")):
                 name = f"turbokv {r['method'].split()[0]} K{r['bits']}V{r['bits']}" + (
-                    " cc" if "cuda cores" in r["method"] else " 8warps" if "8 warps" in r["method"] else "")
+                    " cc" if "cuda cores" in r["method"] else " 8warps" if "8 warps" in r["method"]
+                    else " 12warps" if "12 warps" in r["method"] else "")
             else:
                 name = f"turbokv tq-mse K{r['bits']}V{r['bits']}" + (
                     " cc" if "cuda cores" in r["method"] else " 3xtf32" if "3xtf32" in r["method"]

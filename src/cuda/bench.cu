@@ -276,14 +276,10 @@ struct RowCheck {
 // Bounds of the checks: the GPU tests' tolerances of each kernel (tests/cuda: fp32 kernels 2e-5 for
 // TurboQuant-MSE, fp8, KIVI and the fp16 baseline, 1e-4 for RVQ, product VQ, PolarQuant and Prod keys;
 // the fp16 tensor-core kernels 3e-3).
+// KIVI's CUDA-core kernel exceeds kTolF32 at 3 bits, head_dim 256, b64 x 128k (2.98e-5 in run s30-4, 1.1e-6 at
+// b16 x 32k): an open finding (docs/CUDA_NOTES.md "Session 30"), so the bound stays.
 constexpr double kTolF32 = 2e-5, kTolVq = 1e-4, kTolH16 = 3e-3;
 
-/// The fp32 kernels' bound at a context of ctx tokens: the tests' 2e-5 holds at their lengths (at most 4,097
-/// tokens per sequence); an fp32 sum's rounding error grows like the square root of its terms, so beyond 4,096
-/// tokens the bound grows as sqrt(ctx / 4096) (2.8x at 32k, 5.7x at 128k). Found by run s30-4: KIVI's CUDA-core
-/// kernel at 3 bits, head_dim 256, b64 x 128k, relative error 2.98e-5 against the fixed 2e-5 (the shape had not
-/// been checked before; 1.1e-6 at b16 x 32k).
-double tol_f32(int ctx) { return kTolF32 * std::sqrt(std::max(1.0, ctx / 4096.0)); }
 
 }  // namespace
 
@@ -403,7 +399,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           for (std::size_t i = 0; i < cnt; ++i) fk[i] = half_to_float(hk[i]), fv[i] = half_to_float(hv[i]);
           std::vector<double> ref(static_cast<std::size_t>(rc.group) * d);
           attention_exact(fk.data(), fv.data(), ctx_sz, 1, d, rc.q.data(), rc.group, rc.p, ref.data());
-          check(r, run, ref, tol_f32(ctx));
+          check(r, run, ref, kTolF32);
         }
         rows.push_back(r);
       }
@@ -433,14 +429,14 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           ref = rc.ref(*fref, rc.gather(pools.k[0]->as<std::uint8_t>(), f),
                        *fref, rc.gather(pools.v[0]->as<std::uint8_t>(), f));
         }
-        // 4: kernel 0 with DecodeArgs::block_warps 8 at head_dim 256 ("fp8 (8 warps)", timed next to the default,
-        // which takes 12 warps at large shapes since session 30)
+        // 4: kernel 0 with DecodeArgs::block_warps 12 at head_dim 256 ("fp8 (12 warps)", timed next to the
+        // default, which keeps 8 warps: 12 measured 0.99-1.00x in run s30-4)
         for (const int kernel : {0, 4, 1}) {
           if (kernel == 0 && !(pow2 || d == 80 || d == 96 || d == 112)) continue;  // kernel 0 = the CUDA-core one
           if (kernel == 4 && d != 256) continue;
           cuda::DecodeArgs fa = a;
           fa.kernel = kernel == 4 ? 0 : kernel;
-          if (kernel == 4) fa.block_warps = 8;
+          if (kernel == 4) fa.block_warps = 12;
           auto run = [&](int i) {
             const int r = i % pools.size();
             cuda::fp8_decode({pools.k[r]->as<std::uint8_t>(), stride}, {pools.v[r]->as<std::uint8_t>(), stride}, pt, fa,
@@ -449,10 +445,10 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           const double us = median_us(s, reps, run);
           BenchRow r = proto;
           r.op = "decode_attention", r.bits = 8;
-          r.method = kernel == 0 ? "fp8" : kernel == 4 ? "fp8 (8 warps)" : "fp8 (cuda cores)";
+          r.method = kernel == 0 ? "fp8" : kernel == 4 ? "fp8 (12 warps)" : "fp8 (cuda cores)";
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = (std::size_t(batch) * ctx * kvh * 2 * (d + 2) + q_bytes + table.size() * 4) / (us * 1e3);
-          if (opt.check) check(r, run, ref, kernel != 1 ? kTolH16 : tol_f32(ctx));
+          if (opt.check) check(r, run, ref, kernel != 1 ? kTolH16 : kTolF32);
           rows.push_back(r);
         }
       }
@@ -479,11 +475,13 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           ref = rc.ref(*kref, rc.gather(kp.k[0]->as<std::uint8_t>(), fk),
                        *vref, rc.gather(vp.v[0]->as<std::uint8_t>(), fv));
         }
-        for (int kernel : {0, 4, 1}) {  // 4: kernel 0 with block_warps 8 at head_dim 256 ("kivi (8 warps)")
+        // 4: kernel 0 with block_warps 12 at head_dim 256 ("kivi (12 warps)"; the default keeps 8: 12 measured
+        // 0.96-1.19x in run s30-4, losing at b16 x 32k)
+        for (int kernel : {0, 4, 1}) {
           if (kernel == 4 && d != 256) continue;
           cuda::DecodeArgs ka = a;
           ka.kernel = kernel == 4 ? 0 : kernel;
-          if (kernel == 4) ka.block_warps = 8;
+          if (kernel == 4) ka.block_warps = 12;
           auto run = [&](int i) {
             cuda::kivi_decode(kc, vc, {kp.k[i % kp.size()]->as<std::uint8_t>(), ks},
                               {vp.v[i % vp.size()]->as<std::uint8_t>(), vs}, pt, ka, st);
@@ -491,10 +489,10 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           const double us = median_us(s, kernel != 1 ? reps : std::max(10, reps / 5), run);
           BenchRow r = proto;
           r.op = "decode_attention", r.bits = bits_d;
-          r.method = kernel == 0 ? "kivi" : kernel == 4 ? "kivi (8 warps)" : "kivi (cuda cores)";
+          r.method = kernel == 0 ? "kivi" : kernel == 4 ? "kivi (12 warps)" : "kivi (cuda cores)";
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = (std::size_t(batch) * kvh * max_pages * (ks + vs) + q_bytes + table.size() * 4) / (us * 1e3);
-          if (opt.check) check(r, run, ref, kernel != 1 ? kTolH16 : tol_f32(ctx));
+          if (opt.check) check(r, run, ref, kernel != 1 ? kTolH16 : kTolF32);
           rows.push_back(r);
         }
       }
@@ -646,7 +644,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
                                    : "tq-mse (cuda cores)";
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = read / (us * 1e3);
-          if (opt.check) check(r, run, tq_ref, kernel != 2 && h16 ? kTolH16 : tol_f32(ctx));
+          if (opt.check) check(r, run, tq_ref, kernel != 2 && h16 ? kTolH16 : kTolF32);
           rows.push_back(r);
         }
 

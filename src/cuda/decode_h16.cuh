@@ -256,7 +256,8 @@ struct H16Layout {
   /// kBulk: key and value rows dense, so a step of a page (page_size >= 16) is four contiguous
   /// ranges, copied by one lane with cp.async.bulk (TMA) onto a per-(warp, slot) mbarrier. Values
   /// are then read as rows tig + 4 r (r = 0..3: four consecutive rows per load; conflict-free except
-  /// 48-byte rows, whose 16-bit loads are 2-way; 128-byte rows, not dense, would be 4-way) and
+  /// 48-byte rows, whose 16-bit loads are 2-way; 128-byte rows, dense only for KIVI, RVQ2 and TurboQuant at
+  /// head_dim 256 (kD128), are 4-way) and
   /// the P fragments follow the same token order. 3-bit rows became dense in session 6, with the wide
   /// table (H200 run s6-2, A/B, b16 x 64k, means of two passes: d64 163.9 -> 144.2 us, d256
   /// 121.2 -> 105.9, d128 386.7 -> 381.5; dense rows without the wide table: d128 389.2).
@@ -304,18 +305,21 @@ struct H16Layout {
   static constexpr int qrot = kMmaHeads * D * 4;
   static constexpr int pbuf = NW * kPWarpFloats * 4;          // per warp P[16][8] (p_at)
   static constexpr int qp = qrot > pbuf ? qrot : pbuf;        // Pi q (set-up) and P (main loop) overlaid
-  /// The warps' merge (after the main loop, over the stages): per warp acc[8 heads] in rows of kAccRow floats
-  /// (merge_col) and m, l.
+  /// The warps' merge (after the main loop, over the stages or the tables: kMergeInTab): per warp acc[8 heads]
+  /// in rows of kAccRow floats (merge_col) and m, l.
   static constexpr int kAccRow = D + 20;
   static constexpr int merge = NW * kMmaHeads * (kAccRow + 2) * 4;
   /// The merge goes over the tables where they are at least as large (they are dead after the main loop's
-  /// block barrier): 2-bit quad tables (128 KB) and product-VQ tables, so the merge no longer bounds the
-  /// stages' bytes there (head_dim 256 with 2-bit keys and values at 12 warps: 107 KB of merge rows).
+  /// block barrier; nothing else lives below `rest`): quad tables, 64 KB pair tables at head_dim 64..96,
+  /// RVQ2 and product-VQ tables, so the merge no longer bounds the stages' bytes there. It changed the
+  /// stage count of one instance only, head_dim 256 with 2-bit keys and values at 12 warps (107 KB of merge
+  /// rows; now 3 stages); the others just need fewer bytes (none of them fits a second block per SM: the
+  /// 16-warp instances take the whole register file, the 8-warp ones stay above 113 KB).
   static constexpr bool kMergeInTab = tab >= merge;
   static constexpr int merge_rest = kMergeInTab ? 0 : merge;  // merge bytes that live after the tables
   /// Pipeline depth of each warp: 4 steps of 16 tokens (3 in flight while one is computed) where the
   /// block still fits, else 3, else 2 (PVQ at head_dim 128 with 16 warps: 128 KB of tables; head_dim 256
-  /// at 12 warps with 4-bit keys and values or Prod keys K2V4 / K3V3 / K3V4).
+  /// at 12 warps with Prod keys K2V4 / K3V3 / K3V4, fp8 or 2 + 2-bit RVQ; RVQ2 4 + 4 at head_dim 128).
   static constexpr int mbar = kBulk ? NW * 4 * 8 : 0;  // kBulk: one mbarrier per (warp, slot)
   static constexpr int base_bytes(int st) {
     return tab + qp + mbar + (PROD ? 4 * 256 + (D / 16) * 32 * 8 + kMmaHeads * D * 4 : 0) +

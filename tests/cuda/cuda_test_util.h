@@ -148,13 +148,14 @@ inline std::vector<std::uint8_t> bounded_random_bytes(std::size_t n, std::uint64
 }
 
 /// The default-routing check of DecodeArgs::block_warps: decode(a, table) on batch sequences of len tokens each
-/// (page table: sequence b's pages b * (len / ps) onward, the pools' order; fp32 queries ~ N(0, 0.09), head_dim
-/// d, nh / kvh heads) with block_warps 0, 8 and 12; expects block_warps 0 to give the 8-warp output bit for bit
-/// and 12 another one (so 12 ran its own instance). The pools are the caller's (e.g. bounded_random_bytes).
+/// (len a multiple of ps; one KV head, so the pools the caller made hold batch * len / ps pages in sequence
+/// order, e.g. of bounded_random_bytes; fp32 queries ~ N(0, 0.09), head_dim d, nh query heads) with
+/// block_warps 0, 8 and 12; expects block_warps 0 to give the 8-warp output bit for bit and 12 another one (so
+/// 12 ran its own instance).
 template <class Decode>
-void expect_default_block_warps_8(int d, int nh, int kvh, int batch, int len, int ps, std::uint64_t seed,
-                                  Decode&& decode) {
-  const int max_pages = len / ps;
+void expect_default_block_warps_8(int d, int nh, int batch, int len, int ps, std::uint64_t seed, Decode&& decode) {
+  ASSERT_EQ(len % ps, 0) << "len must be a multiple of the page size";
+  const int kvh = 1, max_pages = len / ps;
   std::vector<std::int32_t> table(static_cast<std::size_t>(batch) * max_pages);
   for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(i);
   DevBuf<std::int32_t> dtable(table), dlens(std::vector<std::int32_t>(batch, len));

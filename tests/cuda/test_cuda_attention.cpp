@@ -327,6 +327,11 @@ TEST(CudaDecode, TqMseMatchesReference) {
   std::vector<DecodeCase> all = cases;
   for (int kb = 1; kb <= 4; ++kb)
     for (int vb = 1; vb <= 4; ++vb) all.push_back({256, kb, vb, 4, 1, 16, 0, 0, {1000, 17}});
+  // head_dim 256 with 4-bit (dense 128-byte) rows on pages under 16 tokens: per-row copies onto the bulk path's
+  // mbarriers (since session 30; added after its last device run)
+  all.push_back({256, 4, 4, 4, 1, 8, 0, 0, {1000, 17}});
+  all.push_back({256, 1, 4, 8, 2, 4, 100, 2, {700, 3}});
+  all.push_back({256, 4, 2, 16, 1, 1, 0, 0, {300, 31}, 0.0f, cuda::IoType::kBf16});
   // TURBOKV_CUDA_TEST_SMALL=1 (for compute-sanitizer runs) caps every length at 130 tokens.
   const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
   for (std::size_t i = 0; i < all.size(); ++i) {

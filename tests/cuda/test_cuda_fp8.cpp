@@ -252,7 +252,7 @@ TEST(CudaFp8, DefaultBlockWarpsIsEight) {
   const int d = 256, batch = 16, len = 32768, ps = 16;
   const std::size_t stride = cuda::tq_page_stride(ps, d), pool = std::size_t(batch) * (len / ps) * stride;
   DevBuf<std::uint8_t> dk(bounded_random_bytes(pool, seed)), dv(bounded_random_bytes(pool, seed + 1));
-  expect_default_block_warps_8(d, 4, 1, batch, len, ps, seed + 2, [&](const cuda::DecodeArgs& a, const cuda::PageTable& pt) {
+  expect_default_block_warps_8(d, 4, batch, len, ps, seed + 2, [&](const cuda::DecodeArgs& a, const cuda::PageTable& pt) {
     cuda::fp8_decode({dk.p, stride}, {dv.p, stride}, pt, a, nullptr);
   });
 }
