@@ -585,9 +585,9 @@ struct LaunchShape {
   int nsub_block;
   int* occupancy = nullptr;  ///< if set: store resident blocks per SM instead of launching
   int* tile_tokens = nullptr;  ///< with occupancy, if set: tokens per block step (left alone: kTile)
-  /// The fp16 tensor-core kernel at head_dim 256 with TurboQuant-MSE (integer or fractional) or Prod keys:
-  /// 12 warps per block instead of 8 where the instance has them (DecodeArgs::block_warps; the same value
-  /// for the occupancy query and the launch)
+  /// The fp16 tensor-core kernel at head_dim 256 (TurboQuant-MSE integer or fractional, Prod keys, fp8, KIVI,
+  /// 2 + 2-bit RVQ): 12 warps per block instead of 8 (run_mma's reading of DecodeArgs::block_warps; the same
+  /// value for the occupancy query and the launch)
   bool wide = false;
 };
 
