@@ -382,14 +382,22 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock) staged_decode_ke
     m = mn;
     s_p[lane] = p;
     __syncwarp();
+    // The step's values are summed on their own, then added to the running sum once, as l adds the
+    // step's ps_sum: added to acc token by token, the terms of a long, peaked split fell below half an
+    // ulp of acc and were lost while l kept them (a relative error that grew with the split's length:
+    // 2.98e-5 at d256 b64 x 128k in run s30-4, 1.8e-4 over one 128k-token split in an fp32 emulation
+    // with values of mean 4; summed per step, 1.1e-6).
+    float st[KC];
 #pragma unroll
-    for (int k = 0; k < KC; ++k) acc[k] *= f;
+    for (int k = 0; k < KC; ++k) st[k] = 0.0f;
     for (int tt = 0; tt < n; ++tt) {
       const float w = s_p[tt];
 #pragma unroll
       for (int k = 0; k < KC; ++k)
-        if (lane + 32 * k < D) acc[k] = fmaf(w, s_v[tt * DS + lane + 32 * k], acc[k]);
+        if (lane + 32 * k < D) st[k] = fmaf(w, s_v[tt * DS + lane + 32 * k], st[k]);
     }
+#pragma unroll
+    for (int k = 0; k < KC; ++k) acc[k] = fmaf(acc[k], f, st[k]);
     __syncwarp();
   }
   if (!active) return;
