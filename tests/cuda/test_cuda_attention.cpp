@@ -45,6 +45,9 @@ struct DecodeCase {
   /// Values with the Gaussian-limit codebook (keys keep the default Beta one): the kernels' separate
   /// value tables (vtab_shared = 0; equal widths otherwise share one codebook object and one table).
   bool value_gaussian = false;
+  /// Added to every value element before the encode: a mean every token's value shares, so the tail of a
+  /// peaked softmax pushes the output one way (lost terms then bias it instead of averaging out).
+  float value_offset = 0;
 };
 
 /// Output rounding of a 16-bit io type, relative (added to the kernel's tolerance).
@@ -104,7 +107,7 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
       const std::size_t n = c.lens[b];
       std::vector<float> k(n * d), v(n * d);
       for (auto& x : k) x = static_cast<float>(r.normal()) * 1.5f;
-      for (auto& x : v) x = static_cast<float>(r.normal());
+      for (auto& x : v) x = static_cast<float>(r.normal()) + c.value_offset;
       auto& kb = kblk[b * kvh + g];
       auto& vb = vblk[b * kvh + g];
       kb.resize(kref->encoded_bytes(n));
@@ -332,6 +335,13 @@ TEST(CudaDecode, TqMseMatchesReference) {
   all.push_back({256, 4, 4, 4, 1, 8, 0, 0, {1000, 17}});
   all.push_back({256, 1, 4, 8, 2, 4, 100, 2, {700, 3}});
   all.push_back({256, 4, 2, 16, 1, 1, 0, 0, {300, 31}, 0.0f, cuda::IoType::kBf16});
+  // One split of 131,072 tokens with values of mean 4 (session 31: the staged CUDA-core kernel lost such a
+  // tail, test_cuda_kivi's LongPeakedSplitStaysWithinTolerance; these check the TurboQuant kernels' sums)
+  for (int d : {128, 256}) {
+    DecodeCase c{d, 4, 4, 4, 1, 16, 0, 1, {131072}, 0.0f, cuda::IoType::kF32, true};
+    c.value_offset = 4.0f;
+    all.push_back(c);
+  }
   // TURBOKV_CUDA_TEST_SMALL=1 (for compute-sanitizer runs) caps every length at 130 tokens.
   const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
   for (std::size_t i = 0; i < all.size(); ++i) {
