@@ -21,6 +21,12 @@ namespace {
 using detail::kernels;
 
 constexpr int kMaxHeadsPerJob = 16;
+/// Tokens of one work item at most, on any number of threads: a job's running sums are fp32 and add one
+/// term per block of tokens, so their rounding grows with the job's length; the chunks' partials merge in
+/// fp64 (l) and by one scaled fp32 add per chunk (acc). One job over 131,072 tokens (TurboQuant 4-bit,
+/// head_dim 256, peaked logits, values of mean 4) was 9e-6 from the fp64 reference; chunks of 8,192
+/// tokens: see docs/RESULTS.md "Session 31".
+constexpr std::size_t kMaxChunkTokens = 8192;
 
 struct Span {
   std::size_t begin, end;
@@ -50,6 +56,7 @@ void run_split(const std::vector<Span>& spans, int kvh, int G, int P, int thread
   std::size_t chunk = nthreads == 1 ? static_cast<std::size_t>(-1) / 2
                                     : std::max<std::size_t>(512, (total + 4 * nthreads - 1) / (4 * nthreads));
   if (nthreads > 1) chunk = (chunk + 15) / 16 * 16;
+  chunk = std::min(chunk, kMaxChunkTokens);
 
   struct Item {
     std::size_t seq, t0, t1, off;
