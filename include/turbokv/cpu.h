@@ -111,7 +111,12 @@ struct TqHead {
  * Keys are scored from the codes (no decoded keys); values are accumulated in
  * the rotated domain (acc += p_t * norm_t * c[code]) and rotated back once per
  * head; all query heads of a GQA group share one pass over the group's
- * codes; the sequence is split over threads and merged by log-sum-exp.
+ * codes; the sequence is split into chunks of at most 8,192 tokens (on any
+ * number of threads: each chunk's running sums are fp32) spread over threads
+ * and merged by log-sum-exp; within a chunk each block's (16 tokens at AVX-512, 8 at AVX2) value terms
+ * are summed before they join the running sum (fp32 accuracy on long, peaked
+ * sequences: within 7.4e-7 of the fp64 reference at 131,072 tokens in
+ * tests/test_cpu_codec.cpp).
  * p.precision = AttentionPrecision::kBf16 opts into bf16 dot products with
  * fp32 accumulation (AVX512-BF16; turbokv/attention.h says what is rounded and
  * the measured error, ~4e-3 relative on average, 1.1e-2 worst seen, instead of

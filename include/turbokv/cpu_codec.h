@@ -135,7 +135,8 @@ struct CodecHead {
  * tokens [0, context) (0 = all); p: softmax scale, sliding window, soft-cap.
  * Keys are scored from their codes; values are accumulated in the codec domain
  * and finalized once per head; online softmax over blocks of tokens; the
- * sequence is split over threads and merged by log-sum-exp (FlashDecoding).
+ * sequence is split into chunks of at most 8,192 tokens spread over threads
+ * and merged by log-sum-exp (FlashDecoding; as attention_tq_mse, turbokv/cpu.h).
  * p.precision: honoured when every head is TurboQuant-MSE (the fused kernels:
  * kTqMseFused, those of cpu::attention_tq_mse, turbokv/cpu.h, and
  * kTqMseSplitFused for fractional widths); the other paths compute in fp32
