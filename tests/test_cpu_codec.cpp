@@ -196,8 +196,8 @@ TEST(CpuCodec, FusedAttentionMatchesReference) {
 // push the output the same way. Before session 31 the fused kernels added each token's value term to the
 // accumulator on its own (lost below half an ulp) while the sum of weights added one per lane and block,
 // and one thread ran the whole sequence as one job: TurboQuant 4-bit 1.9e-4 from the fp64 reference at
-// AVX-512, the scalar level's codec-domain path 2.0e-4, KIVI 1.2e-5. Now blocks are summed first and jobs
-// are at most 8,192 tokens (attention.cpp kMaxChunkTokens).
+// AVX-512, the scalar level's codec-domain path 2.0e-4, KIVI 1.2e-5. Now the code-book sources sum each
+// block first (kernels_simd.h attend_block) and jobs are at most 8,192 tokens (attention.cpp kMaxChunkTokens).
 TEST(CpuCodec, LongPeakedSequenceStaysWithinTolerance) {
   const int d = 256, G = 4;
   const std::size_t n = 131072;

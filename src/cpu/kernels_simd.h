@@ -447,9 +447,9 @@ template <int GH, int SC, class Src>
 inline void value_heads(const Src& src, int K, int cnt, const float* pw, float* acc, int P, int h0) {
   int k0 = 0;
   for (; k0 + SC <= K; k0 += SC) {
-    F a[GH][SC];  // summed from zero, added to acc once (as tq_value_chunk)
+    F a[GH][SC];
     for (int h = 0; h < GH; ++h)
-      for (int s = 0; s < SC; ++s) a[h][s] = T::zero();
+      for (int s = 0; s < SC; ++s) a[h][s] = T::load(acc + (h0 + h) * P + (k0 + s) * W);
     for (int i = 0; i < cnt; ++i) {
       F w[GH];
       for (int h = 0; h < GH; ++h) w[h] = T::set1(pw[(h0 + h) * TB + i]);
@@ -459,19 +459,16 @@ inline void value_heads(const Src& src, int K, int cnt, const float* pw, float* 
       }
     }
     for (int h = 0; h < GH; ++h)
-      for (int s = 0; s < SC; ++s) {
-        float* dst = acc + (h0 + h) * P + (k0 + s) * W;
-        T::store(dst, T::add(T::load(dst), a[h][s]));
-      }
+      for (int s = 0; s < SC; ++s) T::store(acc + (h0 + h) * P + (k0 + s) * W, a[h][s]);
   }
   for (; k0 < K; ++k0) {  // dense tails (K not a multiple of SC)
     F a[GH];
-    for (int h = 0; h < GH; ++h) a[h] = T::zero();
+    for (int h = 0; h < GH; ++h) a[h] = T::load(acc + (h0 + h) * P + k0 * W);
     for (int i = 0; i < cnt; ++i) {
       const F c = src.get(i, k0);
       for (int h = 0; h < GH; ++h) a[h] = T::fma(T::set1(pw[(h0 + h) * TB + i]), c, a[h]);
     }
-    for (int h = 0; h < GH; ++h) T::store(acc + (h0 + h) * P + k0 * W, T::add(T::load(acc + (h0 + h) * P + k0 * W), a[h]));
+    for (int h = 0; h < GH; ++h) T::store(acc + (h0 + h) * P + k0 * W, a[h]);
   }
 }
 
@@ -904,11 +901,15 @@ inline void attend_init(int G, int P, float* m, float* lv, float* acc) {
 }
 
 /// One block of up to TB tokens [t, t + cnt): scores, online softmax, values.
-/// The values' weighted terms of the block are summed from zero and added to acc once per block (as
-/// each lane of lv adds one term per block): added to acc token by token, the terms of a long, peaked
-/// sequence fell below half an ulp of acc and were lost while lv kept them (TurboQuant 4-bit, head_dim
-/// 256, 131,072 tokens on one thread, logits spread over ~3 nats, values of mean 4: relative error
-/// 1.9e-4 against the fp64 reference; the CUDA staged kernel had the same defect, staged.cuh).
+/// tq_value's sources (TurboQuant, split widths, RVQ, KIVI) sum the block's weighted value terms from
+/// zero and add them to acc once per block (as each lane of lv adds one term per block): added to acc
+/// token by token, the terms of a long, peaked sequence fell below half an ulp of acc and were lost
+/// while lv kept them (TurboQuant 4-bit, head_dim 256, 131,072 tokens on one thread, logits spread over
+/// ~3 nats, values of mean 4: relative error 1.9e-4 against the fp64 reference; the CUDA staged kernel
+/// had the same defect, staged.cuh). The dense sources (value_heads: fp8 / fp16 codecs, the dense
+/// baselines) still add per token: summed per block, the fp16 path measured 5% slower (32,768 tokens,
+/// 32/8 heads, head_dim 128, one thread, best of ten interleaved runs: 8242 -> 8693 us), and with jobs
+/// of at most 8,192 tokens (attention.cpp kMaxChunkTokens) they stay within 4.4e-6 on that input.
 /// m: [G] running max; lv: [G][W] lane-wise sums of exp(logit - m); acc: [G][P];
 /// dots: [16 * TB * W], pw: [16 * TB] scratch.
 template <class KSrc, class VSrc>
