@@ -23,9 +23,10 @@ using detail::kernels;
 constexpr int kMaxHeadsPerJob = 16;
 /// Tokens of one work item at most, on any number of threads: a job's running sums are fp32 and add one
 /// term per block of tokens, so their rounding grows with the job's length; the chunks' partials merge in
-/// fp64 (l) and by one scaled fp32 add per chunk (acc). One job over 131,072 tokens (TurboQuant 4-bit,
-/// head_dim 256, peaked logits, values of mean 4) was 9e-6 from the fp64 reference; chunks of 8,192
-/// tokens: see docs/RESULTS.md "Session 31".
+/// fp64 (l) and by one scaled fp32 add per chunk (acc). One job over 131,072 tokens (head_dim 256, peaked
+/// logits, values of mean 4) was 9.0e-6 from the fp64 reference for TurboQuant 4-bit even with the block
+/// sums of kernels_simd.h, 1.7e-4 for fp8 / fp16; chunks of 8,192 tokens: 4.0e-7 and 4.4e-6
+/// (docs/RESULTS.md "Session 31").
 constexpr std::size_t kMaxChunkTokens = 8192;
 
 struct Span {
