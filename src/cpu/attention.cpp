@@ -5,6 +5,7 @@
 // and the final rotation back. The per-block math is in the kernels.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,16 @@ constexpr int kMaxHeadsPerJob = 16;
 /// sums of kernels_simd.h, 1.7e-4 for fp8 / fp16; chunks of 8,192 tokens: 4.0e-7 and 4.4e-6
 /// (docs/RESULTS.md "Session 31").
 constexpr std::size_t kMaxChunkTokens = 8192;
+
+/// kMaxChunkTokens, or TURBOKV_CHUNK_TOKENS when it holds a positive integer (rounded up to a multiple of 16,
+/// chunk starts' granule on more than one thread); read at every call (turbokv/cpu.h).
+std::size_t max_chunk_tokens() {
+  if (const char* env = std::getenv("TURBOKV_CHUNK_TOKENS"); env && *env) {
+    const long long v = std::atoll(env);
+    if (v > 0) return (static_cast<std::size_t>(v) + 15) / 16 * 16;
+  }
+  return kMaxChunkTokens;
+}
 
 struct Span {
   std::size_t begin, end;
@@ -57,7 +68,7 @@ void run_split(const std::vector<Span>& spans, int kvh, int G, int P, int thread
   std::size_t chunk = nthreads == 1 ? static_cast<std::size_t>(-1) / 2
                                     : std::max<std::size_t>(512, (total + 4 * nthreads - 1) / (4 * nthreads));
   if (nthreads > 1) chunk = (chunk + 15) / 16 * 16;
-  chunk = std::min(chunk, kMaxChunkTokens);
+  chunk = std::min(chunk, max_chunk_tokens());
 
   struct Item {
     std::size_t seq, t0, t1, off;
