@@ -530,12 +530,14 @@ TEST(CudaDecode, TqProdKeysMatchReference) {
 /// on data with outlier channels (keys and values on different channels), paged, through the fp16
 /// tensor-core kernel's SPLIT instances, against attention_compressed. Returns the worst error.
 double run_split_case(int d, double bits, int nh, int kvh, int page_size, std::vector<int> lens, int window,
-                      int splits, float softcap, cuda::IoType io, std::uint64_t seed, int block_warps = 0) {
+                      int splits, float softcap, cuda::IoType io, std::uint64_t seed, int block_warps = 0,
+                      std::uint8_t fill = 0xA5) {
   SCOPED_TRACE("split d=" + std::to_string(d) + " bits=" + std::to_string(bits) + " heads=" + std::to_string(nh) +
                "/" + std::to_string(kvh) + " block_warps=" + std::to_string(block_warps) + " page=" +
                std::to_string(page_size) + " window=" + std::to_string(window) +
                " splits=" + std::to_string(splits) + " softcap=" + std::to_string(softcap) +
-               " io=" + std::to_string(static_cast<int>(io)) + " seed=" + std::to_string(seed));
+               " io=" + std::to_string(static_cast<int>(io)) + " seed=" + std::to_string(seed) +
+               " fill=" + std::to_string(fill));
   const int batch = static_cast<int>(lens.size());
   const int max_len = *std::max_element(lens.begin(), lens.end());
   const int max_pages = (max_len + page_size - 1) / page_size;
@@ -570,7 +572,7 @@ double run_split_case(int d, double bits, int nh, int kvh, int page_size, std::v
   const std::size_t kcb = ktab.code_bytes(), vcb = vtab.code_bytes();
   const std::size_t kstride = ktab.page_stride(page_size), vstride = vtab.page_stride(page_size);
   const auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 9);
-  std::vector<std::uint8_t> kpool(table.size() * kvh * kstride, 0xA5), vpool(table.size() * kvh * vstride, 0xA5);
+  std::vector<std::uint8_t> kpool(table.size() * kvh * kstride, fill), vpool(table.size() * kvh * vstride, fill);
   std::vector<float> q(static_cast<std::size_t>(batch) * nh * d);
   for (auto& v : q) v = static_cast<float>(r.normal()) * 0.5f;
   DecodeIo dio(q, io);
@@ -651,6 +653,19 @@ TEST(CudaDecode, TqMseFractionalMatchesReference) {
   worst = std::max(worst, run_split_case(256, 3.5, 4, 1, 16, L({3000, 513, 1}), 0, 0, 0, IO::kF32, seed + 9, 12));
   worst = std::max(worst, run_split_case(256, 1.5, 8, 2, 64, L({2000}), 200, 0, 0, IO::kBf16, seed + 10, 12));
   worst = std::max(worst, run_split_case(256, 2.5, 4, 1, 16, L({5000, 2}), 0, 1, 0, IO::kF32, seed + 11, 12));
+  // Rows are dense and bulk-copied since session 32: at head_dim 128 every copy path (page 16; pages of 32
+  // tokens: codes and norms as separate ranges; pages of 4 and 8: per-row cp.async onto the mbarriers),
+  // GQA 6, 7 and 16, and pools whose unwritten bytes are 0x7E (NaN in every stale fp16 norm: rows that
+  // are not tokens must get weight 0, not 0 x NaN).
+  worst = std::max(worst, run_split_case(128, 2.5, 32, 8, 16, L({4097, 65, 1}), 1000, 0, 0, IO::kF32, seed + 12, 0, 0x7E));
+  worst = std::max(worst, run_split_case(128, 3.5, 28, 4, 32, L({3000, 17}), 0, 0, 0, IO::kF16, seed + 13, 0, 0x7E));
+  worst = std::max(worst, run_split_case(128, 3.5, 16, 1, 8, L({1000, 33}), 0, 2, 0, IO::kF32, seed + 14, 0, 0x7E));
+  worst = std::max(worst, run_split_case(128, 1.5, 6, 1, 4, L({2049}), 0, 0, 0, IO::kBf16, seed + 15, 0, 0x7E));
+  worst = std::max(worst, run_split_case(128, 2.5, 8, 2, 16, L({777, 16}), 50, 1, 0, IO::kF32, seed + 16, 0, 0x7E));
+  // head_dim 256 (dense rows and bulk copies since session 32 too): NaN-filled pools at 8 and 12 warps
+  worst = std::max(worst, run_split_case(256, 3.5, 8, 2, 16, L({2000, 15}), 0, 0, 0, IO::kF32, seed + 17, 12, 0x7E));
+  worst = std::max(worst, run_split_case(256, 2.5, 12, 1, 32, L({1200, 100}), 0, 0, 0, IO::kF16, seed + 18, 8, 0x7E));
+  worst = std::max(worst, run_split_case(256, 1.5, 4, 1, 4, L({333}), 0, 2, 0, IO::kF32, seed + 19, 0, 0x7E));
   std::printf("fractional widths (fp16 tensor cores): worst relative error vs fp64 %.3g\n", worst);
 }
 
