@@ -9,7 +9,7 @@
 # Usage (repo root here): git apply docs/experiments/split-dense-s32.patch, then on the device
 #   export OUT && bash docs/experiments/run-s32a.sh   (everything lands in $OUT/s32a.tgz)
 # If A passes and is faster, commit the applied patch with the numbers; if a test fails, the log names
-# the case (d, bits, page, GQA, fill).
+# the case (d, bits, page, GQA, fill). Then run-s32b.sh (sanitizers) on the warm machine, within 30 s.
 set -uo pipefail
 R=/tmp/s32a; rm -rf $R; mkdir -p $R
 exec > >(tee -a "$R/s32a.log") 2>&1
