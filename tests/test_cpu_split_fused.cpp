@@ -8,7 +8,7 @@
 // all-0xff code bytes, an unaligned query, the batched call, the dispatch decision, and negative
 // controls (each of the four fp16 norms, or one centroid of each part's codebook, perturbed by 1%
 // must break the tolerance). CpuSplitFusedBf16: the same kernel with AttentionPrecision::kBf16 (bf16 dot
-// products, tolerances of test_cpu_bf16.cpp; see the section at the end).
+// products, tolerances of test_cpu_low_precision.cpp; see the section at the end; kInt8 runs it too).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -327,7 +327,7 @@ TEST(CpuSplitFused, WorstErrorSeen) {
 
 // ---------------------------------------------------------------- AttentionPrecision::kBf16
 // The split kernel with bf16 dot products (tq_mse_bf16_avx512.cpp, avx512_bf16_attend_split) against the same
-// fp64 reference with the tolerances of tests/test_cpu_bf16.cpp (2e-2 relative L2 per head, 5e-3 on average
+// fp64 reference with the kBf16 tolerances of tests/test_cpu_low_precision.cpp (2e-2 relative L2 per head, 5e-3 on average
 // over the sweep; the file comment there derives them), 1 and 2 threads, at the AVX-512 level. Tests that need
 // the kernel skip where the CPU lacks AVX512-BF16; below the AVX-512 level (and without AVX512-BF16) kBf16 must
 // return exactly kFp32's result.
@@ -560,4 +560,24 @@ TEST(CpuSplitFusedBf16, WorstErrorSeen) {
     std::printf("kBf16: worst relative error %.3g, mean %.3g over %d head checks (tolerance %.0e, mean %.0e)\n",
                 g_bf16_worst, g_bf16_sum / g_bf16_heads, g_bf16_heads, kBf16Tol, kBf16MeanTol);
   EXPECT_LT(g_bf16_worst, kBf16Tol);
+}
+
+TEST(CpuSplitFusedBf16, Int8TakesTheBf16Kernel) {
+  // AttentionPrecision::kInt8 has no fractional-width kernel: a call with a fractional head returns exactly
+  // kBf16's result where the CPU runs the bf16 kernel, and exactly kFp32's elsewhere (every level).
+  SplitHeads h(128, 2, 4, 1000, {2.5}, {3.5}, 91), m(256, 2, 3, 333, {1.5, 3}, {2, 2.5}, 92);
+  for (SplitHeads* x : {&h, &m}) {
+    const auto q = test::gaussian(static_cast<std::size_t>(x->heads()) * x->d, 21);
+    for (SimdLevel l : available_simd_levels()) {
+      ScopedSimdLevel guard(l);
+      x->remake();
+      AttentionParams p8 = kWindowCap, p32 = kWindowCap;
+      p8.precision = AttentionPrecision::kInt8;
+      p32.precision = AttentionPrecision::kFp32;
+      const bool bf16_kernel = l == SimdLevel::kAvx512 && cpu_has_avx512_bf16();
+      const auto want = run_codec(*x, q.data(), bf16_kernel ? bf16(kWindowCap) : p32, 0, 2);
+      const auto got = run_codec(*x, q.data(), p8, 0, 2);
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), got.size() * sizeof(float))) << simd_level_name(l);
+    }
+  }
 }

@@ -10,6 +10,7 @@
 #include "turbokv/codebook.h"
 #include "turbokv/eval.h"
 #include "turbokv/safetensors.h"
+#include "turbokv/simd.h"
 
 using namespace turbokv;
 
@@ -68,7 +69,8 @@ TEST(Eval, ReducedRealLayer) {
   const std::vector<std::string> keys = {"model", "layer", "method", "bits", "bits_per_element", "bytes",
                                          "compression_ratio", "key_nmse", "value_nmse", "ip_bias", "ip_rmse",
                                          "attn_cosine", "attn_rel_err", "topk_recall", "attn_kl",
-                                         "encode_ns_per_token", "attend_ns_per_token"};
+                                         "encode_ns_per_token", "attend_ns_per_token", "cpu_precision",
+                                         "cpu_cosine", "cpu_rel_err"};
   EXPECT_EQ(j["results"][0].size(), keys.size());
   for (const auto& k : keys) EXPECT_TRUE(j["results"][0].contains(k)) << k;
 }
@@ -85,4 +87,39 @@ TEST(Eval, RejectsBadOptions) {
   opt.files = {"/nonexistent.safetensors"};
   opt.layers = {};
   EXPECT_THROW(run_eval(opt), std::runtime_error);
+}
+
+TEST(Eval, CpuFastPathOnRealLayer) {
+  // EvalOptions::cpu_attention: the CPU fast path's attention on the same bytes. At kFp32 it is the reference
+  // within 1e-5 relative per output (test_cpu_attention.cpp), so its cosine / rel_err match the reference's to
+  // ~1e-5; at kBf16 / kInt8 (where the CPU runs them) the fused TurboQuant-MSE kernels round, and on this real
+  // layer they must not cost more than 0.01 of cosine or rel_err (measured: docs/RESULTS.md).
+  const auto file = SafetensorsFile::read(kFixture);
+  EvalOptions opt;
+  opt.files = {kFixture};
+  opt.layers = {std::stoi(file.meta("layers"))};
+  opt.methods = {Method::kTurboMse, Method::kKivi};
+  opt.bits = {2, 3.5, 4};
+  opt.cpu_attention = true;
+  for (AttentionPrecision p : {AttentionPrecision::kFp32, AttentionPrecision::kBf16, AttentionPrecision::kInt8}) {
+    opt.cpu_precision = p;
+    const auto results = run_eval(opt);
+    ASSERT_EQ(results.size(), 5u);  // tq-mse 2, 3.5, 4; kivi 2, 4
+    const char* name = p == AttentionPrecision::kFp32 ? "fp32" : p == AttentionPrecision::kBf16 ? "bf16" : "int8";
+    const double tol = p == AttentionPrecision::kFp32 ? 1e-4 : 1e-2;
+    for (const auto& r : results) {
+      SCOPED_TRACE(r.method + " " + std::to_string(r.bits) + " " + name);
+      EXPECT_EQ(r.cpu_precision, name);
+      EXPECT_NEAR(r.cpu_cosine, r.attn_cosine, tol);
+      EXPECT_NEAR(r.cpu_rel_err, r.attn_rel_err, tol);
+      EXPECT_GT(r.cpu_cosine, 0.5);
+    }
+  }
+  // Off by default: no CPU columns.
+  opt.cpu_attention = false;
+  for (const auto& r : run_eval(opt)) {
+    EXPECT_TRUE(r.cpu_precision.empty());
+    EXPECT_EQ(r.cpu_cosine, 0.0);
+  }
+  EXPECT_EQ(eval_table(run_eval(opt)).find("cpu_cos"), std::string::npos);
 }

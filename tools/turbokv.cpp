@@ -88,6 +88,12 @@ int main(int argc, char** argv) {
   eval->add_option("--topk", topk, "k of the top-k attention recall")->capture_default_str();
   bool center_keys = false;
   eval->add_flag("--center-keys", center_keys, "subtract the per-channel key mean before quantizing (methods show as NAME+center)");
+  std::string eval_precision;
+  eval->add_option("--precision", eval_precision,
+                   "also run the CPU fast path's attention on the same bytes at this precision (fp32, bf16, int8: "
+                   "AttentionPrecision; bf16 / int8 change only the fused TurboQuant-MSE kernels) and add its "
+                   "cosine / rel_err (cpu_cos, cpu_rel)")
+      ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
 
   auto* list = app.add_subcommand("methods", "list methods, their widths and all-in bits per element");
   int list_dim = 128, list_tokens = 4096;
@@ -156,6 +162,12 @@ int main(int argc, char** argv) {
     opt.threads = threads;
     opt.topk = topk;
     opt.center_keys = center_keys;
+    if (!eval_precision.empty()) {
+      opt.cpu_attention = true;
+      opt.cpu_precision = eval_precision == "bf16"   ? AttentionPrecision::kBf16
+                          : eval_precision == "int8" ? AttentionPrecision::kInt8
+                                                     : AttentionPrecision::kFp32;
+    }
     const bool tty = isatty(2);
     opt.progress = [tty](const std::string& line) {
       if (tty)

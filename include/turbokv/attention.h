@@ -48,7 +48,7 @@ enum class AttentionPrecision {
    * Everything else is as kFp32: the online softmax (max, exp, sum of weights,
    * rescaling; updated per 64 tokens instead of 16) uses the unrounded fp32
    * weights, the split-K merge and the rotation back are unchanged. vdpbf16ps flushes denormal inputs and
-   * results to zero. Measured error (tests/test_cpu_bf16.cpp: Gaussian
+   * results to zero. Measured error (tests/test_cpu_low_precision.cpp: Gaussian
    * data with an outlier channel, head_dim 16..512, every key/value width
    * pair 1..4, GQA 1..16, 1..5563 tokens, window, soft-capping): relative L2
    * error per head against the fp64 reference attention_compressed 3.7e-3 on
@@ -65,6 +65,34 @@ enum class AttentionPrecision {
    * exactly their result. Source: src/cpu/tq_mse_bf16_avx512.cpp.
    */
   kBf16 = 1,
+  /**
+   * Opt-in, fastest: int8 dot products with int32 accumulation (AVX-512 VNNI
+   * `vpdpbusd`, four products per int32 lane per instruction). Integer widths
+   * (1..4 bits); rounded (round-to-nearest):
+   *   - scores: each head's rotated query Pi q (fp32, as kFp32) to int8 with one
+   *     scale, max |q_i| / 127; the key codebook to 8 bits over its range,
+   *     c ~ c_min + (c_max - c_min) / 255 * u; the integer sums are exact, then
+   *     scaled in fp32 and times the fp16 key norm and the softmax scale;
+   *   - values: the softmax weights times the fp16 value norm, exp(logit - m) *
+   *     norm, to u8 with one scale per head and pass of 64 tokens (the pass's
+   *     largest weight / 255: weights below 1/510 of it become 0); the value
+   *     codebook to int8 with one scale, max |c| / 127; integer sums per pass,
+   *     added in fp32.
+   * Everything else is as kBf16 (online softmax in fp32 per 64 tokens on the
+   * unrounded weights, split-K merge, rotation back). Measured error
+   * (tests/test_cpu_low_precision.cpp, the kBf16 cases above at int8):
+   * relative L2 error per head against attention_compressed 1.2e-2 on average
+   * and at most 3.4e-2 over 1338 random heads (the test's tolerance: 5e-2 per
+   * head, 1.5e-2 on average) -- about 3x kBf16's, and small beside the
+   * quantization itself on real caches (`turbokv eval --precision int8`
+   * reports both: docs/RESULTS.md).
+   * Fractional widths have no int8 kernel: a call with any fractional head runs
+   * the kBf16 kernels where the CPU has AVX512-BF16, else kFp32.
+   * Needs simd_level() == SimdLevel::kAvx512 (which includes VNNI and VBMI);
+   * below it the call runs the kFp32 kernels and returns exactly their result.
+   * Source: src/cpu/tq_mse_int8_avx512.cpp.
+   */
+  kInt8 = 2,
 };
 
 struct AttentionParams {

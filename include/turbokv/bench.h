@@ -16,7 +16,8 @@ namespace turbokv {
 struct BenchRow {
   std::string op;        ///< "decode_attention", "encode", "stream", ...
   std::string method;    ///< e.g. "tq-mse", "fp16-dense" ([tokens][kv_heads][dim]), "fp16-heads" (CPU: fp16 in
-                         ///< head-major blocks), "tq-mse bf16" (AttentionPrecision::kBf16, CPU with AVX512-BF16)
+                         ///< head-major blocks), "tq-mse bf16" (AttentionPrecision::kBf16, CPU with AVX512-BF16),
+                         ///< "tq-mse int8" (AttentionPrecision::kInt8, integer widths, CPU at the AVX-512 level)
   double bits = 0;       ///< nominal bits (16 for fp16)
   std::size_t context = 0;  ///< tokens per sequence
   int head_dim = 0, num_heads = 0, num_kv_heads = 0, batch = 1, threads = 1;
@@ -33,7 +34,8 @@ struct BenchRow {
   /// CPU decode rows: time of cpu::fma_peak for the call's multiply-adds (2 * context * num_heads * head_dim) on
   /// the same threads: the run's multiply-add bound (0 if not measured; time_us / peak_time_us = "x_peak")
   double peak_time_us = 0;
-  std::string simd;             ///< SIMD level the CPU kernels ran at ("avx512", "avx2", "scalar"; "avx512-bf16" for bf16 rows)
+  std::string simd;             ///< SIMD level the CPU kernels ran at ("avx512", "avx2", "scalar"; "avx512-bf16" for bf16 rows,
+                                ///< "avx512-vnni" for int8 rows)
   // Added by the CUDA bench when it checks a row (BenchOptions::check; -1 = not checked):
   /// Decode rows: max |out - ref| and ||out - ref|| / ||ref|| over the checked (sequence, KV head) row's query
   /// heads, ref = the reference attention on the same cache (attention_compressed, fp64; fp16: attention_exact

@@ -7,7 +7,7 @@
 // codec with the same CodecConfig; decode returns exactly its floats;
 // scores and attention match Codec::scores and attention_compressed within
 // 1e-5 relative (fp32 accumulation instead of fp64); the opt-in
-// AttentionPrecision::kBf16 attention trades that for speed (see there). The ISA is chosen at run
+// AttentionPrecision::kBf16 and kInt8 attentions trade that for speed (see there). The ISA is chosen at run
 // time (turbokv/simd.h); work is spread over the process-wide pool
 // (TURBOKV_THREADS or the hardware's cores; a call made from inside a pool task,
 // or while another host thread uses the pool, runs on the calling thread). The
@@ -127,8 +127,13 @@ struct TqHead {
  * fp32 accumulation (AVX512-BF16; turbokv/attention.h says what is rounded and
  * the measured error, ~4e-3 relative on average, 1.1e-2 worst seen, instead of
  * 1e-5; ~1.5x faster at 32k tokens); without AVX512-BF16 or
- * below the AVX-512 level it returns exactly the kFp32 result. The batched
- * call and attention_codec's fused path honour it the same way.
+ * below the AVX-512 level it returns exactly the kFp32 result.
+ * p.precision = AttentionPrecision::kInt8 opts into int8 dot products with
+ * int32 sums (AVX-512 VNNI; turbokv/attention.h says what is rounded: ~1.2e-2
+ * relative on average, 3.4e-2 worst seen; 1.1-1.2x faster than kBf16 at 32k
+ * tokens, docs/RESULTS.md); below the AVX-512 level it returns exactly the kFp32
+ * result. The batched call and attention_codec's fused path honour both the
+ * same way.
  * Throws std::invalid_argument on bad shapes or parameters.
  */
 void attention_tq_mse(const std::vector<TqHead>& keys, const std::vector<TqHead>& values, std::size_t num_tokens,

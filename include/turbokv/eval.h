@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "turbokv/attention.h"
 #include "turbokv/codec.h"
 
 namespace turbokv {
@@ -26,6 +27,12 @@ struct EvalOptions {
   int threads = 0;                    ///< 0 = hardware concurrency
   std::uint64_t seed = 0x7b5eedull;
   bool center_keys = false;           ///< CodecConfig::center for the keys (all methods)
+  /// Also run the CPU fast path's decode attention on the same bytes (cpu::attention_codec with
+  /// cpu::make_cpu_codec views, one thread per case, AttentionParams::precision = cpu_precision, which
+  /// only the fused TurboQuant-MSE kernels honour) and report its error against exact attention
+  /// (EvalResult::cpu_cosine, cpu_rel_err). Off by default.
+  bool cpu_attention = false;
+  AttentionPrecision cpu_precision = AttentionPrecision::kFp32;
   std::function<void(const std::string&)> progress;  ///< called once per finished case
 };
 
@@ -45,6 +52,10 @@ struct EvalResult {
   double attn_kl = 0;           ///< KL(p_exact || p_compressed) in nats (mean)
   double encode_ns_per_token = 0;  ///< encoding keys+values, all KV heads, per token
   double attend_ns_per_token = 0;  ///< compressed attention, all heads, per (query, context token)
+  /// EvalOptions::cpu_attention: the precision asked for ("fp32", "bf16", "int8"; "" = not run) and the
+  /// CPU fast path's attention output against exact fp64 attention (mean, as attn_cosine / attn_rel_err).
+  std::string cpu_precision;
+  double cpu_cosine = 0, cpu_rel_err = 0;
 };
 
 /// Runs the evaluation. Throws std::runtime_error / std::invalid_argument on bad files or options.

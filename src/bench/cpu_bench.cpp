@@ -4,7 +4,8 @@
 // ([tokens][kv_heads][dim], attention_dense) and fp16-heads (head-major blocks through the fp16 codec's fused
 // kernel); every compressed row's baseline is the faster of the two in that run, re-timed alternately with
 // the row (time_pair_us), so load that comes and goes on a shared machine hits both sides of the ratio. TurboQuant-MSE (integer and fractional widths)
-// also gets a "tq-mse bf16" row (AttentionPrecision::kBf16) where the CPU has AVX512-BF16; TurboQuant-MSE at fractional
+// also gets a "tq-mse bf16" row (AttentionPrecision::kBf16) where the CPU has AVX512-BF16, and at integer widths a
+// "tq-mse int8" row (AttentionPrecision::kInt8) at the AVX-512 level; TurboQuant-MSE at fractional
 // widths (1.5, 2.5, 3.5: the fused split kernel) also gets a "tq-mse generic" row (the generic codec-domain path
 // on the same bytes, same run); TurboQuant-Prod at integer widths
 // also gets "tq-prod+mse-v" rows (Prod keys, TurboQuant-MSE values: fused, and the generic path in the same run).
@@ -326,22 +327,26 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
         r.stream_time_us = ts;
         rows.push_back(r);
         // TurboQuant-MSE with AttentionPrecision::kBf16 (the fused bf16 kernels: integer widths, and fractional
-        // widths through the split kernel), where the CPU has it.
-        if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16()) {
+        // widths through the split kernel), where the CPU has it, and kInt8 (integer widths) at the AVX-512 level.
+        auto lowp_row = [&](AttentionPrecision prec, const char* suffix, const char* simd) {
           AttentionParams pb = p;
-          pb.precision = AttentionPrecision::kBf16;
+          pb.precision = prec;
           const auto [tb, bb] =
               time_pair_us([&] { cpu::attention_codec(keys, values, n, q.data(), H, pb, out.data(), 0, thr); }, best_fn, reps, budget);
           BenchRow rb = r;
           rb.baseline_time_us = bb;
-          rb.method = mname + " bf16";
-          rb.simd = "avx512-bf16";
+          rb.method = mname + suffix;
+          rb.simd = simd;
           rb.time_us = tb;
           rb.speedup = bb / tb;
           rb.gbps = (cbytes + qbytes) / (tb * 1e3);
           rb.tokens_per_s = n / (tb * 1e-6);
           rows.push_back(rb);
-        }
+        };
+        if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
+          lowp_row(AttentionPrecision::kBf16, " bf16", "avx512-bf16");
+        if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512 && bits == std::floor(bits))
+          lowp_row(AttentionPrecision::kInt8, " int8", "avx512-vnni");
         // Fractional TurboQuant-MSE (outlier split): the row above is the fused split kernel
         // (CodecAttentionPath::kTqMseSplitFused); "tq-mse generic" times the generic codec-domain path on
         // the same bytes in the same run.

@@ -171,10 +171,12 @@ void run_tq(const std::vector<SeqView>& seqs, int num_heads, const AttentionPara
     spans.push_back({window_begin(ctx, p), ctx});
   }
   const float scale = static_cast<float>(p.softmax_scale), softcap = static_cast<float>(p.softcap);
-  // AttentionPrecision::kBf16 where the CPU can (AVX-512 level and AVX512-BF16); else the fp32 kernels.
+  // AttentionPrecision::kBf16 where the CPU can (AVX-512 level and AVX512-BF16), kInt8 at the AVX-512
+  // level; else the fp32 kernels.
   void (*attend)(const detail::AttnJob&) = k.attend;
   if (p.precision == AttentionPrecision::kBf16 && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
     attend = detail::avx512_bf16_attend;
+  if (p.precision == AttentionPrecision::kInt8 && simd_level() == SimdLevel::kAvx512) attend = detail::avx512_int8_attend;
   run_split(
       spans, kvh, G, P, threads,
       [&](std::size_t s, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
@@ -423,7 +425,9 @@ void run_split_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const
       P = std::max(P, x ? x->split_acc_floats(lanes) : detail::layout_floats(d / 8, lanes));
     }
   void (*attend)(const detail::SplitAttnJob&) = k.attend_split;
-  if (p.precision == AttentionPrecision::kBf16 && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
+  // kInt8 has no fractional-width kernel: it takes the kBf16 one where the CPU can.
+  if ((p.precision == AttentionPrecision::kBf16 || p.precision == AttentionPrecision::kInt8) &&
+      simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
     attend = detail::avx512_bf16_attend_split;
   run_fused<detail::SplitAttnJob>(
       seqs, num_heads, p, threads, static_cast<std::size_t>(d), P, attend,

@@ -296,6 +296,15 @@ void avx512_bf16_attend(const AttnJob& job);
  */
 void avx512_bf16_attend_split(const SplitAttnJob& job);
 
+/**
+ * AttentionPrecision::kInt8 version of Kernels::attend at the AVX-512 level
+ * (tq_mse_int8_avx512.cpp; VNNI and VBMI, part of that level): same job, same
+ * outputs m, l and acc in the 16-lane layout, computed with int8 dot products
+ * (turbokv/attention.h says what is rounded). Integer widths only (TqState);
+ * call only when simd_level() is kAvx512.
+ */
+void avx512_int8_attend(const AttnJob& job);
+
 const Kernels& scalar_kernels();
 const Kernels& avx2_kernels();
 const Kernels& avx512_kernels();

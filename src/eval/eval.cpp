@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "turbokv/attention.h"
+#include "turbokv/cpu_codec.h"
 #include "turbokv/error.h"
 #include "turbokv/safetensors.h"
 
@@ -130,7 +131,25 @@ double now_ns() {
                                  std::chrono::steady_clock::now().time_since_epoch()).count());
 }
 
-EvalResult eval_case(const Layer& l, Method m, double bits, std::uint64_t seed, int topk, bool center_keys) {
+/// The name of a precision in the table and JSON.
+const char* precision_name(AttentionPrecision p) {
+  return p == AttentionPrecision::kBf16 ? "bf16" : p == AttentionPrecision::kInt8 ? "int8" : "fp32";
+}
+
+/// Cosine and relative L2 error of one head's output against the exact one, added to cos_sum / rel_sum.
+template <class T>
+void add_errors(const double* oe, const T* oc, int d, double& cos_sum, double& rel_sum) {
+  double dot = 0, ne = 0, nc = 0, diff = 0;
+  for (int i = 0; i < d; ++i) {
+    const double c = static_cast<double>(oc[i]);
+    dot += oe[i] * c, ne += oe[i] * oe[i], nc += c * c, diff += (oe[i] - c) * (oe[i] - c);
+  }
+  cos_sum += (ne > 0 && nc > 0) ? dot / std::sqrt(ne * nc) : (ne == nc ? 1.0 : 0.0);
+  rel_sum += ne > 0 ? std::sqrt(diff / ne) : std::sqrt(diff);
+}
+
+EvalResult eval_case(const Layer& l, Method m, double bits, std::uint64_t seed, int topk, bool center_keys,
+                     const EvalOptions& opt) {
   const int G = l.num_kv_heads, H = l.num_heads, d = l.head_dim;
   const std::size_t n = l.n, D = static_cast<std::size_t>(d);
   EvalResult r;
@@ -227,12 +246,7 @@ EvalResult eval_case(const Layer& l, Method m, double bits, std::uint64_t seed, 
     att_ns += now_ns() - t0;
     ctx_total += static_cast<double>(ctx);
     for (int h = 0; h < H; ++h) {
-      const double* oe = &l.out[(qi * H + h) * D];
-      const double* oc = &out_c[h * D];
-      double dot = 0, ne = 0, nc = 0, diff = 0;
-      for (int i = 0; i < d; ++i) dot += oe[i] * oc[i], ne += oe[i] * oe[i], nc += oc[i] * oc[i], diff += (oe[i] - oc[i]) * (oe[i] - oc[i]);
-      cos_sum += (ne > 0 && nc > 0) ? dot / std::sqrt(ne * nc) : (ne == nc ? 1.0 : 0.0);
-      rel_sum += ne > 0 ? std::sqrt(diff / ne) : std::sqrt(diff);
+      add_errors(&l.out[(qi * H + h) * D], &out_c[h * D], d, cos_sum, rel_sum);
       const double* we = &l.weights[qi][h * ctx];
       const double* wc = &w_c[h * ctx];
       double kl = 0;
@@ -258,6 +272,28 @@ EvalResult eval_case(const Layer& l, Method m, double bits, std::uint64_t seed, 
   r.topk_recall = rec_sum / pairs;
   r.attn_kl = kl_sum / pairs;
   r.attend_ns_per_token = att_ns / ctx_total;
+  if (opt.cpu_attention) {
+    // The CPU fast path on the same bytes, at the requested precision.
+    std::vector<std::unique_ptr<cpu::CpuCodec>> cc;
+    std::vector<cpu::CodecHead> ck, cv;
+    for (int g = 0; g < G; ++g) {
+      cc.push_back(cpu::make_cpu_codec(*kc[g]));
+      ck.push_back({cc.back().get(), kb[g].data()});
+      cc.push_back(cpu::make_cpu_codec(*vc[g]));
+      cv.push_back({cc.back().get(), vb[g].data()});
+    }
+    AttentionParams p = l.params;
+    p.precision = opt.cpu_precision;
+    std::vector<float> out_f(static_cast<std::size_t>(H) * D);
+    double ccos = 0, crel = 0;
+    for (std::size_t qi = 0; qi < l.nq; ++qi) {
+      cpu::attention_codec(ck, cv, n, &l.q[qi * H * D], H, p, out_f.data(), context_of(l, qi), 1);
+      for (int h = 0; h < H; ++h) add_errors(&l.out[(qi * H + h) * D], &out_f[h * D], d, ccos, crel);
+    }
+    r.cpu_precision = precision_name(opt.cpu_precision);
+    r.cpu_cosine = ccos / pairs;
+    r.cpu_rel_err = crel / pairs;
+  }
   return r;
 }
 
@@ -317,7 +353,7 @@ std::vector<EvalResult> run_eval(const EvalOptions& opt) {
     for (std::size_t i; (i = next++) < cases.size();) {
       try {
         const Case& c = cases[i];
-        results[i] = eval_case(layers[c.layer], c.m, c.bits, opt.seed, opt.topk, opt.center_keys);
+        results[i] = eval_case(layers[c.layer], c.m, c.bits, opt.seed, opt.topk, opt.center_keys, opt);
         const std::size_t k = ++done;
         if (opt.progress) {
           std::lock_guard<std::mutex> lock(mu);
@@ -347,7 +383,8 @@ std::string eval_json(const std::vector<EvalResult>& results) {
                    {"value_nmse", r.value_nmse}, {"ip_bias", r.ip_bias}, {"ip_rmse", r.ip_rmse},
                    {"attn_cosine", r.attn_cosine}, {"attn_rel_err", r.attn_rel_err}, {"topk_recall", r.topk_recall},
                    {"attn_kl", r.attn_kl}, {"encode_ns_per_token", r.encode_ns_per_token},
-                   {"attend_ns_per_token", r.attend_ns_per_token}});
+                   {"attend_ns_per_token", r.attend_ns_per_token}, {"cpu_precision", r.cpu_precision},
+                   {"cpu_cosine", r.cpu_cosine}, {"cpu_rel_err", r.cpu_rel_err}});
   return nlohmann::json{{"results", arr}}.dump(1);
 }
 
@@ -367,9 +404,17 @@ std::string eval_table(const std::vector<EvalResult>& results) {
     std::string ls;
     for (int l : layers) ls += (ls.empty() ? "" : ",") + std::to_string(l);
     out += fmt::format("\n{} — layers {} (mean over layers; bytes summed)\n", model, ls);
-    out += fmt::format("{:<14} {:>5} {:>6} {:>10} {:>6} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>6} {:>8} {:>8} {:>8}\n",
+    // The CPU fast path's columns when EvalOptions::cpu_attention ran (cpu_cos / cpu_rel, at the precision
+    // named in the header).
+    std::string cpu_prec;
+    for (auto* r : rows)
+      if (!r->cpu_precision.empty()) cpu_prec = r->cpu_precision;
+    if (!cpu_prec.empty())
+      out += fmt::format("(cpu_cos, cpu_rel: the CPU fast path's attention on the same bytes, precision {})\n", cpu_prec);
+    out += fmt::format("{:<14} {:>5} {:>6} {:>10} {:>6} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>6} {:>8} {:>8} {:>8}",
                        "method", "bits", "b/elem", "bytes", "ratio", "key_nmse", "val_nmse", "ip_bias", "ip_rmse",
                        "cosine", "rel_err", "top32", "KL", "enc_ns", "att_ns");
+    out += cpu_prec.empty() ? "\n" : fmt::format(" {:>8} {:>8}\n", "cpu_cos", "cpu_rel");
     // Group rows by (method, bits) in first-seen order.
     std::vector<std::pair<std::string, double>> keys;
     for (auto* r : rows)
@@ -393,12 +438,15 @@ std::string eval_table(const std::vector<EvalResult>& results) {
         a.attn_kl += r->attn_kl;
         a.encode_ns_per_token += r->encode_ns_per_token;
         a.attend_ns_per_token += r->attend_ns_per_token;
+        a.cpu_cosine += r->cpu_cosine;
+        a.cpu_rel_err += r->cpu_rel_err;
         c += 1;
       }
-      out += fmt::format("{:<14} {:>5} {:>6.3f} {:>10} {:>6.2f} {:>9.5f} {:>9.5f} {:>+8.4f} {:>8.4f} {:>8.5f} {:>8.4f} {:>6.3f} {:>8.5f} {:>8.0f} {:>8.1f}\n",
+      out += fmt::format("{:<14} {:>5} {:>6.3f} {:>10} {:>6.2f} {:>9.5f} {:>9.5f} {:>+8.4f} {:>8.4f} {:>8.5f} {:>8.4f} {:>6.3f} {:>8.5f} {:>8.0f} {:>8.1f}",
                          m, b, a.bits_per_element / c, a.bytes, a.compression_ratio / c, a.key_nmse / c, a.value_nmse / c,
                          a.ip_bias / c, a.ip_rmse / c, a.attn_cosine / c, a.attn_rel_err / c, a.topk_recall / c,
                          a.attn_kl / c, a.encode_ns_per_token / c, a.attend_ns_per_token / c);
+      out += cpu_prec.empty() ? "\n" : fmt::format(" {:>8.5f} {:>8.4f}\n", a.cpu_cosine / c, a.cpu_rel_err / c);
     }
   }
   return out;

@@ -17,8 +17,9 @@ void check_attention_params(const char* where, int num_heads, int num_kv_heads, 
             "must be positive and finite");
   check_arg(p.window >= 0, where, "window", p.window, "must be >= 0");
   check_arg(p.softcap >= 0 && std::isfinite(p.softcap), where, "softcap", p.softcap, "must be >= 0 and finite");
-  check_arg(p.precision == AttentionPrecision::kFp32 || p.precision == AttentionPrecision::kBf16, where, "precision",
-            static_cast<int>(p.precision), "must be AttentionPrecision::kFp32 or kBf16");
+  check_arg(p.precision == AttentionPrecision::kFp32 || p.precision == AttentionPrecision::kBf16 ||
+                p.precision == AttentionPrecision::kInt8,
+            where, "precision", static_cast<int>(p.precision), "must be AttentionPrecision::kFp32, kBf16 or kInt8");
 }
 
 namespace {

@@ -1,19 +1,31 @@
-// AttentionPrecision::kBf16: the fused TurboQuant-MSE decode attention with bf16
-// dot products (src/cpu/tq_mse_bf16_avx512.cpp) against the fp64 reference
-// attention_compressed, and the default kFp32 path unchanged by it.
+// The opt-in low-precision fused TurboQuant-MSE decode attentions against the
+// fp64 reference attention_compressed, and the default kFp32 path unchanged by
+// them: AttentionPrecision::kBf16 (bf16 dot products,
+// src/cpu/tq_mse_bf16_avx512.cpp) and kInt8 (int8 dot products,
+// src/cpu/tq_mse_int8_avx512.cpp). Every test runs once per precision
+// (CpuLowPrecision/<name>/bf16, /int8) with that precision's tolerances.
 //
-// Tolerances, relative L2 error per head. bf16 keeps 8 significant bits: unit
-// roundoff u = 2^-8 = 3.9e-3 (round to nearest even). Each product rounds two
-// operands (rotated query and key centroid; weight * value norm and value
-// centroid), so one product is off by up to 2u(1 + u) = 7.8e-3; fp32
-// accumulation adds ~1e-7. Over the d (scores) or n (values) terms the errors
-// mostly cancel: the mean over heads is ~0.9u (3.5e-3) and the tail reaches ~3u
-// (1.2e-2 worst of 1338 random heads in RandomSweep, mostly head_dim 64 with
-// 4-bit keys). So kBf16Tol = 2e-2 (~5u) for any head, and kBf16MeanTol = 5e-3
-// for the mean over the sweep. ToleranceCanFail shows a 10% wrong softmax scale
-// in the same kernel, or a 5% wrong output, exceeds kBf16Tol.
-// Tests that need the kernel skip where the CPU lacks AVX512-BF16. The fractional-width
-// kernel with kBf16 is tested with these tolerances in test_cpu_split_fused.cpp (CpuSplitFusedBf16).
+// Tolerances, relative L2 error per head.
+// kBf16: bf16 keeps 8 significant bits: unit roundoff u = 2^-8 = 3.9e-3 (round
+// to nearest even). Each product rounds two operands (rotated query and key
+// centroid; weight * value norm and value centroid), so one product is off by up
+// to 2u(1 + u) = 7.8e-3; fp32 accumulation adds ~1e-7. Over the d (scores) or n
+// (values) terms the errors mostly cancel: the mean over heads is ~0.9u (3.5e-3)
+// and the tail reaches ~3u (1.2e-2 worst of 1338 random heads in RandomSweep,
+// mostly head_dim 64 with 4-bit keys). So 2e-2 (~5u) for any head, and 5e-3 for
+// the mean over the sweep.
+// kInt8: the rotated query is rounded to 8 bits over its range (step max |q_i| / 127, error up to half a
+// step: ~0.5% of the rms coordinate for head_dim 64..128 Gaussian queries, against ~0.1% for bf16), the
+// key codebook to 8 bits over its range, the value codebook to 8 bits (max |c| / 127) and the weights
+// per pass of 64 tokens to u8 of the pass's largest weight. The logit errors these leave (~1e-2 of a
+// logit's scale) move the softmax weights, and the output error follows them: measured mean 1.2e-2 and
+// worst 3.4e-2 over the 1338 random heads of RandomSweep and the other tests. So 5e-2 for any
+// head and 1.5e-2 for the mean.
+// ToleranceCanFail shows a 10% wrong softmax scale in the same kernel, or a 5%
+// wrong output, exceeds each tolerance.
+// Tests that need a kernel skip where the CPU lacks it (kBf16: AVX512-BF16; kInt8: the AVX-512
+// level). The fractional-width kernel with kBf16 is tested with these tolerances in
+// test_cpu_split_fused.cpp (CpuSplitFusedBf16), which also checks that kInt8 runs it there.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -36,33 +48,62 @@ using namespace turbokv;
 
 namespace {
 
-constexpr double kBf16Tol = 2e-2;      // any head; see the file comment
-constexpr double kBf16MeanTol = 5e-3;  // mean over RandomSweep's heads
 constexpr double kFp32Tol = 1e-5;  // the kFp32 fast path's tolerance (test_cpu_attention.cpp)
-double g_worst = 0;                // worst bf16 relative error seen (printed when the test program ends)
+
+/// One low-precision mode under test: its tolerances (see the file comment) and where it runs.
+struct Mode {
+  AttentionPrecision precision;
+  const char* name;
+  double tol;       ///< any head
+  double mean_tol;  ///< mean over RandomSweep's heads
+  /// True where the CPU runs this precision's kernel at the AVX-512 level.
+  bool available() const {
+    if (detected_simd_level() != SimdLevel::kAvx512) return false;
+    return precision != AttentionPrecision::kBf16 || cpu_has_avx512_bf16();
+  }
+};
+const Mode kModes[] = {{AttentionPrecision::kBf16, "bf16", 2e-2, 5e-3},
+                       {AttentionPrecision::kInt8, "int8", 5e-2, 1.5e-2}};
+
+double g_worst[2] = {0, 0};  // worst relative error seen per mode (printed when the test program ends)
 
 struct PrintWorst : ::testing::Environment {
   void TearDown() override {
-    if (g_worst > 0)
-      std::printf("worst kBf16 relative L2 error per head against attention_compressed: %.3g (tolerance %.0e)\n",
-                  g_worst, kBf16Tol);
+    for (int i = 0; i < 2; ++i)
+      if (g_worst[i] > 0)
+        std::printf("worst %s relative L2 error per head against attention_compressed: %.3g (tolerance %.0e)\n",
+                    kModes[i].name, g_worst[i], kModes[i].tol);
   }
 };
 [[maybe_unused]] ::testing::Environment* const g_print_worst = ::testing::AddGlobalTestEnvironment(new PrintWorst);
 
-#define SKIP_WITHOUT_BF16()                                                                          \
-  if (!cpu_has_avx512_bf16() || detected_simd_level() != SimdLevel::kAvx512)                         \
-  GTEST_SKIP() << "this CPU lacks AVX512-BF16 (cpuid leaf 7 subleaf 1 EAX bit 5): kBf16 runs the fp32 " \
-                  "kernels here (FallbackIsExact checks that)"
+/// The mode under test (set by the fixture) and its worst-error slot.
+const Mode* g_mode = &kModes[0];
+double& worst_seen() { return g_worst[g_mode == &kModes[0] ? 0 : 1]; }
 
-AttentionParams params(int d, int window = 0, double softcap = 0,
-                       AttentionPrecision prec = AttentionPrecision::kBf16) {
+class CpuLowPrecision : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { g_mode = &kModes[GetParam()]; }
+};
+
+#define SKIP_WITHOUT_KERNEL()                                                                               \
+  if (!g_mode->available())                                                                               \
+  GTEST_SKIP() << "this CPU lacks the " << g_mode->name                                                   \
+               << " kernel (kBf16: AVX512-BF16, cpuid leaf 7 subleaf 1 EAX bit 5; kInt8: the AVX-512 level): " \
+                  "it runs the fp32 kernels here (FallbackIsExact checks that)"
+
+AttentionParams params_prec(int d, int window, double softcap, AttentionPrecision prec) {
   AttentionParams p;
   p.softmax_scale = 1.0 / std::sqrt(static_cast<double>(d));
   p.window = window;
   p.softcap = softcap;
   p.precision = prec;
   return p;
+}
+
+/// The parameters of the mode under test.
+AttentionParams params(int d, int window = 0, double softcap = 0) {
+  return params_prec(d, window, softcap, g_mode->precision);
 }
 
 /// num_kv_heads TurboQuant-MSE heads of keys and values (reference codecs and fast codecs on the same bytes).
@@ -91,14 +132,14 @@ struct Case : test::TqMseHeads {
     for (int h = 0; h < heads(); ++h) e = std::max(e, test::rel_err(got.data() + h * d, want.data() + h * d, d));
     return e;
   }
-  /// The bf16 kernel against the reference, 1 and 2 threads, at the AVX-512 level.
+  /// The mode's kernel against the reference, 1 and 2 threads, at the AVX-512 level.
   void check(const AttentionParams& p, std::size_t context = 0) {
     ScopedSimdLevel lvl(SimdLevel::kAvx512);
     const auto want = reference(p, context);
     for (int threads : {1, 2}) {
       const double e = worst(fast(p, context, threads), want);
-      g_worst = std::max(g_worst, e);
-      ASSERT_LT(e, kBf16Tol) << shape() << " threads=" << threads << " context=" << context << " window=" << p.window
+      worst_seen() = std::max(worst_seen(), e);
+      ASSERT_LT(e, g_mode->tol) << shape() << " threads=" << threads << " context=" << context << " window=" << p.window
                              << " softcap=" << p.softcap;
     }
   }
@@ -106,8 +147,8 @@ struct Case : test::TqMseHeads {
 
 }  // namespace
 
-TEST(CpuBf16, Lengths) {
-  SKIP_WITHOUT_BF16();
+TEST_P(CpuLowPrecision, Lengths) {
+  SKIP_WITHOUT_KERNEL();
   const int bits[][2] = {{4, 4}, {3, 2}, {2, 4}, {1, 3}, {4, 1}, {3, 3}, {2, 2}};
   const std::size_t lens[] = {1, 2, 31, 64, 65, 1000, 4097};
   for (int i = 0; i < 7; ++i) {
@@ -116,8 +157,8 @@ TEST(CpuBf16, Lengths) {
   }
 }
 
-TEST(CpuBf16, HeadDims) {
-  SKIP_WITHOUT_BF16();
+TEST_P(CpuLowPrecision, HeadDims) {
+  SKIP_WITHOUT_KERNEL();
   int i = 0;
   for (int d : {16, 64, 80, 96, 112, 128, 256, 512}) {
     Case c(d, 2, 4, 300 + 33 * i, 1 + i % 4, 4 - i % 4, 60 + i);
@@ -126,16 +167,16 @@ TEST(CpuBf16, HeadDims) {
   }
 }
 
-TEST(CpuBf16, GqaRatios) {
-  SKIP_WITHOUT_BF16();
-  for (int ratio : {1, 2, 3, 4, 5, 8, 9, 16}) {
+TEST_P(CpuLowPrecision, GqaRatios) {
+  SKIP_WITHOUT_KERNEL();
+  for (int ratio : {1, 2, 3, 4, 5, 8, 9, 16, 24}) {  // 24: two jobs of 16 and 8 heads per KV head
     Case c(128, 2, ratio, 257 + 31 * ratio, 1 + ratio % 4, 1 + (ratio / 4) % 4, 80 + ratio);
     c.check(params(128));
   }
 }
 
-TEST(CpuBf16, AllWidths) {
-  SKIP_WITHOUT_BF16();
+TEST_P(CpuLowPrecision, AllWidths) {
+  SKIP_WITHOUT_KERNEL();
   for (int kb = 1; kb <= 4; ++kb)
     for (int vb = 1; vb <= 4; ++vb)
       for (std::size_t n : {65, 1000}) {
@@ -144,8 +185,8 @@ TEST(CpuBf16, AllWidths) {
       }
 }
 
-TEST(CpuBf16, WindowSoftcapContext) {
-  SKIP_WITHOUT_BF16();
+TEST_P(CpuLowPrecision, WindowSoftcapContext) {
+  SKIP_WITHOUT_KERNEL();
   Case c(128, 2, 4, 4097, 4, 3, 101);
   c.check(params(128, 100));
   c.check(params(128, 0, 5.0));
@@ -156,8 +197,8 @@ TEST(CpuBf16, WindowSoftcapContext) {
   c2.check(params(256, 77, 2.0), 999);
 }
 
-TEST(CpuBf16, AllZeroAndAllMaxCodes) {
-  SKIP_WITHOUT_BF16();
+TEST_P(CpuLowPrecision, AllZeroAndAllMaxCodes) {
+  SKIP_WITHOUT_KERNEL();
   for (int bits = 1; bits <= 4; ++bits)
     for (int fill : {0x00, 0xFF}) {
       Case c(bits % 2 ? 96 : 128, 2, 4, 97, bits, 5 - bits, 200 + bits, fill);
@@ -165,8 +206,8 @@ TEST(CpuBf16, AllZeroAndAllMaxCodes) {
     }
 }
 
-TEST(CpuBf16, BatchedAndCodecPath) {
-  SKIP_WITHOUT_BF16();
+TEST_P(CpuLowPrecision, BatchedAndCodecPath) {
+  SKIP_WITHOUT_KERNEL();
   ScopedSimdLevel lvl(SimdLevel::kAvx512);
   const std::size_t lens[] = {1, 1000, 65, 4097, 31};
   std::vector<std::unique_ptr<Case>> cases;
@@ -182,8 +223,8 @@ TEST(CpuBf16, BatchedAndCodecPath) {
   cpu::attention_tq_mse_batched(seqs, H, p, 2);
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const double e = cases[i]->worst(outs[i], cases[i]->reference(p));
-    g_worst = std::max(g_worst, e);
-    EXPECT_LT(e, kBf16Tol) << "batched " << cases[i]->shape();
+    worst_seen() = std::max(worst_seen(), e);
+    EXPECT_LT(e, g_mode->tol) << "batched " << cases[i]->shape();
   }
   // attention_codec takes the fused kernels when every head is TurboQuant-MSE: precision reaches them.
   const Case& c = *cases[3];
@@ -201,13 +242,13 @@ TEST(CpuBf16, BatchedAndCodecPath) {
   cpu::attention_codec(keys, values, c.n, q.data(), H, p, got.data(), 0, 1);
   cpu::attention_tq_mse(c.fkeys, c.fvalues, c.n, q.data(), H, p, fused.data(), 0, 1);
   EXPECT_EQ(0, std::memcmp(got.data(), fused.data(), got.size() * sizeof(float)))
-      << "attention_codec with kBf16 must run the fused bf16 kernel";
-  EXPECT_LT(c.worst(got, c.reference(p)), kBf16Tol);
+      << "attention_codec with " << g_mode->name << " must run the fused " << g_mode->name << " kernel";
+  EXPECT_LT(c.worst(got, c.reference(p)), g_mode->tol);
 }
 
-TEST(CpuBf16, RandomSweep) {
+TEST_P(CpuLowPrecision, RandomSweep) {
   // 150 random shapes (head_dim 64 / 80 / 128, GQA 1..8, 50..5563 tokens, every key/value width pair).
-  SKIP_WITHOUT_BF16();
+  SKIP_WITHOUT_KERNEL();
   ScopedSimdLevel lvl(SimdLevel::kAvx512);
   double sum = 0;
   int heads = 0;
@@ -219,29 +260,29 @@ TEST(CpuBf16, RandomSweep) {
     const auto got = c.fast(p, 0, 1 + s % 2);
     for (int h = 0; h < c.heads(); ++h) {
       const double e = test::rel_err(got.data() + h * d, want.data() + h * d, d);
-      g_worst = std::max(g_worst, e);
+      worst_seen() = std::max(worst_seen(), e);
       sum += e;
       ++heads;
-      ASSERT_LT(e, kBf16Tol) << c.shape() << " head " << h;
+      ASSERT_LT(e, g_mode->tol) << c.shape() << " head " << h;
     }
   }
   std::printf("RandomSweep: %d heads, mean relative error %.3g\n", heads, sum / heads);
-  EXPECT_LT(sum / heads, kBf16MeanTol);
+  EXPECT_LT(sum / heads, g_mode->mean_tol);
 }
 
-TEST(CpuBf16, DiffersFromFp32) {
-  // The bf16 kernel really runs (its result is not the fp32 one) and is close to it.
-  SKIP_WITHOUT_BF16();
+TEST_P(CpuLowPrecision, DiffersFromFp32) {
+  // The low-precision kernel really runs (its result is not the fp32 one) and is close to it.
+  SKIP_WITHOUT_KERNEL();
   ScopedSimdLevel lvl(SimdLevel::kAvx512);
   Case c(128, 2, 4, 1000, 3, 3, 400);
-  const auto a = c.fast(params(128, 0, 0, AttentionPrecision::kFp32));
+  const auto a = c.fast(params_prec(128, 0, 0, AttentionPrecision::kFp32));
   const auto b = c.fast(params(128));
   EXPECT_NE(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
   std::vector<double> ad(a.begin(), a.end());
-  EXPECT_LT(c.worst(b, ad), kBf16Tol);
+  EXPECT_LT(c.worst(b, ad), g_mode->tol);
 }
 
-TEST(CpuBf16, Fp32Unchanged) {
+TEST(CpuLowPrecisionCommon, Fp32Unchanged) {
   // The default (kFp32) path: within the fp32 tolerance of the reference at every level, and the explicit
   // kFp32 value is bit-identical to the default-constructed precision.
   for (int i = 0; i < 4; ++i) {
@@ -254,7 +295,7 @@ TEST(CpuBf16, Fp32Unchanged) {
       ScopedSimdLevel g(l);
       for (int threads : {1, 2}) {
         const auto a = c.fast(def, 0, threads);
-        const auto b = c.fast(params(c.d, 0, 0, AttentionPrecision::kFp32), 0, threads);
+        const auto b = c.fast(params_prec(c.d, 0, 0, AttentionPrecision::kFp32), 0, threads);
         EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << c.shape();
         EXPECT_LT(c.worst(a, want), kFp32Tol) << c.shape() << " level=" << simd_level_name(l);
       }
@@ -262,35 +303,37 @@ TEST(CpuBf16, Fp32Unchanged) {
   }
 }
 
-TEST(CpuBf16, FallbackIsExact) {
-  // Below the AVX-512 level (and on a CPU without AVX512-BF16 at any level) kBf16 returns exactly kFp32's result.
+TEST_P(CpuLowPrecision, FallbackIsExact) {
+  // Below the AVX-512 level (and for kBf16 on a CPU without AVX512-BF16 at any level) the call returns
+  // exactly kFp32's result.
   Case c(128, 2, 4, 1000, 4, 2, 600);
   for (SimdLevel l : available_simd_levels()) {
-    if (l == SimdLevel::kAvx512 && cpu_has_avx512_bf16()) continue;
+    if (l == SimdLevel::kAvx512 && g_mode->available()) continue;
     ScopedSimdLevel g(l);
-    const auto a = c.fast(params(128, 0, 0, AttentionPrecision::kFp32), 0, 2);
+    const auto a = c.fast(params_prec(128, 0, 0, AttentionPrecision::kFp32), 0, 2);
     const auto b = c.fast(params(128), 0, 2);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << simd_level_name(l);
   }
 }
 
-TEST(CpuBf16, ToleranceCanFail) {
-  // The check is not vacuous: a 10% wrong softmax scale in the bf16 kernel, or a 5% wrong output, exceeds it.
-  SKIP_WITHOUT_BF16();
+TEST_P(CpuLowPrecision, ToleranceCanFail) {
+  // The check is not vacuous: a 10% wrong softmax scale in the same kernel, or an output 2.5x the tolerance
+  // off (5% for kBf16, 12.5% for kInt8), exceeds it.
+  SKIP_WITHOUT_KERNEL();
   ScopedSimdLevel lvl(SimdLevel::kAvx512);
   Case c(128, 2, 4, 1000, 4, 4, 700);
   const AttentionParams p = params(128);
   const auto want = c.reference(p);
   AttentionParams wrong = p;
   wrong.softmax_scale *= 1.1;
-  EXPECT_GT(c.worst(c.fast(wrong), want), kBf16Tol);
+  EXPECT_GT(c.worst(c.fast(wrong), want), g_mode->tol);
   auto got = c.fast(p);
-  EXPECT_LT(c.worst(got, want), kBf16Tol);
-  for (auto& x : got) x *= 1.05f;
-  EXPECT_GT(c.worst(got, want), kBf16Tol);
+  EXPECT_LT(c.worst(got, want), g_mode->tol);
+  for (auto& x : got) x *= static_cast<float>(1 + 2.5 * g_mode->tol);
+  EXPECT_GT(c.worst(got, want), g_mode->tol);
 }
 
-TEST(CpuBf16, InvalidPrecisionRejected) {
+TEST(CpuLowPrecisionCommon, InvalidPrecisionRejected) {
   Case c(64, 1, 2, 10, 2, 2, 800);
   AttentionParams p = params(64);
   p.precision = static_cast<AttentionPrecision>(7);
@@ -299,3 +342,6 @@ TEST(CpuBf16, InvalidPrecisionRejected) {
   EXPECT_THROW(cpu::attention_tq_mse(c.fkeys, c.fvalues, c.n, q.data(), c.heads(), p, out.data()),
                std::invalid_argument);
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, CpuLowPrecision, ::testing::Values(0, 1),
+                         [](const ::testing::TestParamInfo<int>& i) { return std::string(kModes[i.param].name); });

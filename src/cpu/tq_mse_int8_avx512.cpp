@@ -1,0 +1,388 @@
+// Fused TurboQuant-MSE decode attention with int8 dot products
+// (AttentionPrecision::kInt8, turbokv/attention.h): AVX-512 with VNNI
+// (`vpdpbusd`: 4 u8 x s8 products per int32 lane per instruction) and VBMI
+// (`vpmultishiftqb`, `vpermb`), both part of the AVX-512 level (simd.cpp).
+// Integer widths only; attention.cpp sends the fractional-width jobs to the
+// kBf16 split kernel (or the fp32 one).
+//
+// Same job and outputs as Kernels::attend (kernels_simd.h): m, l and the value
+// accumulator in the 16-lane layout of kernels.h. The pass structure is the
+// kBf16 kernel's (fused_pass_avx512.h): scores of 4 blocks of 16 tokens, one
+// fp32 online-softmax update per head and pass, then the pass's values.
+//  - scores, tokens in lanes (keys staged and transposed by TqSrc): for each
+//    group of 8 coordinates, two `vpmultishiftqb` pull 4 codes of each token
+//    into bytes, two `vpermb` look them up in the key codebook as u8 (zero
+//    point: c ~ kmin + kstep * u), and one `vpdpbusd` per head and half adds
+//    4 products u * q8 with the broadcast int8 query dword;
+//  - values, groups in lanes (the kernels.h layout, read in place a pass at a
+//    time): for each quad of tokens and half of a group's 8 codes, one
+//    `vpmultishiftqb` per token pulls the 4 codes of every group into bytes,
+//    in-lane byte and word unpacks put the 4 tokens of one code in a dword,
+//    `vpshufb` looks them up as s8 centroids, and one `vpdpbusd` per head adds
+//    the 4 tokens times their u8 weights (softmax weight times value norm,
+//    scaled per head and pass). After the pass the int32 sums go back to the
+//    kernels.h lane order (a 4 x 4 dword transpose in each 128-bit lane) and
+//    are added to the fp32 accumulator times their scales. The unpacks and
+//    masks run beside `vpdpbusd` on Zen 4; cross-lane byte permutes do not
+//    (a first version transposed with `vpermt2b`: ~20% more perf samples in
+//    the value loop, one thread, 4-bit, head_dim 128).
+// Measured error and speed: turbokv/attention.h (kInt8), docs/RESULTS.md.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "fused_pass_avx512.h"
+#include "kernels_avx512_traits.h"
+
+namespace turbokv::cpu::detail::avx512i8 {
+using T = avx512::T;
+}
+#define KNS avx512i8
+#define TURBOKV_KERNELS_SOURCES_ONLY
+#include "kernels_simd.h"
+#undef TURBOKV_KERNELS_SOURCES_ONLY
+#undef KNS
+
+namespace turbokv::cpu::detail {
+namespace avx512i8 {
+namespace {
+
+using fused_pass::finish_scores;
+using fused_pass::kPassTokens;
+using fused_pass::pass_softmax;
+using fused_pass::prefetch_rows;
+using fused_pass::ValueRows;
+
+constexpr int kMaxHeads = 16;                  ///< query heads of one job at most (run_split)
+constexpr int kBlocks = kPassTokens / TB;      ///< score blocks per pass
+constexpr int kMaxGroups = kMaxDim / 8;        ///< code groups (8 coordinates) a token at most
+
+/// vpmultishiftqb control for codes 4 h .. 4 h + 3 of a group (h = 0, 1): in each qword (the group
+/// dwords of tokens 2k, 2k + 1), byte s <- the 8 bits from code 4 h + s of token 2k, byte 4 + s <- the
+/// same code of token 2k + 1. A code's BITS bits are the low bits of its byte (the rest belongs to the
+/// next codes: the look-up tables repeat every 2^BITS entries).
+template <int BITS>
+constexpr long long code_ctrl(int h) {
+  unsigned long long c = 0;
+  for (int s = 0; s < 4; ++s) {
+    const unsigned long long o = static_cast<unsigned long long>(BITS * (4 * h + s));
+    c |= (o & 63) << (8 * s);
+    c |= ((32 + o) & 63) << (8 * (s + 4));
+  }
+  return static_cast<long long>(c);
+}
+
+/// A 64-entry vpermb table: entry e = f(e mod 2^bits).
+template <class Fn>
+inline __m512i byte_table(int bits, Fn&& f) {
+  alignas(64) std::uint8_t b[64];
+  for (int e = 0; e < 64; ++e) b[e] = f(e % (1 << bits));
+  return _mm512_load_si512(b);
+}
+
+/// The int8 forms of a job's rotated queries and key codebook (turbokv/attention.h, kInt8).
+struct KeyInt8 {
+  alignas(64) std::uint32_t qd[kMaxHeads * kMaxGroups * 2];  ///< [head][d8 / 4] dwords of int8 query coordinates
+  float mul[kMaxHeads];  ///< score = mul[h] * acc + add[h] (before the key norm and softmax scale)
+  float add[kMaxHeads];
+  __m512i book;          ///< u8 centroids: c ~ kmin + kstep * book[code]
+  int hd4 = 0;           ///< dwords a head
+
+  void prepare(const TqState& ks, const float* qp, int G, int d) {
+    const int nb = 1 << ks.bits;
+    float lo = ks.cbx[0], hi = ks.cbx[0];
+    for (int k = 1; k < nb; ++k) lo = std::min(lo, ks.cbx[k]), hi = std::max(hi, ks.cbx[k]);
+    const float step = hi > lo ? (hi - lo) / 255.0f : 1.0f;
+    book = byte_table(ks.bits, [&](int k) {
+      return static_cast<std::uint8_t>(std::clamp(std::nearbyint((ks.cbx[k] - lo) / step), 0.0f, 255.0f));
+    });
+    hd4 = ks.ng * 2;
+    for (int h = 0; h < G; ++h) {
+      const float* q = qp + static_cast<std::size_t>(h) * d;
+      float mx = 0;
+      for (int i = 0; i < d; ++i) mx = std::max(mx, std::fabs(q[i]));
+      const float qs = mx / 127.0f, inv = mx > 0 ? 127.0f / mx : 0.0f;
+      auto* qb = reinterpret_cast<std::int8_t*>(qd + h * hd4);
+      int sum = 0;
+      for (int i = 0; i < 4 * hd4; ++i) {
+        const int v = i < d ? static_cast<int>(std::nearbyint(q[i] * inv)) : 0;
+        // Byte order of a group's two dwords: coordinates 8j + 0..3, 8j + 4..7, or at 4 bits (nibble
+        // look-ups) the even coordinates 8j + 0, 2, 4, 6 then the odd ones.
+        const int k = i % 8;
+        qb[ks.bits == 4 ? i - k + (k % 2) * 4 + k / 2 : i] = static_cast<std::int8_t>(v);
+        sum += v;
+      }
+      // sum_i q_i c_i ~ qs sum_i q8_i (lo + step u_i) = qs step acc + qs lo sum_i q8_i
+      mul[h] = qs * step;
+      add[h] = qs * lo * static_cast<float>(sum);
+    }
+  }
+};
+
+/// out[h] = int32 sums of u8 centroid x int8 query over the block's groups for GH heads, token i in lane i.
+template <int GH, int BITS, class Src>
+inline void score_heads(const Src& src, const std::uint32_t* qd, int hd4, __m512i book, __m512i* out) {
+  __m512i a[2][GH];
+  for (int k = 0; k < 2; ++k)
+    for (int h = 0; h < GH; ++h) a[k][h] = _mm512_setzero_si512();
+  const __m512i c0 = _mm512_set1_epi64(code_ctrl<BITS>(0)), c1 = _mm512_set1_epi64(code_ctrl<BITS>(1));
+  for (int j = 0; j < src.ng; ++j) {
+    const __m512i gt = src.trow(j);
+    const std::uint32_t* qj = qd + 2 * j;
+    __m512i x0, x1;
+    if constexpr (BITS == 4) {  // nibbles: even codes (low) and odd codes (high) of each byte, in-lane look-ups
+      const __m512i m = _mm512_set1_epi8(15);
+      x0 = _mm512_shuffle_epi8(book, _mm512_and_si512(gt, m));
+      x1 = _mm512_shuffle_epi8(book, _mm512_and_si512(_mm512_srli_epi32(gt, 4), m));
+    } else {
+      x0 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(c0, gt), book);
+      x1 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(c1, gt), book);
+    }
+    for (int h = 0; h < GH; ++h) {
+      a[0][h] = _mm512_dpbusd_epi32(a[0][h], x0, _mm512_set1_epi32(static_cast<int>(qj[h * hd4])));
+      a[1][h] = _mm512_dpbusd_epi32(a[1][h], x1, _mm512_set1_epi32(static_cast<int>(qj[h * hd4 + 1])));
+    }
+  }
+  for (int h = 0; h < GH; ++h) out[h] = _mm512_add_epi32(a[0][h], a[1][h]);
+}
+
+/// out[h * 16 + i] = <q_h, c[codes of token i]> (no norm) for the G heads, from the int8 sums.
+template <int BITS, class Src>
+void scores_block(const Src& src, const KeyInt8& q, int G, float* out) {
+  __m512i v[8];
+  auto finish = [&](int h0, int gh) {
+    for (int h = 0; h < gh; ++h)
+      _mm512_storeu_ps(out + (h0 + h) * W, _mm512_fmadd_ps(_mm512_cvtepi32_ps(v[h]), _mm512_set1_ps(q.mul[h0 + h]),
+                                                           _mm512_set1_ps(q.add[h0 + h])));
+  };
+  int h0 = 0;
+  for (; h0 + 8 <= G; h0 += 8) {
+    score_heads<8, BITS>(src, q.qd + h0 * q.hd4, q.hd4, q.book, v);
+    finish(h0, 8);
+  }
+  const std::uint32_t* qd = q.qd + h0 * q.hd4;
+  switch (G - h0) {
+    case 1: score_heads<1, BITS>(src, qd, q.hd4, q.book, v); break;
+    case 2: score_heads<2, BITS>(src, qd, q.hd4, q.book, v); break;
+    case 3: score_heads<3, BITS>(src, qd, q.hd4, q.book, v); break;
+    case 4: score_heads<4, BITS>(src, qd, q.hd4, q.book, v); break;
+    case 5: score_heads<5, BITS>(src, qd, q.hd4, q.book, v); break;
+    case 6: score_heads<6, BITS>(src, qd, q.hd4, q.book, v); break;
+    case 7: score_heads<7, BITS>(src, qd, q.hd4, q.book, v); break;
+    default: break;
+  }
+  finish(h0, G - h0);
+}
+
+// ---------------------------------------------------------------- values
+
+/// The value side of a job: the pass's code rows (read in place, groups in lanes as in the kernels.h
+/// layout), its u8 weights, and the int8 value codebook.
+template <int BITS>
+struct ValueInt8 {
+  ValueRows<BITS> rows;
+  const TqState* st;
+  const std::uint8_t* codes;
+  std::size_t n;
+  int nv;
+  __m512i book, mask;
+  float cstep;  ///< value centroid c ~ cstep * book[code] (s8)
+  alignas(64) float vn[kPassTokens];                    ///< value norms of the pass
+  alignas(64) std::uint8_t w8[kMaxHeads][kPassTokens];  ///< u8 weights: p ||v|| ~ wstep[h] * w8
+  float wstep[kMaxHeads];
+
+  ValueInt8(const TqState& s, const std::uint8_t* c, std::size_t n_) : st(&s), codes(c), n(n_) {
+    nv = (s.ng + W - 1) / W;
+    const int nb = 1 << s.bits;
+    float mx = 0;
+    for (int k = 0; k < nb; ++k) mx = std::max(mx, std::fabs(s.cbx[k]));
+    cstep = mx > 0 ? mx / 127.0f : 1.0f;
+    book = byte_table(s.bits, [&](int k) {
+      return static_cast<std::uint8_t>(static_cast<std::int8_t>(std::nearbyint(s.cbx[k] / cstep)));
+    });
+    mask = _mm512_set1_epi8(static_cast<char>((1 << BITS) - 1));
+  }
+
+  /// Value norms of block b of the pass (tokens [t, t + cnt); 0 past cnt).
+  void norms(int b, std::size_t t, int cnt) {
+    const std::uint8_t* nb = codes + n * st->code_bytes + 2 * t;
+    float* o = vn + b * TB;
+    if (cnt == TB) {
+      _mm512_store_ps(o, T::from_f16(reinterpret_cast<const std::uint16_t*>(nb)));
+    } else {
+      for (int i = 0; i < TB; ++i)
+        o[i] = i < cnt ? half_to_float(static_cast<std::uint16_t>(nb[2 * i] | (nb[2 * i + 1] << 8))) : 0.0f;
+    }
+  }
+
+  /// Weights of head h over the pass: pw = p * ||v|| (fp32, 0 past the end) -> w8[h] = round(pw /
+  /// wstep[h]), wstep[h] = max pw / 255.
+  void weights(int h, int nblk, const float* pw) {
+    __m512 mx = _mm512_setzero_ps();
+    for (int b = 0; b < nblk; ++b) mx = _mm512_max_ps(mx, _mm512_load_ps(pw + b * TB));
+    const float m = _mm512_reduce_max_ps(mx);
+    wstep[h] = m / 255.0f;
+    const __m512 inv = _mm512_set1_ps(m > 0 ? 255.0f / m : 0.0f);
+    for (int b = 0; b < kBlocks; ++b) {
+      const __m512i q = b < nblk ? _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(pw + b * TB), inv))  // nearest
+                                 : _mm512_setzero_si512();
+      _mm_store_si128(reinterpret_cast<__m128i*>(w8[h] + b * TB), _mm512_cvtusepi32_epi8(q));
+    }
+  }
+
+  /// Half hf of the codes of group vector v (codes code_of(hf, 0..3) of every group) of tokens 4 qd ..
+  /// 4 qd + 3 (zero past pcnt) as s8 centroids, four tokens a dword, lanes in the order of the in-lane
+  /// byte and word unpacks: out[r], 128-bit lane L, dword s = code code_of(hf, s) of group 16 v + 4 L + r.
+  /// (Cross-lane byte permutes compete with vpdpbusd for the same pipes on Zen 4; the unpacks and masks
+  /// do not.)
+  inline void quad(int v, int qd, int pcnt, int hf, __m512i ctrl, __m512i* out) const {
+    __m512i m[4];
+    for (int k = 0; k < 4; ++k) {
+      const int i = 4 * qd + k;
+      if (i >= pcnt) {
+        m[k] = _mm512_setzero_si512();
+      } else if constexpr (BITS == 4) {  // nibbles: half 0 the even codes, half 1 the odd ones
+        const __m512i r = rows.group(i, v);
+        m[k] = _mm512_and_si512(hf ? _mm512_srli_epi32(r, 4) : r, mask);
+      } else {
+        m[k] = _mm512_and_si512(_mm512_multishift_epi64_epi8(ctrl, rows.group(i, v)), mask);
+      }
+    }
+    const __m512i a = _mm512_unpacklo_epi8(m[0], m[1]), b = _mm512_unpackhi_epi8(m[0], m[1]);
+    const __m512i c = _mm512_unpacklo_epi8(m[2], m[3]), d = _mm512_unpackhi_epi8(m[2], m[3]);
+    out[0] = _mm512_shuffle_epi8(book, _mm512_unpacklo_epi16(a, c));
+    out[1] = _mm512_shuffle_epi8(book, _mm512_unpackhi_epi16(a, c));
+    out[2] = _mm512_shuffle_epi8(book, _mm512_unpacklo_epi16(b, d));
+    out[3] = _mm512_shuffle_epi8(book, _mm512_unpackhi_epi16(b, d));
+  }
+
+  /// The code of a group held by byte s of half hf: 4 hf + s (multishift), or 2 s + hf at 4 bits (nibbles).
+  static constexpr int code_of(int hf, int s) { return BITS == 4 ? 2 * s + hf : 4 * hf + s; }
+
+  /// acc[h0 + h] vectors v * 8 + code_of(hf, s) (s < 4) += the pass's int32 sums times their scales, GH heads.
+  template <int GH>
+  void heads(int h0, int v, int hf, int pcnt, float* acc, int P) const {
+    const __m512i ctrl = _mm512_set1_epi64(code_ctrl<BITS>(hf));
+    __m512i a[GH][4];
+    for (int h = 0; h < GH; ++h)
+      for (int r = 0; r < 4; ++r) a[h][r] = _mm512_setzero_si512();
+    for (int qd = 0; 4 * qd < pcnt; ++qd) {
+      __m512i c[4];
+      quad(v, qd, pcnt, hf, ctrl, c);
+      for (int h = 0; h < GH; ++h) {
+        std::uint32_t wd;
+        std::memcpy(&wd, w8[h0 + h] + 4 * qd, 4);
+        const __m512i w = _mm512_set1_epi32(static_cast<int>(wd));
+        for (int r = 0; r < 4; ++r) a[h][r] = _mm512_dpbusd_epi32(a[h][r], w, c[r]);
+      }
+    }
+    for (int h = 0; h < GH; ++h) {
+      // 4 x 4 dword transpose in every 128-bit lane: z[s] lane 4 L + r = a[h][r] lane L dword s.
+      const __m512i t0 = _mm512_unpacklo_epi32(a[h][0], a[h][1]), t1 = _mm512_unpackhi_epi32(a[h][0], a[h][1]);
+      const __m512i t2 = _mm512_unpacklo_epi32(a[h][2], a[h][3]), t3 = _mm512_unpackhi_epi32(a[h][2], a[h][3]);
+      const __m512i z[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
+                            _mm512_unpackhi_epi64(t1, t3)};
+      const __m512 sc = _mm512_set1_ps(wstep[h0 + h] * cstep);
+      float* f = acc + static_cast<std::size_t>(h0 + h) * P + v * 8 * W;
+      for (int s = 0; s < 4; ++s) {
+        float* fs = f + code_of(hf, s) * W;
+        _mm512_storeu_ps(fs, _mm512_fmadd_ps(_mm512_cvtepi32_ps(z[s]), sc, _mm512_loadu_ps(fs)));
+      }
+    }
+  }
+
+  /// The pass's values (tokens [t, t + pcnt)) for G heads added to acc ([G][P], the kernels.h layout).
+  void pass(std::size_t t, int pcnt, int G, float* acc, int P) {
+    rows.set(*st, codes, n, t, pcnt);
+    for (int v = 0; v < nv; ++v)
+      for (int hf = 0; hf < 2; ++hf) {
+        int h0 = 0;
+        for (; h0 + 4 <= G; h0 += 4) heads<4>(h0, v, hf, pcnt, acc, P);
+        switch (G - h0) {
+          case 1: heads<1>(h0, v, hf, pcnt, acc, P); break;
+          case 2: heads<2>(h0, v, hf, pcnt, acc, P); break;
+          case 3: heads<3>(h0, v, hf, pcnt, acc, P); break;
+          default: break;
+        }
+      }
+  }
+};
+
+/// Passes of up to 64 tokens: scores of 4 blocks of 16 (keys staged and transposed per block, value
+/// codes staged the same way), one online-softmax update per head for the pass, one value pass.
+template <int KB, int VB>
+void attend_int8(const AttnJob& j) {
+  TqSrc<KB> ks(*j.ks, j.kcodes, j.n);
+  ks.transpose = true;
+  ValueInt8<VB> vs(*j.vs, j.vcodes, j.n);
+  const int d = j.ks->dim, G = j.G;
+  const int P = layout_floats(j.ks->ng, W);
+  KeyInt8 kq;
+  kq.prepare(*j.ks, j.qp, G, d);
+  alignas(64) float dots[kMaxHeads * W];
+  alignas(64) float sc[kMaxHeads * kPassTokens];  // [head][token of the pass] logits (-inf past the end)
+  alignas(64) float pw[kPassTokens];              // one head's weights p * ||v|| of the pass
+  alignas(64) float lv[kMaxHeads * W];
+  float* m = j.m;
+  float* acc = j.acc;
+  for (int h = 0; h < G; ++h) {
+    m[h] = -INFINITY;
+    _mm512_storeu_ps(lv + h * W, _mm512_setzero_ps());
+  }
+  std::fill(acc, acc + static_cast<std::size_t>(G) * P, 0.0f);
+  const __m512 scale = _mm512_set1_ps(j.scale);
+  const float softcap = j.softcap;
+  const std::size_t krow = j.ks->code_bytes, kend = j.n * krow, vrow = j.vs->code_bytes, vend = j.n * vrow;
+  for (std::size_t t = j.t0; t < j.t1; t += kPassTokens) {
+    const int pcnt = static_cast<int>(std::min<std::size_t>(kPassTokens, j.t1 - t));
+    const int nblk = (pcnt + TB - 1) / TB;
+    for (int b = 0; b < nblk; ++b) {  // scores, 16 tokens at a time
+      const int cnt = std::min(TB, pcnt - b * TB);
+      const std::size_t tb = t + static_cast<std::size_t>(b) * TB;
+      // Key rows two blocks ahead (the staging loads would otherwise wait on memory), value rows one pass
+      // ahead (the value pass reads them in place).
+      prefetch_rows(j.kcodes, (tb + 2 * TB) * krow, std::min((tb + 3 * TB) * krow, kend));
+      prefetch_rows(j.vcodes, (tb + kPassTokens) * vrow, std::min((tb + kPassTokens + TB) * vrow, vend));
+      ks.stage(tb, cnt);
+      vs.norms(b, tb, cnt);
+      scores_block<KB>(ks, kq, G, dots);
+      const __m512 kn = _mm512_mul_ps(ks.norm_vec(), scale);
+      for (int h = 0; h < G; ++h)
+        finish_scores(_mm512_mul_ps(_mm512_loadu_ps(dots + h * W), kn), softcap, cnt, sc + h * kPassTokens + b * TB);
+    }
+    // online softmax in fp32 over the pass; u8 weights p * ||v|| per head
+    pass_softmax(sc, G, nblk, pcnt, m, lv, acc, P, [&](int h, int b, __m512 p) {
+      _mm512_store_ps(pw + b * TB, _mm512_mul_ps(p, _mm512_load_ps(vs.vn + b * TB)));
+      if (b == nblk - 1) vs.weights(h, nblk, pw);
+    });
+    vs.pass(t, pcnt, G, acc, P);
+  }
+  for (int h = 0; h < G; ++h) j.l[h] = _mm512_reduce_add_ps(_mm512_loadu_ps(lv + h * W));
+}
+
+template <int KB>
+void attend_k(const AttnJob& j) {
+  switch (j.vs->bits) {
+    case 1: attend_int8<KB, 1>(j); break;
+    case 2: attend_int8<KB, 2>(j); break;
+    case 3: attend_int8<KB, 3>(j); break;
+    default: attend_int8<KB, 4>(j); break;
+  }
+}
+
+}  // namespace
+}  // namespace avx512i8
+
+void avx512_int8_attend(const AttnJob& j) {
+  switch (j.ks->bits) {
+    case 1: avx512i8::attend_k<1>(j); break;
+    case 2: avx512i8::attend_k<2>(j); break;
+    case 3: avx512i8::attend_k<3>(j); break;
+    default: avx512i8::attend_k<4>(j); break;
+  }
+}
+
+}  // namespace turbokv::cpu::detail
