@@ -15,6 +15,7 @@
 
 #include "kernels_avx512_traits.h"
 #include "kernels.h"
+#include "turbokv/half.h"
 
 namespace turbokv::cpu::detail::fused_pass {
 
@@ -100,6 +101,65 @@ inline void pass_softmax(const float* sc, int G, int nblk, int pcnt, float* m, f
     }
     _mm512_storeu_ps(lv + h * T::W, lsum);
   }
+}
+
+/// Always inlined: an out-of-line call in the block loop makes the caller save and restore its zmm registers
+/// (all caller-saved): the bf16 kernel was 7-8% slower with it (one thread, 4-bit, 8,192 tokens).
+/// fp16 scalars of tokens [t, t + cnt) (0 for i >= cnt) -> out[16]: `per` scalars a token at sc (the block's
+/// fp16 scalars after its codes), this one `which` (a TurboQuant-MSE block: per = 1, its norms; a fractional
+/// block: per = 2, the two parts' norms).
+[[gnu::always_inline]] inline void load_scalars(const std::uint8_t* sc, int per, int which, std::size_t t, int cnt,
+                                             float* out) {
+  const std::uint8_t* p = sc + 2 * per * t;
+  if (cnt == T::W && per == 1) {
+    _mm512_storeu_ps(out, T::from_f16(reinterpret_cast<const std::uint16_t*>(p)));
+  } else if (cnt == T::W) {  // per == 2: pairs, deinterleaved
+    const __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const __m512 b = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
+    const __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
+                                         _mm512_set1_epi32(which));
+    _mm512_storeu_ps(out, _mm512_permutex2var_ps(a, idx, b));
+  } else {
+    for (int i = 0; i < T::W; ++i) {
+      const std::uint8_t* h = p + 2 * (per * i + which);
+      out[i] = i < cnt ? half_to_float(static_cast<std::uint16_t>(h[0] | (h[1] << 8))) : 0.0f;
+    }
+  }
+}
+
+/// The passes of one fused low-precision attention piece j over its tokens [t0, t1), value accumulator acc
+/// ([G][AP] floats): sets j.m, j.l and acc from zero, then per pass of up to kPassTokens tokens (starting at
+/// t, pcnt tokens, nblk blocks of 16):
+///  - score(tb, cnt, b, dots) for each block b of cnt tokens from tb: dots[h * 16 + i] = the logit of token
+///    tb + i for head h before soft-capping (softmax scale applied); finish_scores soft-caps and masks it;
+///  - pass_softmax(..., emit): emit(h, b, p) takes the fp32 weights of block b of head h;
+///  - values(t, pcnt, nblk): the pass's value terms into acc.
+template <class Score, class Emit, class Values>
+void pass_loop(const AttnPiece& j, float* acc, int AP, Score&& score, Emit&& emit, Values&& values) {
+  constexpr int W = T::W;
+  const int G = j.G;
+  alignas(64) float dots[16 * W];
+  alignas(64) float sc[16 * kPassTokens];  // [head][token of the pass] logits (-inf past the end)
+  alignas(64) float lv[16 * W];
+  float* m = j.m;
+  for (int h = 0; h < G; ++h) {
+    m[h] = -INFINITY;
+    _mm512_storeu_ps(lv + h * W, _mm512_setzero_ps());
+  }
+  std::fill(acc, acc + static_cast<std::size_t>(G) * AP, 0.0f);
+  for (std::size_t t = j.t0; t < j.t1; t += kPassTokens) {
+    const int pcnt = static_cast<int>(std::min<std::size_t>(kPassTokens, j.t1 - t));
+    const int nblk = (pcnt + W - 1) / W;
+    for (int b = 0; b < nblk; ++b) {  // scores, 16 tokens at a time
+      const int cnt = std::min(W, pcnt - b * W);
+      score(t + static_cast<std::size_t>(b) * W, cnt, b, dots);
+      for (int h = 0; h < G; ++h)
+        finish_scores(_mm512_loadu_ps(dots + h * W), j.softcap, cnt, sc + h * kPassTokens + b * W);
+    }
+    pass_softmax(sc, G, nblk, pcnt, m, lv, acc, AP, emit);
+    values(t, pcnt, nblk);
+  }
+  for (int h = 0; h < G; ++h) j.l[h] = _mm512_reduce_add_ps(_mm512_loadu_ps(lv + h * W));
 }
 
 }  // namespace turbokv::cpu::detail::fused_pass

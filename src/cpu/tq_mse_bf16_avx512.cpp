@@ -39,9 +39,9 @@ namespace turbokv::cpu::detail {
 namespace avx512bf16 {
 namespace {
 
-using fused_pass::finish_scores;
+using fused_pass::load_scalars;
+using fused_pass::pass_loop;
 using fused_pass::kPassTokens;
-using fused_pass::pass_softmax;
 using fused_pass::prefetch_rows;
 using fused_pass::ValueRows;
 
@@ -211,49 +211,26 @@ void attend_bf16(const AttnJob& j) {
   alignas(64) std::uint32_t qb[16 * kMaxDim / 2];
   for (int h = 0; h < G; ++h)
     for (int k = 0; k < d; k += W) store_bf16(qb + h * hd2 + k / 2, _mm512_loadu_ps(j.qp + h * d + k));
-  alignas(64) float dots[16 * W];
-  alignas(64) float sc[16 * kPassTokens];  // [head][token of the pass] logits (-inf past the end)
-  alignas(64) float vn[kPassTokens];       // value norms of the pass
+  alignas(64) float vn[kPassTokens];  // value norms of the pass
   alignas(64) std::uint32_t pwb[16 * kPassTokens / 2];
-  alignas(64) float lv[16 * W];
-  float* m = j.m;
-  float* acc = j.acc;
-  for (int h = 0; h < G; ++h) {
-    m[h] = -INFINITY;
-    _mm512_storeu_ps(lv + h * W, _mm512_setzero_ps());
-  }
-  std::fill(acc, acc + static_cast<std::size_t>(G) * P, 0.0f);
   const __m512 scale = _mm512_set1_ps(j.scale);
-  const float softcap = j.softcap;
   const std::uint8_t* vnorms = j.vcodes + j.n * vst.code_bytes;
-  for (std::size_t t = j.t0; t < j.t1; t += kPassTokens) {
-    const int pcnt = static_cast<int>(std::min<std::size_t>(kPassTokens, j.t1 - t));
-    const int nblk = (pcnt + TB - 1) / TB;
-    for (int b = 0; b < nblk; ++b) {  // scores, 16 tokens at a time
-      const int cnt = std::min(TB, pcnt - b * TB);
-      const std::size_t tb = t + static_cast<std::size_t>(b) * TB;
-      ks.stage(tb, cnt);
-      scores_block(ks, qb, G, hd2, kbook, dots);
-      const __m512 kn = _mm512_mul_ps(ks.norm_vec(), scale);
-      for (int h = 0; h < G; ++h)
-        finish_scores(_mm512_mul_ps(_mm512_loadu_ps(dots + h * W), kn), softcap, cnt, sc + h * kPassTokens + b * TB);
-      if (cnt == TB) {
-        _mm512_store_ps(vn + b * TB, T::from_f16(reinterpret_cast<const std::uint16_t*>(vnorms + 2 * tb)));
-      } else {
-        for (int i = 0; i < TB; ++i)
-          vn[b * TB + i] = i < cnt ? half_to_float(static_cast<std::uint16_t>(vnorms[2 * (tb + i)] |
-                                                                             (vnorms[2 * (tb + i) + 1] << 8)))
-                                   : 0.0f;
-      }
-    }
-    // online softmax in fp32 over the pass; bf16 weight pairs p * ||v||
-    pass_softmax(sc, G, nblk, pcnt, m, lv, acc, P, [&](int h, int b, __m512 p) {
-      store_bf16(pwb + h * (kPassTokens / 2) + b * (TB / 2), _mm512_mul_ps(p, _mm512_load_ps(vn + b * TB)));
-    });
-    vrows.set(vst, j.vcodes, j.n, t, pcnt);
-    values_pass(vrows, vnv, pcnt, pwb, acc, G, P, vbook);
-  }
-  for (int h = 0; h < G; ++h) j.l[h] = _mm512_reduce_add_ps(_mm512_loadu_ps(lv + h * W));
+  pass_loop(
+      j, j.acc, P,
+      [&](std::size_t tb, int cnt, int b, float* dots) {
+        ks.stage(tb, cnt);
+        scores_block(ks, qb, G, hd2, kbook, dots);
+        const __m512 kn = _mm512_mul_ps(ks.norm_vec(), scale);
+        for (int h = 0; h < G; ++h) _mm512_storeu_ps(dots + h * W, _mm512_mul_ps(_mm512_loadu_ps(dots + h * W), kn));
+        load_scalars(vnorms, 1, 0, tb, cnt, vn + b * TB);
+      },
+      [&](int h, int b, __m512 p) {  // bf16 weight pairs p * ||v||
+        store_bf16(pwb + h * (kPassTokens / 2) + b * (TB / 2), _mm512_mul_ps(p, _mm512_load_ps(vn + b * TB)));
+      },
+      [&](std::size_t t, int pcnt, int) {
+        vrows.set(vst, j.vcodes, j.n, t, pcnt);
+        values_pass(vrows, vnv, pcnt, pwb, j.acc, G, P, vbook);
+      });
 }
 
 template <int KB>
@@ -278,25 +255,6 @@ void attend_k(const AttnJob& j) {
 // (PackedVals: per-lane shifts, one 32-word book holding both codebooks), so one vdpbf16ps serves
 // both parts. Keys and values are dispatched separately (KeySide / ValSide, one virtual call per
 // block or pass), so 7 key kinds x 7 value kinds take 14 instantiations.
-
-/// fp16 scalars of tokens [t, t + cnt) (0 for i >= cnt) -> out[16]: `per` scalars a token at sc, this one `which`.
-inline void load_scalars(const std::uint8_t* sc, int per, int which, std::size_t t, int cnt, float* out) {
-  const std::uint8_t* p = sc + 2 * per * t;
-  if (cnt == TB && per == 1) {
-    _mm512_storeu_ps(out, T::from_f16(reinterpret_cast<const std::uint16_t*>(p)));
-  } else if (cnt == TB) {  // per == 2: pairs, deinterleaved
-    const __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    const __m512 b = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
-    const __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
-                                         _mm512_set1_epi32(which));
-    _mm512_storeu_ps(out, _mm512_permutex2var_ps(a, idx, b));
-  } else {
-    for (int i = 0; i < TB; ++i) {
-      const std::uint8_t* h = p + 2 * (per * i + which);
-      out[i] = i < cnt ? half_to_float(static_cast<std::uint16_t>(h[0] | (h[1] << 8))) : 0.0f;
-    }
-  }
-}
 
 /// Scores of a job's keys, one block of up to 16 tokens at a time.
 struct KeySide {
@@ -667,37 +625,18 @@ struct PackedVals final : ValSide {
 
 /// attend_bf16's passes over a split job's key and value sides.
 void split_loop(const SplitAttnJob& j, KeySide& ks, ValSide& vs) {
-  const int G = j.G, AP = vs.AP;
-  float* acc = vs.acc;
-  alignas(64) float dots[16 * W];
-  alignas(64) float sc[16 * kPassTokens];  // [head][token of the pass] logits (-inf past the end)
   alignas(64) float pp[16 * kPassTokens];  // [head][token of the pass] exp(logit - m) (0 past the end)
   alignas(64) std::uint32_t pwb[16 * kPassTokens / 2];
-  alignas(64) float lv[16 * W];
-  float* m = j.m;
-  for (int h = 0; h < G; ++h) {
-    m[h] = -INFINITY;
-    _mm512_storeu_ps(lv + h * W, _mm512_setzero_ps());
-  }
-  std::fill(acc, acc + static_cast<std::size_t>(G) * AP, 0.0f);
   const __m512 scale = _mm512_set1_ps(j.scale);
-  const float softcap = j.softcap;
-  for (std::size_t t = j.t0; t < j.t1; t += kPassTokens) {
-    const int pcnt = static_cast<int>(std::min<std::size_t>(kPassTokens, j.t1 - t));
-    const int nblk = (pcnt + TB - 1) / TB;
-    for (int b = 0; b < nblk; ++b) {  // scores, 16 tokens at a time
-      const int cnt = std::min(TB, pcnt - b * TB);
-      ks.score(t + static_cast<std::size_t>(b) * TB, cnt, dots);
-      for (int h = 0; h < G; ++h)
-        finish_scores(_mm512_mul_ps(_mm512_loadu_ps(dots + h * W), scale), softcap, cnt,
-                      sc + h * kPassTokens + b * TB);
-    }
-    // online softmax in fp32 over the pass; the weights p to pp (each value side applies its norms)
-    pass_softmax(sc, G, nblk, pcnt, m, lv, acc, AP,
-                 [&](int h, int b, __m512 p) { _mm512_store_ps(pp + h * kPassTokens + b * TB, p); });
-    vs.pass(t, pcnt, pp, G, pwb);
-  }
-  for (int h = 0; h < G; ++h) j.l[h] = _mm512_reduce_add_ps(_mm512_loadu_ps(lv + h * W));
+  pass_loop(
+      j, vs.acc, vs.AP,
+      [&](std::size_t tb, int cnt, int, float* dots) {
+        ks.score(tb, cnt, dots);
+        for (int h = 0; h < j.G; ++h) _mm512_storeu_ps(dots + h * W, _mm512_mul_ps(_mm512_loadu_ps(dots + h * W), scale));
+      },
+      // the weights p to pp (each value side applies its norms)
+      [&](int h, int b, __m512 p) { _mm512_store_ps(pp + h * kPassTokens + b * TB, p); },
+      [&](std::size_t t, int pcnt, int) { vs.pass(t, pcnt, pp, j.G, pwb); });
 }
 
 template <int BL>

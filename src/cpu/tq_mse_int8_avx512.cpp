@@ -10,10 +10,11 @@
 // kBf16 kernel's (fused_pass_avx512.h): scores of 4 blocks of 16 tokens, one
 // fp32 online-softmax update per head and pass, then the pass's values.
 //  - scores, tokens in lanes (keys staged and transposed by TqSrc): for each
-//    group of 8 coordinates, two `vpmultishiftqb` pull 4 codes of each token
-//    into bytes, two `vpermb` look them up in the key codebook as u8 (zero
-//    point: c ~ kmin + kstep * u), and one `vpdpbusd` per head and half adds
-//    4 products u * q8 with the broadcast int8 query dword;
+//    group of 8 coordinates, the codes of every token go to bytes, 4 a dword
+//    (`vpmultishiftqb`; at 4 bits nibble masks, even then odd codes), are
+//    looked up in the key codebook as u8 (`vpermb`, or `vpshufb` at 4 bits;
+//    zero point: c ~ kmin + kstep * u), and one `vpdpbusd` per head and half
+//    adds 4 products u * q8 with the broadcast int8 query dword;
 //  - values, groups in lanes (the kernels.h layout, read in place a pass at a
 //    time): for each quad of tokens and half of a group's 8 codes, one
 //    `vpmultishiftqb` per token pulls the 4 codes of every group into bytes,
@@ -50,9 +51,9 @@ namespace turbokv::cpu::detail {
 namespace avx512i8 {
 namespace {
 
-using fused_pass::finish_scores;
 using fused_pass::kPassTokens;
-using fused_pass::pass_softmax;
+using fused_pass::load_scalars;
+using fused_pass::pass_loop;
 using fused_pass::prefetch_rows;
 using fused_pass::ValueRows;
 
@@ -206,18 +207,6 @@ struct ValueInt8 {
     mask = _mm512_set1_epi8(static_cast<char>((1 << BITS) - 1));
   }
 
-  /// Value norms of block b of the pass (tokens [t, t + cnt); 0 past cnt).
-  void norms(int b, std::size_t t, int cnt) {
-    const std::uint8_t* nb = codes + n * st->code_bytes + 2 * t;
-    float* o = vn + b * TB;
-    if (cnt == TB) {
-      _mm512_store_ps(o, T::from_f16(reinterpret_cast<const std::uint16_t*>(nb)));
-    } else {
-      for (int i = 0; i < TB; ++i)
-        o[i] = i < cnt ? half_to_float(static_cast<std::uint16_t>(nb[2 * i] | (nb[2 * i + 1] << 8))) : 0.0f;
-    }
-  }
-
   /// Weights of head h over the pass: pw = p * ||v|| (fp32, 0 past the end) -> w8[h] = round(pw /
   /// wstep[h]), wstep[h] = max pw / 255.
   void weights(int h, int nblk, const float* pw) {
@@ -322,45 +311,29 @@ void attend_int8(const AttnJob& j) {
   const int P = layout_floats(j.ks->ng, W);
   KeyInt8 kq;
   kq.prepare(*j.ks, j.qp, G, d);
-  alignas(64) float dots[kMaxHeads * W];
-  alignas(64) float sc[kMaxHeads * kPassTokens];  // [head][token of the pass] logits (-inf past the end)
-  alignas(64) float pw[kPassTokens];              // one head's weights p * ||v|| of the pass
-  alignas(64) float lv[kMaxHeads * W];
-  float* m = j.m;
-  float* acc = j.acc;
-  for (int h = 0; h < G; ++h) {
-    m[h] = -INFINITY;
-    _mm512_storeu_ps(lv + h * W, _mm512_setzero_ps());
-  }
-  std::fill(acc, acc + static_cast<std::size_t>(G) * P, 0.0f);
+  alignas(64) float pw[kMaxHeads * kPassTokens];  // [head][token of the pass] weights p * ||v||
   const __m512 scale = _mm512_set1_ps(j.scale);
-  const float softcap = j.softcap;
   const std::size_t krow = j.ks->code_bytes, kend = j.n * krow, vrow = j.vs->code_bytes, vend = j.n * vrow;
-  for (std::size_t t = j.t0; t < j.t1; t += kPassTokens) {
-    const int pcnt = static_cast<int>(std::min<std::size_t>(kPassTokens, j.t1 - t));
-    const int nblk = (pcnt + TB - 1) / TB;
-    for (int b = 0; b < nblk; ++b) {  // scores, 16 tokens at a time
-      const int cnt = std::min(TB, pcnt - b * TB);
-      const std::size_t tb = t + static_cast<std::size_t>(b) * TB;
-      // Key rows two blocks ahead (the staging loads would otherwise wait on memory), value rows one pass
-      // ahead (the value pass reads them in place).
-      prefetch_rows(j.kcodes, (tb + 2 * TB) * krow, std::min((tb + 3 * TB) * krow, kend));
-      prefetch_rows(j.vcodes, (tb + kPassTokens) * vrow, std::min((tb + kPassTokens + TB) * vrow, vend));
-      ks.stage(tb, cnt);
-      vs.norms(b, tb, cnt);
-      scores_block<KB>(ks, kq, G, dots);
-      const __m512 kn = _mm512_mul_ps(ks.norm_vec(), scale);
-      for (int h = 0; h < G; ++h)
-        finish_scores(_mm512_mul_ps(_mm512_loadu_ps(dots + h * W), kn), softcap, cnt, sc + h * kPassTokens + b * TB);
-    }
-    // online softmax in fp32 over the pass; u8 weights p * ||v|| per head
-    pass_softmax(sc, G, nblk, pcnt, m, lv, acc, P, [&](int h, int b, __m512 p) {
-      _mm512_store_ps(pw + b * TB, _mm512_mul_ps(p, _mm512_load_ps(vs.vn + b * TB)));
-      if (b == nblk - 1) vs.weights(h, nblk, pw);
-    });
-    vs.pass(t, pcnt, G, acc, P);
-  }
-  for (int h = 0; h < G; ++h) j.l[h] = _mm512_reduce_add_ps(_mm512_loadu_ps(lv + h * W));
+  pass_loop(
+      j, j.acc, P,
+      [&](std::size_t tb, int cnt, int b, float* dots) {
+        // Key rows two blocks ahead (the staging loads would otherwise wait on memory), value rows one pass
+        // ahead (the value pass reads them in place).
+        prefetch_rows(j.kcodes, (tb + 2 * TB) * krow, std::min((tb + 3 * TB) * krow, kend));
+        prefetch_rows(j.vcodes, (tb + kPassTokens) * vrow, std::min((tb + kPassTokens + TB) * vrow, vend));
+        ks.stage(tb, cnt);
+        load_scalars(j.vcodes + j.n * vrow, 1, 0, tb, cnt, vs.vn + b * TB);
+        scores_block<KB>(ks, kq, G, dots);
+        const __m512 kn = _mm512_mul_ps(ks.norm_vec(), scale);
+        for (int h = 0; h < G; ++h) _mm512_storeu_ps(dots + h * W, _mm512_mul_ps(_mm512_loadu_ps(dots + h * W), kn));
+      },
+      [&](int h, int b, __m512 p) {
+        _mm512_store_ps(pw + h * kPassTokens + b * TB, _mm512_mul_ps(p, _mm512_load_ps(vs.vn + b * TB)));
+      },
+      [&](std::size_t t, int pcnt, int nblk) {  // u8 weights per head, then the values
+        for (int h = 0; h < G; ++h) vs.weights(h, nblk, pw + h * kPassTokens);
+        vs.pass(t, pcnt, G, j.acc, P);
+      });
 }
 
 template <int KB>
