@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
 
   auto* bench = app.add_subcommand("bench", "time decode attention on the compressed cache against dense fp16/fp32 and a byte stream");
   std::string bench_device = "cpu", bench_threads, bench_contexts, bench_bits, bench_methods, bench_json_path;
-  int bench_repeats = 0;
+  int bench_repeats = 0, bench_head_dim = 128, bench_heads = 32, bench_kv_heads = 8;
   unsigned long long bench_seed = 0;
   bool bench_no_check = false;
   bench->add_option("--device", bench_device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
@@ -111,6 +111,10 @@ int main(int argc, char** argv) {
   bench->add_option("--bits", bench_bits, "comma-separated widths (default 2,3,4)");
   bench->add_option("--methods", bench_methods, "comma-separated methods (CPU: any method, e.g. tq-mse,qjl,kivi,fp8; default tq-mse; CUDA: the parts tq-mse,3xtf32,encode,tq-prod,fp8,kivi,rvq,pvq,polar; default all)");
   bench->add_option("--repeats", bench_repeats, "timed runs per case (default: chosen by time)");
+  bench->add_option("--head-dim", bench_head_dim, "CPU: head_dim of every case (a multiple of 16 in 16..512)")
+      ->capture_default_str();
+  bench->add_option("--heads", bench_heads, "CPU: query heads (a multiple of --kv-heads)")->capture_default_str();
+  bench->add_option("--kv-heads", bench_kv_heads, "CPU: KV heads")->capture_default_str();
   bench->add_option("--json", bench_json_path, "write {\"results\": [...]} to this file");
   bench->add_option("--seed", bench_seed, "CUDA: seed of the random caches and queries (default: from the clock)");
   bench->add_flag("--no-check", bench_no_check,
@@ -122,6 +126,9 @@ int main(int argc, char** argv) {
       BenchOptions bo;
       bo.device = bench_device;
       bo.repeats = bench_repeats;
+      bo.head_dim = bench_head_dim;
+      bo.num_heads = bench_heads;
+      bo.num_kv_heads = bench_kv_heads;
       bo.seed = bench_seed;
       bo.check = !bench_no_check;
       if (!bench_threads.empty()) bo.threads = split_list<int>(bench_threads, [](const std::string& s) { return std::stoi(s); }, "--threads");

@@ -67,8 +67,8 @@ enum class AttentionPrecision {
   kBf16 = 1,
   /**
    * Opt-in, fastest: int8 dot products with int32 accumulation (AVX-512 VNNI
-   * `vpdpbusd`, four products per int32 lane per instruction). Integer widths
-   * (1..4 bits); rounded (round-to-nearest):
+   * `vpdpbusd`, four products per int32 lane per instruction); integer and
+   * fractional widths. Rounded (round-to-nearest):
    *   - scores: each head's rotated query Pi q (fp32, as kFp32) to int8 with one
    *     scale, max |q_i| / 127; the key codebook to 8 bits over its range,
    *     c ~ c_min + (c_max - c_min) / 255 * u; the integer sums are exact, then
@@ -82,12 +82,19 @@ enum class AttentionPrecision {
    * unrounded weights, split-K merge, rotation back). Measured error
    * (tests/test_cpu_low_precision.cpp, the kBf16 cases above at int8):
    * relative L2 error per head against attention_compressed 1.2e-2 on average
-   * and at most 3.4e-2 over 1338 random heads (the test's tolerance: 5e-2 per
-   * head, 1.5e-2 on average) -- about 3x kBf16's, and small beside the
-   * quantization itself on real caches (`turbokv eval --precision int8`
-   * reports both: docs/RESULTS.md).
-   * Fractional widths have no int8 kernel: a call with any fractional head runs
-   * the kBf16 kernels where the CPU has AVX512-BF16, else kFp32.
+   * and at most 3.4e-2 over 1338 random heads with softmax scale
+   * 1/sqrt(head_dim); the query's rounding dominates, so the error grows with
+   * the logits' spread: up to 7.7e-2 with softmax scale 0.3 over a 37-token
+   * window (tests/test_cpu_split_fused.cpp; tolerance 1e-1 per head, 1.5e-2
+   * on average) -- about 3-4x kBf16's, and small beside the quantization itself
+   * on real caches (`turbokv eval --precision int8` reports both:
+   * docs/RESULTS.md).
+   * Fractional widths: each part as above with its own query part, codebooks
+   * and norms (a key's two part scores combined in fp32, a value's weights
+   * rounded per part); a fractional head whose two parts share one AVX-512
+   * register (SplitHeadState::packed: equal halves at head_dim <= 128, e.g.
+   * 64 + 64) runs the kBf16 kernel instead (kFp32 without AVX512-BF16): int8
+   * has no packed kernel and two half-empty int8 streams were slower.
    * Needs simd_level() == SimdLevel::kAvx512 (which includes VNNI and VBMI);
    * below it the call runs the kFp32 kernels and returns exactly their result.
    * Source: src/cpu/tq_mse_int8_avx512.cpp.

@@ -17,7 +17,7 @@ struct BenchRow {
   std::string op;        ///< "decode_attention", "encode", "stream", ...
   std::string method;    ///< e.g. "tq-mse", "fp16-dense" ([tokens][kv_heads][dim]), "fp16-heads" (CPU: fp16 in
                          ///< head-major blocks), "tq-mse bf16" (AttentionPrecision::kBf16, CPU with AVX512-BF16),
-                         ///< "tq-mse int8" (AttentionPrecision::kInt8, integer widths, CPU at the AVX-512 level)
+                         ///< "tq-mse int8" (AttentionPrecision::kInt8, CPU at the AVX-512 level)
   double bits = 0;       ///< nominal bits (16 for fp16)
   std::size_t context = 0;  ///< tokens per sequence
   int head_dim = 0, num_heads = 0, num_kv_heads = 0, batch = 1, threads = 1;
@@ -57,7 +57,7 @@ struct BenchOptions {
   /// any of "tq-mse" (fp16 tensor-core decode), "3xtf32", "encode", "tq-prod", "fp8", "kivi", "rvq", "pvq",
   /// "polar" (the fp16 baseline always runs).
   std::vector<std::string> methods;
-  int head_dim = 128, num_heads = 32, num_kv_heads = 8;
+  int head_dim = 128, num_heads = 32, num_kv_heads = 8;  ///< CPU shape (the CUDA bench runs its own shape list)
   int repeats = 0;                                              ///< 0 = choose by time
   /// CUDA: seed of the random caches, queries and encode inputs (0 = from the clock: fresh data each run;
   /// run_cuda_bench prints the seed it used to stderr).

@@ -130,8 +130,9 @@ struct TqHead {
  * below the AVX-512 level it returns exactly the kFp32 result.
  * p.precision = AttentionPrecision::kInt8 opts into int8 dot products with
  * int32 sums (AVX-512 VNNI; turbokv/attention.h says what is rounded: ~1.2e-2
- * relative on average, 3.4e-2 worst seen; 1.1-1.2x faster than kBf16 at 32k
- * tokens, docs/RESULTS.md); below the AVX-512 level it returns exactly the kFp32
+ * relative on average, 3.4e-2 worst seen at softmax scale 1/sqrt(head_dim),
+ * more for peakier softmaxes; 1.1-1.3x faster than kBf16 at 32k tokens,
+ * docs/RESULTS.md); below the AVX-512 level it returns exactly the kFp32
  * result. The batched call and attention_codec's fused path honour both the
  * same way.
  * Throws std::invalid_argument on bad shapes or parameters.

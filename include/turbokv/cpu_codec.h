@@ -167,8 +167,9 @@ enum class CodecAttentionPath {
   /// per output head. p.precision = kBf16 at the AVX-512 level on a CPU with AVX512-BF16: bf16 dot
   /// products with fp32 accumulation for every code stream (each part of a fractional head, and the
   /// integer-width heads of the call), as kTqMseFused's bf16 kernel (AttentionPrecision::kBf16,
-  /// turbokv/attention.h); elsewhere exactly the fp32 result. kInt8 has no kernel here: it runs the
-  /// same kernels as kBf16.
+  /// turbokv/attention.h); kInt8 at the AVX-512 level: int8 dot products the same way (kTqMseFused's
+  /// int8 kernel, AttentionPrecision::kInt8) except for heads packed in one register (head_dim <= 128,
+  /// equal parts), which run the kBf16 kernel; elsewhere exactly the fp32 result.
   kTqMseSplitFused,
   /// Every key and value head RVQ (two-stage residual scalar VQ after a rotation, bits 1..4 per
   /// stage, head_dim a multiple of 16 up to 512) at the AVX2 or AVX-512 level: one fused fp32 kernel

@@ -4,8 +4,8 @@
 // ([tokens][kv_heads][dim], attention_dense) and fp16-heads (head-major blocks through the fp16 codec's fused
 // kernel); every compressed row's baseline is the faster of the two in that run, re-timed alternately with
 // the row (time_pair_us), so load that comes and goes on a shared machine hits both sides of the ratio. TurboQuant-MSE (integer and fractional widths)
-// also gets a "tq-mse bf16" row (AttentionPrecision::kBf16) where the CPU has AVX512-BF16, and at integer widths a
-// "tq-mse int8" row (AttentionPrecision::kInt8) at the AVX-512 level; TurboQuant-MSE at fractional
+// also gets a "tq-mse bf16" row (AttentionPrecision::kBf16) where the CPU has AVX512-BF16, and a "tq-mse int8"
+// row (AttentionPrecision::kInt8) at the AVX-512 level; TurboQuant-MSE at fractional
 // widths (1.5, 2.5, 3.5: the fused split kernel) also gets a "tq-mse generic" row (the generic codec-domain path
 // on the same bytes, same run); TurboQuant-Prod at integer widths
 // also gets "tq-prod+mse-v" rows (Prod keys, TurboQuant-MSE values: fused, and the generic path in the same run).
@@ -327,7 +327,7 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
         r.stream_time_us = ts;
         rows.push_back(r);
         // TurboQuant-MSE with AttentionPrecision::kBf16 (the fused bf16 kernels: integer widths, and fractional
-        // widths through the split kernel), where the CPU has it, and kInt8 (integer widths) at the AVX-512 level.
+        // widths through the split kernel), where the CPU has it, and kInt8 the same way at the AVX-512 level.
         auto lowp_row = [&](AttentionPrecision prec, const char* suffix, const char* simd) {
           AttentionParams pb = p;
           pb.precision = prec;
@@ -345,7 +345,7 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
         };
         if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
           lowp_row(AttentionPrecision::kBf16, " bf16", "avx512-bf16");
-        if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512 && bits == std::floor(bits))
+        if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512)
           lowp_row(AttentionPrecision::kInt8, " int8", "avx512-vnni");
         // Fractional TurboQuant-MSE (outlier split): the row above is the fused split kernel
         // (CodecAttentionPath::kTqMseSplitFused); "tq-mse generic" times the generic codec-domain path on

@@ -410,7 +410,8 @@ void run_prod(const std::vector<CodecSeqView>& seqs, int num_heads, const Attent
 }
 
 /// TurboQuant-MSE keys and values, some of them fractional (choose_path): the fused split kernel
-/// (Kernels::attend_split, or detail::avx512_bf16_attend_split for AttentionPrecision::kBf16 where the CPU
+/// (Kernels::attend_split, or detail::avx512_bf16_attend_split / avx512_int8_attend_split for
+/// AttentionPrecision::kBf16 / kInt8 where the CPU
 /// can; heads with integer widths on both sides run the integer-width sources there with this call's
 /// accumulator stride). Prepared queries [Pi_o q_o | Pi_r q_r] for split keys, Pi q otherwise.
 void run_split_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
@@ -425,10 +426,10 @@ void run_split_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const
       P = std::max(P, x ? x->split_acc_floats(lanes) : detail::layout_floats(d / 8, lanes));
     }
   void (*attend)(const detail::SplitAttnJob&) = k.attend_split;
-  // kInt8 has no fractional-width kernel: it takes the kBf16 one where the CPU can.
-  if ((p.precision == AttentionPrecision::kBf16 || p.precision == AttentionPrecision::kInt8) &&
-      simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
+  if (p.precision == AttentionPrecision::kBf16 && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
     attend = detail::avx512_bf16_attend_split;
+  if (p.precision == AttentionPrecision::kInt8 && simd_level() == SimdLevel::kAvx512)
+    attend = detail::avx512_int8_attend_split;
   run_fused<detail::SplitAttnJob>(
       seqs, num_heads, p, threads, static_cast<std::size_t>(d), P, attend,
       [&](detail::SplitAttnJob& j, const CodecHead& kh, const CodecHead& vh, const float* qs) {

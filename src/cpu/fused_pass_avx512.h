@@ -18,6 +18,9 @@
 #include "turbokv/half.h"
 
 namespace turbokv::cpu::detail::fused_pass {
+// Internal linkage: the files that include this are built with different flags (the bf16 one adds
+// -mavx512bf16), so no function here may be merged across them (as kernels_avx512_traits.h).
+namespace {
 
 using T = avx512::T;
 constexpr int kPassTokens = 64;    ///< tokens per value pass (4 score blocks): the accumulators are loaded once per pass
@@ -162,4 +165,5 @@ void pass_loop(const AttnPiece& j, float* acc, int AP, Score&& score, Emit&& emi
   for (int h = 0; h < G; ++h) j.l[h] = _mm512_reduce_add_ps(_mm512_loadu_ps(lv + h * W));
 }
 
+}  // namespace
 }  // namespace turbokv::cpu::detail::fused_pass

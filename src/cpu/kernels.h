@@ -300,10 +300,19 @@ void avx512_bf16_attend_split(const SplitAttnJob& job);
  * AttentionPrecision::kInt8 version of Kernels::attend at the AVX-512 level
  * (tq_mse_int8_avx512.cpp; VNNI and VBMI, part of that level): same job, same
  * outputs m, l and acc in the 16-lane layout, computed with int8 dot products
- * (turbokv/attention.h says what is rounded). Integer widths only (TqState);
+ * (turbokv/attention.h says what is rounded). Integer widths (TqState);
  * call only when simd_level() is kAvx512.
  */
 void avx512_int8_attend(const AttnJob& job);
+
+/**
+ * AttentionPrecision::kInt8 version of Kernels::attend_split at the AVX-512 level (same file): same job,
+ * same outputs m, l and acc (16-lane layouts), every code stream (each part of a fractional head) scored
+ * and accumulated with int8 dot products as in avx512_int8_attend. A job with a packed fractional head
+ * (SplitHeadState::packed(16)) runs avx512_bf16_attend_split instead where the CPU has AVX512-BF16, else
+ * the fp32 AVX-512 kernel. Call only when simd_level() is kAvx512.
+ */
+void avx512_int8_attend_split(const SplitAttnJob& job);
 
 const Kernels& scalar_kernels();
 const Kernels& avx2_kernels();

@@ -2,8 +2,8 @@
 // (AttentionPrecision::kInt8, turbokv/attention.h): AVX-512 with VNNI
 // (`vpdpbusd`: 4 u8 x s8 products per int32 lane per instruction) and VBMI
 // (`vpmultishiftqb`, `vpermb`), both part of the AVX-512 level (simd.cpp).
-// Integer widths only; attention.cpp sends the fractional-width jobs to the
-// kBf16 split kernel (or the fp32 one).
+// avx512_int8_attend: integer widths (AttnJob); avx512_int8_attend_split: jobs
+// with fractional heads (SplitAttnJob; "fractional widths" below).
 //
 // Same job and outputs as Kernels::attend (kernels_simd.h): m, l and the value
 // accumulator in the 16-lane layout of kernels.h. The pass structure is the
@@ -92,7 +92,8 @@ struct KeyInt8 {
   __m512i book;          ///< u8 centroids: c ~ kmin + kstep * book[code]
   int hd4 = 0;           ///< dwords a head
 
-  void prepare(const TqState& ks, const float* qp, int G, int d) {
+  /// qp: [G][qstride] rotated queries, this code stream's d coordinates at the start of each row.
+  void prepare(const TqState& ks, const float* qp, int qstride, int G, int d) {
     const int nb = 1 << ks.bits;
     float lo = ks.cbx[0], hi = ks.cbx[0];
     for (int k = 1; k < nb; ++k) lo = std::min(lo, ks.cbx[k]), hi = std::max(hi, ks.cbx[k]);
@@ -102,7 +103,7 @@ struct KeyInt8 {
     });
     hd4 = ks.ng * 2;
     for (int h = 0; h < G; ++h) {
-      const float* q = qp + static_cast<std::size_t>(h) * d;
+      const float* q = qp + static_cast<std::size_t>(h) * qstride;
       float mx = 0;
       for (int i = 0; i < d; ++i) mx = std::max(mx, std::fabs(q[i]));
       const float qs = mx / 127.0f, inv = mx > 0 ? 127.0f / mx : 0.0f;
@@ -180,22 +181,32 @@ void scores_block(const Src& src, const KeyInt8& q, int G, float* out) {
 
 // ---------------------------------------------------------------- values
 
-/// The value side of a job: the pass's code rows (read in place, groups in lanes as in the kernels.h
-/// layout), its u8 weights, and the int8 value codebook.
+/// One value code stream of a job (a TurboQuant-MSE head, or one part of a fractional one): the pass's code
+/// rows (read in place, groups in lanes as in the kernels.h layout), its u8 weights, and the int8 codebook.
 template <int BITS>
 struct ValueInt8 {
   ValueRows<BITS> rows;
-  const TqState* st;
-  const std::uint8_t* codes;
-  std::size_t n;
-  int nv;
+  const std::uint8_t* codes = nullptr;  ///< the stream's first token's codes
+  const std::uint8_t* scal = nullptr;   ///< the block's fp16 scalars (per a token; this stream's: which)
+  std::size_t stride = 0, avail = 0;    ///< token stride; bytes readable from codes
+  int per = 1, which = 0, off = 0, nv = 1;
   __m512i book, mask;
   float cstep;  ///< value centroid c ~ cstep * book[code] (s8)
-  alignas(64) float vn[kPassTokens];                    ///< value norms of the pass
+  alignas(64) float vn[kPassTokens];                    ///< this stream's norms of the pass
   alignas(64) std::uint8_t w8[kMaxHeads][kPassTokens];  ///< u8 weights: p ||v|| ~ wstep[h] * w8
   float wstep[kMaxHeads];
 
-  ValueInt8(const TqState& s, const std::uint8_t* c, std::size_t n_) : st(&s), codes(c), n(n_) {
+  /// An integer-width head: n tokens of codes, then their fp16 norms.
+  ValueInt8(const TqState& s, const std::uint8_t* c, std::size_t n) {
+    init(s, c, s.code_bytes, n * (s.code_bytes + 2), c + n * s.code_bytes, 1, 0, 0);
+  }
+  ValueInt8() = default;
+  /// The stream of codebook s at `c` (token stride stride_, avail_ bytes readable), fp16 scalars `per_` a
+  /// token at sc (its own: which_), accumulated at acc + off_ ([G][AP] in the kernels.h layout of its
+  /// groups).
+  void init(const TqState& s, const std::uint8_t* c, std::size_t stride_, std::size_t avail_, const std::uint8_t* sc,
+            int per_, int which_, int off_) {
+    codes = c, stride = stride_, avail = avail_, scal = sc, per = per_, which = which_, off = off_;
     nv = (s.ng + W - 1) / W;
     const int nb = 1 << s.bits;
     float mx = 0;
@@ -206,6 +217,19 @@ struct ValueInt8 {
     });
     mask = _mm512_set1_epi8(static_cast<char>((1 << BITS) - 1));
   }
+  /// This stream's norms of block b of the pass (tokens [tb, tb + cnt)).
+  void norms(int b, std::size_t tb, int cnt) { load_scalars(scal, per, which, tb, cnt, vn + b * TB); }
+
+  /// The pass's weights of the G heads, p: [G][kPassTokens] softmax weights (0 past the end): w8 and
+  /// wstep from p * ||v|| (weights()).
+  void all_weights(int G, int nblk, const float* p) {
+    alignas(64) float pw[kPassTokens];
+    for (int h = 0; h < G; ++h) {
+      for (int b = 0; b < nblk; ++b)
+        _mm512_store_ps(pw + b * TB, _mm512_mul_ps(_mm512_load_ps(p + h * kPassTokens + b * TB), _mm512_load_ps(vn + b * TB)));
+      weights(h, nblk, pw);
+    }
+  }
 
   /// Weights of head h over the pass: pw = p * ||v|| (fp32, 0 past the end) -> w8[h] = round(pw /
   /// wstep[h]), wstep[h] = max pw / 255.
@@ -213,8 +237,11 @@ struct ValueInt8 {
     __m512 mx = _mm512_setzero_ps();
     for (int b = 0; b < nblk; ++b) mx = _mm512_max_ps(mx, _mm512_load_ps(pw + b * TB));
     const float m = _mm512_reduce_max_ps(mx);
-    wstep[h] = m / 255.0f;
-    const __m512 inv = _mm512_set1_ps(m > 0 ? 255.0f / m : 0.0f);
+    // A pass whose largest weight is below ~7.5e-37 (exp's floor, 83+ nats under the running max) would
+    // make 255 / m infinite: it is taken as all-zero.
+    const bool some = m > 0 && std::isfinite(255.0f / m);
+    wstep[h] = some ? m / 255.0f : 0.0f;
+    const __m512 inv = _mm512_set1_ps(some ? 255.0f / m : 0.0f);
     for (int b = 0; b < kBlocks; ++b) {
       const __m512i q = b < nblk ? _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(pw + b * TB), inv))  // nearest
                                  : _mm512_setzero_si512();
@@ -275,7 +302,7 @@ struct ValueInt8 {
       const __m512i z[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
                             _mm512_unpackhi_epi64(t1, t3)};
       const __m512 sc = _mm512_set1_ps(wstep[h0 + h] * cstep);
-      float* f = acc + static_cast<std::size_t>(h0 + h) * P + v * 8 * W;
+      float* f = acc + static_cast<std::size_t>(h0 + h) * P + off + v * 8 * W;
       for (int s = 0; s < 4; ++s) {
         float* fs = f + code_of(hf, s) * W;
         _mm512_storeu_ps(fs, _mm512_fmadd_ps(_mm512_cvtepi32_ps(z[s]), sc, _mm512_loadu_ps(fs)));
@@ -285,7 +312,7 @@ struct ValueInt8 {
 
   /// The pass's values (tokens [t, t + pcnt)) for G heads added to acc ([G][P], the kernels.h layout).
   void pass(std::size_t t, int pcnt, int G, float* acc, int P) {
-    rows.set(*st, codes, n, t, pcnt);
+    rows.set_at(codes, stride, avail, nv, t, pcnt);
     for (int v = 0; v < nv; ++v)
       for (int hf = 0; hf < 2; ++hf) {
         int h0 = 0;
@@ -300,8 +327,8 @@ struct ValueInt8 {
   }
 };
 
-/// Passes of up to 64 tokens: scores of 4 blocks of 16 (keys staged and transposed per block, value
-/// codes staged the same way), one online-softmax update per head for the pass, one value pass.
+/// Passes of up to 64 tokens (fused_pass::pass_loop): scores of 4 blocks of 16 (keys staged and transposed
+/// per block), one online-softmax update per head for the pass, one value pass (value codes read in place).
 template <int KB, int VB>
 void attend_int8(const AttnJob& j) {
   TqSrc<KB> ks(*j.ks, j.kcodes, j.n);
@@ -310,7 +337,7 @@ void attend_int8(const AttnJob& j) {
   const int d = j.ks->dim, G = j.G;
   const int P = layout_floats(j.ks->ng, W);
   KeyInt8 kq;
-  kq.prepare(*j.ks, j.qp, G, d);
+  kq.prepare(*j.ks, j.qp, d, G, d);
   alignas(64) float pw[kMaxHeads * kPassTokens];  // [head][token of the pass] weights p * ||v||
   const __m512 scale = _mm512_set1_ps(j.scale);
   const std::size_t krow = j.ks->code_bytes, kend = j.n * krow, vrow = j.vs->code_bytes, vend = j.n * vrow;
@@ -322,7 +349,7 @@ void attend_int8(const AttnJob& j) {
         prefetch_rows(j.kcodes, (tb + 2 * TB) * krow, std::min((tb + 3 * TB) * krow, kend));
         prefetch_rows(j.vcodes, (tb + kPassTokens) * vrow, std::min((tb + kPassTokens + TB) * vrow, vend));
         ks.stage(tb, cnt);
-        load_scalars(j.vcodes + j.n * vrow, 1, 0, tb, cnt, vs.vn + b * TB);
+        vs.norms(b, tb, cnt);
         scores_block<KB>(ks, kq, G, dots);
         const __m512 kn = _mm512_mul_ps(ks.norm_vec(), scale);
         for (int h = 0; h < G; ++h) _mm512_storeu_ps(dots + h * W, _mm512_mul_ps(_mm512_loadu_ps(dots + h * W), kn));
@@ -346,6 +373,160 @@ void attend_k(const AttnJob& j) {
   }
 }
 
+// ---------------------------------------------------------------- fractional widths (SplitAttnJob)
+//
+// The jobs of CodecAttentionPath::kTqMseSplitFused: keys and values each either fractional (the outlier
+// split, SplitHeadState: two code streams a row, each with its own codebook and fp16 norm) or at an integer
+// width. Every code stream is one of the streams above (KeyInt8 + TqSrc for keys, ValueInt8 for values);
+// a fractional key's score is ||x_o|| s_o + ||x_r|| s_r (each part's int8 sums scaled in fp32), a fractional
+// value's weights are quantized per part (p ||x_o||, p ||x_r||). Jobs with a packed fractional head
+// (SplitHeadState::packed) run the bf16 kernel (avx512_int8_attend_split). Keys and values are dispatched
+// separately (one virtual call per block or pass), as in the bf16 kernel.
+
+/// Scores of a job's keys, one block of up to 16 tokens at a time.
+struct KeySideI8 {
+  virtual ~KeySideI8() = default;
+  /// out[h * 16 + i] = score of token tb + i for head h (norms applied, softmax scale not).
+  virtual void score(std::size_t tb, int cnt, float* out) = 0;
+};
+
+template <int KB>
+struct IntKeysI8 final : KeySideI8 {
+  TqSrc<KB> src;
+  KeyInt8 kq;
+  int G;
+  IntKeysI8(const SplitAttnJob& j) : src(*j.ks, j.kcodes, j.n), G(j.G) {
+    src.transpose = true;
+    kq.prepare(*j.ks, j.qs, j.qstride, G, j.ks->dim);
+  }
+  void score(std::size_t tb, int cnt, float* out) override {
+    src.stage(tb, cnt);
+    scores_block<KB>(src, kq, G, out);
+    const __m512 kn = src.norm_vec();
+    for (int h = 0; h < G; ++h) _mm512_storeu_ps(out + h * W, _mm512_mul_ps(_mm512_loadu_ps(out + h * W), kn));
+  }
+};
+
+/// Fractional keys: the outlier part (BL + 1 bits) and the rest (BL bits) as two code streams.
+template <int BL>
+struct SplitKeysI8 final : KeySideI8 {
+  TqSrc<BL + 1> hi;
+  TqSrc<BL> lo;
+  KeyInt8 k0, k1;
+  int G;
+  std::size_t row;
+  const std::uint8_t* scal;
+  alignas(64) float rest[kMaxHeads * W];
+  alignas(64) float nrm[2][TB];
+  SplitKeysI8(const SplitAttnJob& j)
+      : hi(j.kx->part[0], j.kcodes + j.kx->code_offset[0], j.n), lo(j.kx->part[1], j.kcodes + j.kx->code_offset[1], j.n),
+        G(j.G), row(j.kx->row_bytes), scal(j.kcodes + j.n * j.kx->row_bytes) {
+    const std::size_t total = j.n * (j.kx->row_bytes + 4);
+    hi.block_bytes = total - j.kx->code_offset[0];
+    lo.block_bytes = total - j.kx->code_offset[1];
+    hi.transpose = lo.transpose = true;
+    hi.scalars = lo.scalars = false;
+    k0.prepare(j.kx->part[0], j.qs, j.qstride, G, j.kx->part[0].dim);
+    k1.prepare(j.kx->part[1], j.qs + j.kx->part[0].dim, j.qstride, G, j.kx->part[1].dim);
+  }
+  void score(std::size_t tb, int cnt, float* out) override {
+    prefetch_rows(hi.block, (tb + 2 * TB) * row, std::min((tb + 3 * TB) * row, hi.block_bytes));  // two blocks ahead
+    hi.stage(tb, cnt);
+    lo.stage(tb, cnt);
+    load_scalars(scal, 2, 0, tb, cnt, nrm[0]);
+    load_scalars(scal, 2, 1, tb, cnt, nrm[1]);
+    scores_block<BL + 1>(hi, k0, G, out);
+    scores_block<BL>(lo, k1, G, rest);
+    const __m512 a = _mm512_load_ps(nrm[0]), b = _mm512_load_ps(nrm[1]);
+    for (int h = 0; h < G; ++h)
+      _mm512_storeu_ps(out + h * W, _mm512_fmadd_ps(b, _mm512_load_ps(rest + h * W),
+                                                    _mm512_mul_ps(a, _mm512_loadu_ps(out + h * W))));
+  }
+};
+
+/// Values of a job: its value streams, each accumulated into j.acc ([G][j.P]).
+struct ValSideI8 {
+  virtual ~ValSideI8() = default;
+  /// Norms of block b of the pass (tokens [tb, tb + cnt)).
+  virtual void norms(int b, std::size_t tb, int cnt) = 0;
+  /// The pass's values: p [G][kPassTokens] softmax weights (0 past the end).
+  virtual void pass(std::size_t t, int pcnt, int nblk, const float* p, int G, float* acc, int AP) = 0;
+};
+
+template <int VB>
+struct IntValsI8 final : ValSideI8 {
+  ValueInt8<VB> v;
+  explicit IntValsI8(const SplitAttnJob& j) : v(*j.vs, j.vcodes, j.n) {}
+  void norms(int b, std::size_t tb, int cnt) override { v.norms(b, tb, cnt); }
+  void pass(std::size_t t, int pcnt, int nblk, const float* p, int G, float* acc, int AP) override {
+    v.all_weights(G, nblk, p);
+    v.pass(t, pcnt, G, acc, AP);
+  }
+};
+
+/// Fractional values (not packed): part 0 (BL + 1 bits) at 0, part 1 (BL bits) at split_acc_offset.
+template <int BL>
+struct SplitValsI8 final : ValSideI8 {
+  ValueInt8<BL + 1> v0;
+  ValueInt8<BL> v1;
+  explicit SplitValsI8(const SplitAttnJob& j) {
+    const SplitHeadState& x = *j.vx;
+    const std::size_t total = j.n * (x.row_bytes + 4);
+    const std::uint8_t* sc = j.vcodes + j.n * x.row_bytes;
+    v0.init(x.part[0], j.vcodes + x.code_offset[0], x.row_bytes, total - x.code_offset[0], sc, 2, 0, 0);
+    v1.init(x.part[1], j.vcodes + x.code_offset[1], x.row_bytes, total - x.code_offset[1], sc, 2, 1,
+            x.split_acc_offset(W));
+  }
+  void norms(int b, std::size_t tb, int cnt) override {
+    v0.norms(b, tb, cnt);
+    v1.norms(b, tb, cnt);
+  }
+  void pass(std::size_t t, int pcnt, int nblk, const float* p, int G, float* acc, int AP) override {
+    v0.all_weights(G, nblk, p);
+    v1.all_weights(G, nblk, p);
+    v0.pass(t, pcnt, G, acc, AP);
+    v1.pass(t, pcnt, G, acc, AP);
+  }
+};
+
+/// The passes of a split job over its key and value sides (fused_pass::pass_loop).
+void split_loop(const SplitAttnJob& j, KeySideI8& ks, ValSideI8& vs) {
+  alignas(64) float pp[kMaxHeads * kPassTokens];  // [head][token of the pass] exp(logit - m) (0 past the end)
+  const __m512 scale = _mm512_set1_ps(j.scale);
+  pass_loop(
+      j, j.acc, j.P,
+      [&](std::size_t tb, int cnt, int b, float* dots) {
+        ks.score(tb, cnt, dots);
+        vs.norms(b, tb, cnt);
+        for (int h = 0; h < j.G; ++h) _mm512_storeu_ps(dots + h * W, _mm512_mul_ps(_mm512_loadu_ps(dots + h * W), scale));
+      },
+      [&](int h, int b, __m512 p) { _mm512_store_ps(pp + h * kPassTokens + b * TB, p); },
+      [&](std::size_t t, int pcnt, int nblk) { vs.pass(t, pcnt, nblk, pp, j.G, j.acc, j.P); });
+}
+
+void split_values(const SplitAttnJob& j, KeySideI8& ks) {
+  if (j.vx) {
+    switch (j.vx->part[1].bits) {
+      case 1: { SplitValsI8<1> v(j); split_loop(j, ks, v); } break;
+      case 2: { SplitValsI8<2> v(j); split_loop(j, ks, v); } break;
+      default: { SplitValsI8<3> v(j); split_loop(j, ks, v); } break;
+    }
+  } else {
+    switch (j.vs->bits) {
+      case 1: { IntValsI8<1> v(j); split_loop(j, ks, v); } break;
+      case 2: { IntValsI8<2> v(j); split_loop(j, ks, v); } break;
+      case 3: { IntValsI8<3> v(j); split_loop(j, ks, v); } break;
+      default: { IntValsI8<4> v(j); split_loop(j, ks, v); } break;
+    }
+  }
+}
+
+template <class K>
+void split_keys(const SplitAttnJob& j) {
+  K k(j);
+  split_values(j, k);
+}
+
 }  // namespace
 }  // namespace avx512i8
 
@@ -355,6 +536,34 @@ void avx512_int8_attend(const AttnJob& j) {
     case 2: avx512i8::attend_k<2>(j); break;
     case 3: avx512i8::attend_k<3>(j); break;
     default: avx512i8::attend_k<4>(j); break;
+  }
+}
+
+void avx512_int8_attend_split(const SplitAttnJob& j) {
+  using namespace avx512i8;
+  // Packed fractional heads (SplitHeadState::packed: both parts in one register, e.g. 64 + 64 channels at
+  // head_dim 128) have no int8 kernel: two half-empty int8 streams measured slower than the bf16 kernel's
+  // packed one (docs/RESULTS.md, session 33), so those jobs run it (or the fp32 kernel without AVX512-BF16).
+  if ((j.kx && j.kx->packed(W)) || (j.vx && j.vx->packed(W))) {
+    if (cpu_has_avx512_bf16())
+      avx512_bf16_attend_split(j);
+    else
+      avx512_kernels().attend_split(j);
+    return;
+  }
+  if (j.kx) {
+    switch (j.kx->part[1].bits) {
+      case 1: split_keys<SplitKeysI8<1>>(j); break;
+      case 2: split_keys<SplitKeysI8<2>>(j); break;
+      default: split_keys<SplitKeysI8<3>>(j); break;
+    }
+  } else {
+    switch (j.ks->bits) {
+      case 1: split_keys<IntKeysI8<1>>(j); break;
+      case 2: split_keys<IntKeysI8<2>>(j); break;
+      case 3: split_keys<IntKeysI8<3>>(j); break;
+      default: split_keys<IntKeysI8<4>>(j); break;
+    }
   }
 }
 

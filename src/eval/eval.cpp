@@ -402,7 +402,10 @@ std::string eval_table(const std::vector<EvalResult>& results) {
     for (auto* r : rows)
       if (std::find(layers.begin(), layers.end(), r->layer) == layers.end()) layers.push_back(r->layer);
     std::string ls;
-    for (int l : layers) ls += (ls.empty() ? "" : ",") + std::to_string(l);
+    for (int l : layers) {  // (not `"," + std::to_string(l)`: GCC 12 warns a false -Wrestrict there)
+      if (!ls.empty()) ls += ',';
+      ls += std::to_string(l);
+    }
     out += fmt::format("\n{} — layers {} (mean over layers; bytes summed)\n", model, ls);
     // The CPU fast path's columns when EvalOptions::cpu_attention ran (cpu_cos / cpu_rel, at the precision
     // named in the header).
