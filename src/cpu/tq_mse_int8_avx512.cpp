@@ -363,15 +363,6 @@ void attend_int8(const AttnJob& j) {
       });
 }
 
-template <int KB>
-void attend_k(const AttnJob& j) {
-  switch (j.vs->bits) {
-    case 1: attend_int8<KB, 1>(j); break;
-    case 2: attend_int8<KB, 2>(j); break;
-    case 3: attend_int8<KB, 3>(j); break;
-    default: attend_int8<KB, 4>(j); break;
-  }
-}
 
 // ---------------------------------------------------------------- fractional widths (SplitAttnJob)
 //
@@ -382,6 +373,17 @@ void attend_k(const AttnJob& j) {
 // value's weights are quantized per part (p ||x_o||, p ||x_r||). Jobs with a packed fractional head
 // (SplitHeadState::packed) run the bf16 kernel (avx512_int8_attend_split). Keys and values are dispatched
 // separately (one virtual call per block or pass), as in the bf16 kernel.
+
+/// fn(std::integral_constant<int, BL>{}) with BL = the rest part's width of a fractional head (1..3; its
+/// outlier part has BL + 1 bits).
+template <class Fn>
+inline void with_rest_bits(int bl, Fn&& fn) {
+  switch (bl) {
+    case 1: fn(std::integral_constant<int, 1>{}); break;
+    case 2: fn(std::integral_constant<int, 2>{}); break;
+    default: fn(std::integral_constant<int, 3>{}); break;
+  }
+}
 
 /// Scores of a job's keys, one block of up to 16 tokens at a time.
 struct KeySideI8 {
@@ -506,18 +508,15 @@ void split_loop(const SplitAttnJob& j, KeySideI8& ks, ValSideI8& vs) {
 
 void split_values(const SplitAttnJob& j, KeySideI8& ks) {
   if (j.vx) {
-    switch (j.vx->part[1].bits) {
-      case 1: { SplitValsI8<1> v(j); split_loop(j, ks, v); } break;
-      case 2: { SplitValsI8<2> v(j); split_loop(j, ks, v); } break;
-      default: { SplitValsI8<3> v(j); split_loop(j, ks, v); } break;
-    }
+    with_rest_bits(j.vx->part[1].bits, [&](auto bl) {
+      SplitValsI8<decltype(bl)::value> v(j);
+      split_loop(j, ks, v);
+    });
   } else {
-    switch (j.vs->bits) {
-      case 1: { IntValsI8<1> v(j); split_loop(j, ks, v); } break;
-      case 2: { IntValsI8<2> v(j); split_loop(j, ks, v); } break;
-      case 3: { IntValsI8<3> v(j); split_loop(j, ks, v); } break;
-      default: { IntValsI8<4> v(j); split_loop(j, ks, v); } break;
-    }
+    with_bits(j.vs->bits, [&](auto vb) {
+      IntValsI8<decltype(vb)::value> v(j);
+      split_loop(j, ks, v);
+    });
   }
 }
 
@@ -531,12 +530,10 @@ void split_keys(const SplitAttnJob& j) {
 }  // namespace avx512i8
 
 void avx512_int8_attend(const AttnJob& j) {
-  switch (j.ks->bits) {
-    case 1: avx512i8::attend_k<1>(j); break;
-    case 2: avx512i8::attend_k<2>(j); break;
-    case 3: avx512i8::attend_k<3>(j); break;
-    default: avx512i8::attend_k<4>(j); break;
-  }
+  using namespace avx512i8;
+  with_bits(j.ks->bits, [&](auto kb) {
+    with_bits(j.vs->bits, [&](auto vb) { attend_int8<decltype(kb)::value, decltype(vb)::value>(j); });
+  });
 }
 
 void avx512_int8_attend_split(const SplitAttnJob& j) {
@@ -551,20 +548,10 @@ void avx512_int8_attend_split(const SplitAttnJob& j) {
       avx512_kernels().attend_split(j);
     return;
   }
-  if (j.kx) {
-    switch (j.kx->part[1].bits) {
-      case 1: split_keys<SplitKeysI8<1>>(j); break;
-      case 2: split_keys<SplitKeysI8<2>>(j); break;
-      default: split_keys<SplitKeysI8<3>>(j); break;
-    }
-  } else {
-    switch (j.ks->bits) {
-      case 1: split_keys<IntKeysI8<1>>(j); break;
-      case 2: split_keys<IntKeysI8<2>>(j); break;
-      case 3: split_keys<IntKeysI8<3>>(j); break;
-      default: split_keys<IntKeysI8<4>>(j); break;
-    }
-  }
+  if (j.kx)
+    with_rest_bits(j.kx->part[1].bits, [&](auto bl) { split_keys<SplitKeysI8<decltype(bl)::value>>(j); });
+  else
+    with_bits(j.ks->bits, [&](auto kb) { split_keys<IntKeysI8<decltype(kb)::value>>(j); });
 }
 
 }  // namespace turbokv::cpu::detail
