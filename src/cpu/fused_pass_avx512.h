@@ -130,6 +130,27 @@ inline void pass_softmax(const float* sc, int G, int nblk, int pcnt, float* m, f
   }
 }
 
+/// Part p of a fractional head's n-token block at `block` (SplitHeadState x, kernels.h): a code stream of
+/// x.part[p] whose token stride is the row (x.row_bytes), readable to the block's end, and the block's fp16
+/// scalar pairs (||x_o||, ||x_r||: part p's at index p).
+struct SplitPart {
+  const std::uint8_t* codes;  ///< the part's codes of token 0
+  std::size_t avail;          ///< bytes readable from codes (to the block's end, the scalars included)
+  const std::uint8_t* scal;   ///< the block's fp16 scalar pairs
+};
+inline SplitPart split_part(const SplitHeadState& x, const std::uint8_t* block, std::size_t n, int p) {
+  return {block + x.code_offset[p], n * (x.row_bytes + 4) - x.code_offset[p], block + n * x.row_bytes};
+}
+
+/// Makes a key source over a SplitPart (TqSrc of the including file, built on sp.codes) stage transposed
+/// rows only: reads stop at the block's end, the owner loads the norms (load_scalars, per = 2).
+template <class Src>
+void as_split_key_source(Src& src, const SplitPart& sp) {
+  src.block_bytes = sp.avail;
+  src.transpose = true;
+  src.scalars = false;
+}
+
 /// The passes of one fused low-precision attention piece j over its tokens [t0, t1), value accumulator acc
 /// ([G][AP] floats): sets j.m, j.l and acc from zero, then per pass of up to kPassTokens tokens (starting at
 /// t, pcnt tokens, nblk blocks of 16):

@@ -44,6 +44,9 @@ using fused_pass::pass_loop;
 using fused_pass::kPassTokens;
 using fused_pass::prefetch_rows;
 using fused_pass::ValueRows;
+using fused_pass::SplitPart;
+using fused_pass::split_part;
+using fused_pass::as_split_key_source;
 
 inline __m512bh as_bh(__m512i x) { return (__m512bh)x; }
 inline __m512 dp(__m512 acc, __m512i a, __m512i b) { return _mm512_dpbf16_ps(acc, as_bh(a), as_bh(b)); }
@@ -307,11 +310,8 @@ struct SplitKeys final : KeySide {
       : hi(j.kx->part[0], j.kcodes + j.kx->code_offset[0], j.n), lo(j.kx->part[1], j.kcodes + j.kx->code_offset[1], j.n),
         book0(bf16_codebook(j.kx->part[0])), book1(bf16_codebook(j.kx->part[1])), qb(q), G(j.G), hd2(hd2_),
         q1(j.kx->part[0].dim / 2), row(j.kx->row_bytes), scal(j.kcodes + j.n * j.kx->row_bytes) {
-    const std::size_t total = j.n * (j.kx->row_bytes + 4);
-    hi.block_bytes = total - j.kx->code_offset[0];
-    lo.block_bytes = total - j.kx->code_offset[1];
-    hi.transpose = lo.transpose = true;
-    hi.scalars = lo.scalars = false;
+    as_split_key_source(hi, split_part(*j.kx, j.kcodes, j.n, 0));
+    as_split_key_source(lo, split_part(*j.kx, j.kcodes, j.n, 1));
   }
   void score(std::size_t t, int cnt, float* out) override {
     prefetch_rows(hi.block, (t + 2 * TB) * row, std::min((t + 3 * TB) * row, hi.block_bytes));  // two blocks ahead
@@ -450,11 +450,9 @@ struct SplitVals final : ValSide {
   ValPart<BL> v1;
   explicit SplitVals(const SplitAttnJob& j) {
     const SplitHeadState& x = *j.vx;
-    const std::size_t total = j.n * (x.row_bytes + 4);
-    const std::uint8_t* sc = j.vcodes + j.n * x.row_bytes;
-    v0.init(x.part[0], j.vcodes + x.code_offset[0], x.row_bytes, total - x.code_offset[0], sc, 2, 0, 0);
-    v1.init(x.part[1], j.vcodes + x.code_offset[1], x.row_bytes, total - x.code_offset[1], sc, 2, 1,
-            x.split_acc_offset(W));
+    const SplitPart p0 = split_part(x, j.vcodes, j.n, 0), p1 = split_part(x, j.vcodes, j.n, 1);
+    v0.init(x.part[0], p0.codes, x.row_bytes, p0.avail, p0.scal, 2, 0, 0);
+    v1.init(x.part[1], p1.codes, x.row_bytes, p1.avail, p1.scal, 2, 1, x.split_acc_offset(W));
     acc = j.acc;
     AP = j.P;
   }

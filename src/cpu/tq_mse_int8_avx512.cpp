@@ -56,6 +56,9 @@ using fused_pass::load_scalars;
 using fused_pass::pass_loop;
 using fused_pass::prefetch_rows;
 using fused_pass::ValueRows;
+using fused_pass::SplitPart;
+using fused_pass::split_part;
+using fused_pass::as_split_key_source;
 
 constexpr int kMaxHeads = 16;                  ///< query heads of one job at most (run_split)
 constexpr int kBlocks = kPassTokens / TB;      ///< score blocks per pass
@@ -423,11 +426,8 @@ struct SplitKeysI8 final : KeySideI8 {
   SplitKeysI8(const SplitAttnJob& j)
       : hi(j.kx->part[0], j.kcodes + j.kx->code_offset[0], j.n), lo(j.kx->part[1], j.kcodes + j.kx->code_offset[1], j.n),
         G(j.G), row(j.kx->row_bytes), scal(j.kcodes + j.n * j.kx->row_bytes) {
-    const std::size_t total = j.n * (j.kx->row_bytes + 4);
-    hi.block_bytes = total - j.kx->code_offset[0];
-    lo.block_bytes = total - j.kx->code_offset[1];
-    hi.transpose = lo.transpose = true;
-    hi.scalars = lo.scalars = false;
+    as_split_key_source(hi, split_part(*j.kx, j.kcodes, j.n, 0));
+    as_split_key_source(lo, split_part(*j.kx, j.kcodes, j.n, 1));
     k0.prepare(j.kx->part[0], j.qs, j.qstride, G, j.kx->part[0].dim);
     k1.prepare(j.kx->part[1], j.qs + j.kx->part[0].dim, j.qstride, G, j.kx->part[1].dim);
   }
@@ -473,11 +473,9 @@ struct SplitValsI8 final : ValSideI8 {
   ValueInt8<BL> v1;
   explicit SplitValsI8(const SplitAttnJob& j) {
     const SplitHeadState& x = *j.vx;
-    const std::size_t total = j.n * (x.row_bytes + 4);
-    const std::uint8_t* sc = j.vcodes + j.n * x.row_bytes;
-    v0.init(x.part[0], j.vcodes + x.code_offset[0], x.row_bytes, total - x.code_offset[0], sc, 2, 0, 0);
-    v1.init(x.part[1], j.vcodes + x.code_offset[1], x.row_bytes, total - x.code_offset[1], sc, 2, 1,
-            x.split_acc_offset(W));
+    const SplitPart p0 = split_part(x, j.vcodes, j.n, 0), p1 = split_part(x, j.vcodes, j.n, 1);
+    v0.init(x.part[0], p0.codes, x.row_bytes, p0.avail, p0.scal, 2, 0, 0);
+    v1.init(x.part[1], p1.codes, x.row_bytes, p1.avail, p1.scal, 2, 1, x.split_acc_offset(W));
   }
   void norms(int b, std::size_t tb, int cnt) override {
     v0.norms(b, tb, cnt);
