@@ -251,8 +251,16 @@ struct H16Layout {
   /// s30-3 (A/B, b16 / b64 x 32k / 128k, two passes): 4/4 1.04-1.06x at 12 warps, 1.08-1.23x at 8; 2 and 3
   /// bits unchanged (docs/CUDA_NOTES.md "Session 30").
   static constexpr bool kD128 = D == 256 && MODE == kModeTq && !F8;
-  static constexpr bool kDenseK =
-      !PROD && !SPLIT && (dense_ok(cbK) || (F8 && NW == 16) || ((KIVI || RVQ2 || kD128) && cbK == 128));
+  /// SPLIT (rows of 24, 40, 56 bytes at head_dim 128, 48, 80, 112 at 256: 1.5, 2.5, 3.5 bits): dense rows
+  /// and bulk copies too, as the integer widths (since session 32; until then cp.async per lane, and at
+  /// head_dim 128 rows padded to 48 / 80 bytes). Static count of one step (tools/sass_loopstat.py walk, page
+  /// 16, with the other SPLIT changes of session 32: P by movmatrix, cross-token value fields, one chain
+  /// per part): head_dim 128 3.5 / 2.5 / 1.5 bits 522 / 526 / 491 -> 373 / 396 / 387 instructions, head_dim
+  /// 256 (8 warps) 737 / 774 / 773 -> 529 / 562 / 592; ptxas: the 3.5-bit 12-warp instances no longer spill
+  /// (24 bytes of spill stores each before), the 2.5-bit 12-warp split instance (FUSE false) now spills 4 bytes.
+  static constexpr bool kSplitDense = SPLIT && (D == 128 || D == 256);
+  static constexpr bool kDenseK = kSplitDense || (!PROD && !SPLIT &&
+                                                  (dense_ok(cbK) || (F8 && NW == 16) || ((KIVI || RVQ2 || kD128) && cbK == 128)));
   /// kBulk: key and value rows dense, so a step of a page (page_size >= 16) is four contiguous
   /// ranges, copied by one lane with cp.async.bulk (TMA) onto a per-(warp, slot) mbarrier. Values
   /// are then read as rows tig + 4 r (r = 0..3: four consecutive rows per load; conflict-free except
@@ -261,7 +269,7 @@ struct H16Layout {
   /// the P fragments follow the same token order. 3-bit rows became dense in session 6, with the wide
   /// table (H200 run s6-2, A/B, b16 x 64k, means of two passes: d64 163.9 -> 144.2 us, d256
   /// 121.2 -> 105.9, d128 386.7 -> 381.5; dense rows without the wide table: d128 389.2).
-  static constexpr bool kBulk = kDenseK && (dense_ok(cbV) || ((KIVI || RVQ2 || kD128) && cbV == 128));
+  static constexpr bool kBulk = kDenseK && (kSplitDense || dense_ok(cbV) || ((KIVI || RVQ2 || kD128) && cbV == 128));
   static_assert(!PAIR || kBulk, "pair: dense rows");
   /// PAIR: a row is one sequence's head_dim-64 row (half of the step's 128 dims).
   static constexpr int rsK = PAIR ? cbK / 2 : kDenseK ? cbK : mma_row_stride(cbK),
@@ -303,7 +311,9 @@ struct H16Layout {
   static constexpr int tab =
       F8 || KIVI ? 0 : PVQ ? 2 * kPvqV : RVQ2 ? 2 * kRvq2S : kQuad ? 2 * kQuadV : (KR > VR ? KR : VR) * 256;
   static constexpr int qrot = kMmaHeads * D * 4;
-  static constexpr int pbuf = NW * kPWarpFloats * 4;          // per warp P[16][8] (p_at)
+  /// Per warp P[16][8] (p_at): unused since session 32 (SPLIT's P goes by movmatrix too); kept because
+  /// removing it changes every instance's shared-memory size (and some stage counts): only with a device A/B.
+  static constexpr int pbuf = NW * kPWarpFloats * 4;
   static constexpr int qp = qrot > pbuf ? qrot : pbuf;        // Pi q (set-up) and P (main loop) overlaid
   /// The warps' merge (after the main loop, over the stages or the tables: kMergeInTab): per warp acc[8 heads]
   /// in rows of kAccRow floats (merge_col) and m, l.
@@ -540,7 +550,8 @@ __device__ __forceinline__ void warp_copy(std::uint8_t* s_codes, std::uint8_t* s
 /// SPAN bytes per lane (dims SPAN * 8 / (PB / 2) ... of the part, at SPAN * tig), pair fields of PB bits
 /// looked up at table byte lanebyte (the key slot for part 0, the value slot for part 1), against
 /// the B fragments qb[0 .. KK) (two accumulator chains, even / odd kk).
-template <int SPAN, int PB, bool WIDE, int KK>
+/// ONE: every k-step into s2[0] (SPLIT: each part is one chain already; RVQ2 alternates chains).
+template <int SPAN, int PB, bool WIDE, int KK, bool ONE = false>
 __device__ __forceinline__ void split_key_part(const std::uint8_t* row_a, const std::uint8_t* row_c, int tig,
                                                std::uint32_t tabs, std::uint32_t lanebyte,
                                                const std::uint32_t (*qb)[2], float (&s2)[2][4]) {
@@ -554,7 +565,7 @@ __device__ __forceinline__ void split_key_part(const std::uint8_t* row_a, const 
     af[1] = lds_at(tabs, k1.template row_addr<PB, WIDE>(2 * kk, lanebyte));
     af[2] = lds_at(tabs, k0.template row_addr<PB, WIDE>(2 * kk + 1, lanebyte));
     af[3] = lds_at(tabs, k1.template row_addr<PB, WIDE>(2 * kk + 1, lanebyte));
-    mma_f16(s2[kk & 1], af, qb[kk][0], qb[kk][1]);
+    mma_f16(s2[ONE ? 0 : kk & 1], af, qb[kk][0], qb[kk][1]);
   }
 }
 
@@ -581,6 +592,89 @@ __device__ __forceinline__ void split_value_part(const std::uint8_t* vr, std::ui
     af[2] = __byte_perm(c2, c3, 0x5410);
     af[3] = __byte_perm(c2, c3, 0x7632);
     mma_f16(acc[j], af, pb0, pb1);
+  }
+}
+
+/// SPLIT value accumulation of one part at B bits per code (SPAN bytes of value rows r0, r0 + R1, r0 + R2,
+/// r0 + R3 per lane, dims pair j of the lane's JJ): cross-token pair fields, as the integer kernel's VB = 4,
+/// 3 and 2 branches (which keep their inline copies: see above): a field holds the codes of two rows at one
+/// dim, so its pair-table entry (the part's table slot, lanebyte) is the A register itself, one look-up per
+/// register and no byte permute of two rows' entries. B = 1 takes split_value_part's generic path.
+template <int SPAN, int B, int JJ, int RS, int R1, int R2, int R3>
+__device__ __forceinline__ void split_value_cross(const std::uint8_t* vr, std::uint32_t tabs, std::uint32_t lanebyte,
+                                                  std::uint32_t pb0, std::uint32_t pb1, float (*acc)[4]) {
+  if constexpr (B == 1) {
+    split_value_part<SPAN, 2, false, JJ, RS, R1, R2, R3>(vr, tabs, lanebyte, pb0, pb1, acc);
+  } else {
+    using S = CodeSpan<SPAN>;
+    S v0, v1, v2, v3;
+    v0.load(vr);
+    v1.load(vr + R1 * RS);
+    v2.load(vr + R2 * RS);
+    v3.load(vr + R3 * RS);
+    constexpr int NWD = (SPAN + 3) / 4;  // words holding the span
+    if constexpr (B == 4) {
+      constexpr std::uint32_t m = 0x0F0F0F0Fu;
+#pragma unroll
+      for (int wq = 0; wq < NWD; ++wq) {
+        const std::uint32_t lo01 = bitsel(v0.w[wq], v1.w[wq] << 4, m), hi01 = bitsel(v0.w[wq] >> 4, v1.w[wq], m);
+        const std::uint32_t lo23 = bitsel(v2.w[wq], v3.w[wq] << 4, m), hi23 = bitsel(v2.w[wq] >> 4, v3.w[wq], m);
+#pragma unroll
+        for (int k = 0; k < 4 && 4 * wq + k < JJ; ++k) {
+          std::uint32_t af[4];
+          af[0] = lds_at(tabs, byte_addr(lo01, k, lanebyte));  // (rows r0, r0 + R1) at dim d0
+          af[1] = lds_at(tabs, byte_addr(hi01, k, lanebyte));  // same rows at d1
+          af[2] = lds_at(tabs, byte_addr(lo23, k, lanebyte));  // (r0 + R2, r0 + R3) at d0
+          af[3] = lds_at(tabs, byte_addr(hi23, k, lanebyte));
+          mma_f16(acc[4 * wq + k], af, pb0, pb1);
+        }
+      }
+    } else if constexpr (B == 2) {
+      constexpr std::uint32_t m = 0x33333333u;
+      std::uint32_t lo01[NWD], hi01[NWD], lo23[NWD], hi23[NWD];
+#pragma unroll
+      for (int wq = 0; wq < NWD; ++wq) {
+        lo01[wq] = bitsel(v0.w[wq], v1.w[wq] << 2, m), hi01[wq] = bitsel(v0.w[wq] >> 2, v1.w[wq], m);
+        lo23[wq] = bitsel(v2.w[wq], v3.w[wq] << 2, m), hi23[wq] = bitsel(v2.w[wq] >> 2, v3.w[wq], m);
+      }
+      NibbleBytes<NWD> a0, a1, a2, a3;
+      a0.spread(lo01), a1.spread(hi01), a2.spread(lo23), a3.spread(hi23);
+#pragma unroll
+      for (int j = 0; j < JJ; ++j) {
+        std::uint32_t af[4];
+        af[0] = lds_at(tabs, a0.addr(j, lanebyte));
+        af[1] = lds_at(tabs, a1.addr(j, lanebyte));
+        af[2] = lds_at(tabs, a2.addr(j, lanebyte));
+        af[3] = lds_at(tabs, a3.addr(j, lanebyte));
+        mma_f16(acc[j], af, pb0, pb1);
+      }
+    } else {
+      static_assert(B == 3, "split_value_cross: 1..4 bits");
+      constexpr int NW3 = S::kWords;
+      auto cross3 = [&](const S& x, const S& y, S& e, S& o) {
+#pragma unroll
+        for (int k = 0; k < NW3; ++k) {
+          std::uint32_t m = 0;  // bits of word k whose stream position mod 6 is 0, 1 or 2
+          for (int b = 0; b < 32; ++b) m |= ((32 * k + b) % 6 < 3 ? 1u : 0u) << b;
+          const std::uint32_t yl = k == 0 ? y.w[0] << 3 : __funnelshift_l(y.w[k - 1], y.w[k], 3);
+          const std::uint32_t xr = k + 1 < NW3 ? __funnelshift_r(x.w[k], x.w[k + 1], 3) : x.w[k] >> 3;
+          e.w[k] = bitsel(x.w[k], yl, m);
+          o.w[k] = bitsel(xr, y.w[k], m);
+        }
+      };
+      S e01, o01, e23, o23;
+      cross3(v0, v1, e01, o01);
+      cross3(v2, v3, e23, o23);
+#pragma unroll
+      for (int j = 0; j < JJ; ++j) {
+        std::uint32_t af[4];
+        af[0] = lds_at(tabs, e01.template row_addr<6, true>(j, lanebyte));  // (rows r0, r0 + R1) at dim d0
+        af[1] = lds_at(tabs, o01.template row_addr<6, true>(j, lanebyte));  // same rows at d1
+        af[2] = lds_at(tabs, e23.template row_addr<6, true>(j, lanebyte));  // (r0 + R2, r0 + R3) at d0
+        af[3] = lds_at(tabs, o23.template row_addr<6, true>(j, lanebyte));
+        mma_f16(acc[j], af, pb0, pb1);
+      }
+    }
   }
 }
 
@@ -714,6 +808,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   // 247.0 / 247.0 -> 232.4 / 232.2.
   const int kr = Lay::kBulk ? (gid >> 1) + 4 * (gid & 1) : gid;
   float* s_p = reinterpret_cast<float*>(rest + Lay::off_p) + warp * kPWarpFloats;
+  (void)s_p;
 
   // Split chunks start at multiples of 16 (absolute positions), and so does every warp step;
   // tokens before `start` (sliding window) are masked.
@@ -826,8 +921,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
                   V + kivi_vsb);
     } else if constexpr (Lay::PVQ) {  // codes only
       elect_bulk2(wbar_u + 8 * sl, K + V, du, ksrc, K, du + Lay::off_vc, vsrc, V);
-    } else {
-      elect_bulk2(wbar_u + 8 * sl, K + V + 64, du, ksrc, K + 32, du + K + 32, vsrc, V + 32);
+    } else {  // codes then norms (NBK, NBV bytes per token: KSB, VSB per step), as in the page
+      elect_bulk2(wbar_u + 8 * sl, K + V + Lay::KSB + Lay::VSB, du, ksrc, K + Lay::KSB, du + K + Lay::KSB, vsrc,
+                  V + Lay::VSB);
     }
   };
   // PAIR (page_size 16, checked by the host): a step of each sequence is its page's key block and value
@@ -885,9 +981,10 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           } else if constexpr (Lay::PVQ) {  // codes only
             elect_bulk2(baru, K + V, du, kb + slot * Lay::cbK, K, du + Lay::off_vc, vb + slot * Lay::cbV, V);
           } else {
-            elect_bulk2(baru, K + V + 64, du, kb + slot * Lay::cbK, K, du + K + 32, vb + slot * Lay::cbV, V);
-            elect_bulk2(baru, 0, du + K, kb + ((pmask + 1u) * Lay::cbK + slot * 2), 32, du + K + 32 + V,
-                        vb + ((pmask + 1u) * Lay::cbV + slot * 2), 32);
+            elect_bulk2(baru, K + V + Lay::KSB + Lay::VSB, du, kb + slot * Lay::cbK, K, du + K + Lay::KSB,
+                        vb + slot * Lay::cbV, V);
+            elect_bulk2(baru, 0, du + K, kb + ((pmask + 1u) * Lay::cbK + slot * NBK), Lay::KSB,
+                        du + K + Lay::KSB + V, vb + ((pmask + 1u) * Lay::cbV + slot * Lay::NBV), Lay::VSB);
           }
         }
         return;
@@ -1149,7 +1246,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     if (threadIdx.x == 0) trace[2] = gtime();
   }
 #endif
-  __syncthreads();  // every read of Pi q is done: its space becomes the warps' P buffers (SPLIT only)
+  __syncthreads();  // every read of Pi q is done (its space held the warps' P buffers, unused since session 32)
   // Table bases (warp-uniform) and this lane's byte in a table row (values: + 128 with their own codebook).
   const std::uint32_t stab = static_cast<std::uint32_t>(__cvta_generic_to_shared(rest + Lay::off_stab));
   (void)stab;
@@ -1255,23 +1352,23 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       // ---- scores: S[token tb + {gid, gid+8}][head 2tig + {0,1}]
       float s[4];
       if constexpr (SPLIT) {
-        // Each part as the integer kernel's generic path, into its own accumulators; then
+        // Each part as the integer kernel's generic path, into its own accumulator chain (the two
+        // chains are independent, as the integer path's even / odd k-steps); then
         // S = ||k_0|| S_0 + ||k_1|| S_1 (fp32).
         float so[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
         float sr[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-        split_key_part<H * KB / 32, 2 * KB, Lay::kWideK, H / 16>(s_kc + (tb + kr) * Lay::rsK,
-                                                                s_kc + (tb + kr + 8) * Lay::rsK, tig, tabs, klane,
-                                                                qb, so);
-        split_key_part<H * VB / 32, 2 * VB, Lay::kWideV, H / 16>(s_kc + (tb + kr) * Lay::rsK + Lay::cbO,
-                                                                s_kc + (tb + kr + 8) * Lay::rsK + Lay::cbO, tig, tabs,
-                                                                vlane, qb + H / 16, sr);
-        const __half* s_kw = reinterpret_cast<const __half*>(s_kn);  // [||x_0||, ||x_1||] per token
-        const float oa = __half2float(s_kw[2 * (tb + kr)]), ra = __half2float(s_kw[2 * (tb + kr) + 1]);
-        const float oc = __half2float(s_kw[2 * (tb + kr + 8)]), rc = __half2float(s_kw[2 * (tb + kr + 8) + 1]);
-        s[0] = (so[0][0] + so[1][0]) * oa + (sr[0][0] + sr[1][0]) * ra;
-        s[1] = (so[0][1] + so[1][1]) * oa + (sr[0][1] + sr[1][1]) * ra;
-        s[2] = (so[0][2] + so[1][2]) * oc + (sr[0][2] + sr[1][2]) * rc;
-        s[3] = (so[0][3] + so[1][3]) * oc + (sr[0][3] + sr[1][3]) * rc;
+        split_key_part<H * KB / 32, 2 * KB, Lay::kWideK, H / 16, true>(s_kc + (tb + kr) * Lay::rsK,
+                                                                      s_kc + (tb + kr + 8) * Lay::rsK, tig, tabs,
+                                                                      klane, qb, so);
+        split_key_part<H * VB / 32, 2 * VB, Lay::kWideV, H / 16, true>(s_kc + (tb + kr) * Lay::rsK + Lay::cbO,
+                                                                      s_kc + (tb + kr + 8) * Lay::rsK + Lay::cbO, tig,
+                                                                      tabs, vlane, qb + H / 16, sr);
+        const __half2* s_kw = reinterpret_cast<const __half2*>(s_kn);  // [||x_0||, ||x_1||] per token
+        const float2 na = __half22float2(s_kw[tb + kr]), nc = __half22float2(s_kw[tb + kr + 8]);
+        s[0] = so[0][0] * na.x + sr[0][0] * na.y;
+        s[1] = so[0][1] * na.x + sr[0][1] * na.y;
+        s[2] = so[0][2] * nc.x + sr[0][2] * nc.y;
+        s[3] = so[0][3] * nc.x + sr[0][3] * nc.y;
       } else {
         // Two accumulator chains (even / odd kk) halve the dependent-mma latency.
         float s2[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
@@ -1467,6 +1564,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         }
       }
       float pw[4];  // p * ||v|| of score rows gid / gid + 8 (tokens ta / tc), heads 2 tig + {0, 1}
+      std::uint32_t spb[4];  // SPLIT: the B fragments of part 0 (spb[0], spb[1]) and part 1 (spb[2], spb[3])
+      (void)spb;
       {
         const int ta = tb + kr, tc = ta + 8;  // tile rows (tokens) of s[0..1] and s[2..3]
         const bool va = ta >= lo && ta < n, vc = tc >= lo && tc < n;
@@ -1490,11 +1589,18 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           const float nka = __half2float(s_kh[PROD ? 2 * ta : ta]), nkc = __half2float(s_kh[PROD ? 2 * tc : tc]);
           softmax_weights(a, s, va, vc, nka, nkc, __half2float(s_vn[ta]), __half2float(s_vn[tc]), m, l, acc, pw);
         }
-        if constexpr (SPLIT) {  // P[token][head] through the warp's s_p (per-part value norms below)
-          __syncwarp();
-          *reinterpret_cast<float2*>(s_p + p_at(ta, 2 * tig)) = make_float2(pw[0], pw[1]);
-          *reinterpret_cast<float2*>(s_p + p_at(tc, 2 * tig)) = make_float2(pw[2], pw[3]);
-          __syncwarp();
+        if constexpr (SPLIT) {
+          // P fragments per part, transposed in registers as the integer path's (movm_trans): the weight
+          // of rows ta / tc times that part's value norm, rounded once to fp16; rows that are not tokens
+          // get norm 0 (their stale norms may be NaN; their weight is 0). Until session 32 P went through
+          // the warp's s_p and each lane multiplied the norms of its k-slot tokens: the same products.
+          const __half2* s_vw = reinterpret_cast<const __half2*>(s_vn);  // [||v_0||, ||v_1||] per token
+          const float2 na = __half22float2(s_vw[ta]), nc = __half22float2(s_vw[tc]);
+          const float na0 = va ? na.x : 0.0f, na1 = va ? na.y : 0.0f, nc0 = vc ? nc.x : 0.0f, nc1 = vc ? nc.y : 0.0f;
+          spb[0] = movm_trans(pack_h2(pw[0] * na0, pw[1] * na0));
+          spb[1] = movm_trans(pack_h2(pw[2] * nc0, pw[3] * nc0));
+          spb[2] = movm_trans(pack_h2(pw[0] * na1, pw[1] * na1));
+          spb[3] = movm_trans(pack_h2(pw[2] * nc1, pw[3] * nc1));
         }
       }
       // ---- values: B = P[tokens 2tig + {0,1}, 2tig + 8 + {0,1}][head gid] (rows past n or before lo are zero
@@ -1506,23 +1612,11 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       constexpr int R1 = Lay::kBulk ? 4 : 1, R2 = 8, R3 = Lay::kBulk ? 12 : 9;
       const int r0 = Lay::kBulk ? tig : 2 * tig;
       if constexpr (SPLIT) {
-        // P fragments per part: the softmax weight (0 for rows that are not tokens) times that part's
-        // value norm (stale rows' norms may be NaN: weight 0 stays 0).
-        const float w[4] = {s_p[p_at(r0, gid)], s_p[p_at(r0 + R1, gid)], s_p[p_at(r0 + R2, gid)],
-                            s_p[p_at(r0 + R3, gid)]};
-        const int rr[4] = {r0, r0 + R1, r0 + R2, r0 + R3};
-        float wo[4], wr[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          wo[i] = w[i] > 0.0f ? w[i] * __half2float(s_vn[2 * (tb + rr[i])]) : 0.0f;
-          wr[i] = w[i] > 0.0f ? w[i] * __half2float(s_vn[2 * (tb + rr[i]) + 1]) : 0.0f;
-        }
         const std::uint8_t* vrow = s_vc + (tb + r0) * Lay::rsV;
-        split_value_part<H * KB / 64, 2 * KB, Lay::kWideK, H / 16, Lay::rsV, R1, R2, R3>(
-            vrow + (H * KB / 64) * gid, tabs, klane, pack_h2(wo[0], wo[1]), pack_h2(wo[2], wo[3]), acc);
-        split_value_part<H * VB / 64, 2 * VB, Lay::kWideV, H / 16, Lay::rsV, R1, R2, R3>(
-            vrow + Lay::cbO + (H * VB / 64) * gid, tabs, vlane, pack_h2(wr[0], wr[1]), pack_h2(wr[2], wr[3]),
-            acc + H / 16);
+        split_value_cross<H * KB / 64, KB, H / 16, Lay::rsV, R1, R2, R3>(vrow + (H * KB / 64) * gid, tabs, klane,
+                                                                       spb[0], spb[1], acc);
+        split_value_cross<H * VB / 64, VB, H / 16, Lay::rsV, R1, R2, R3>(vrow + Lay::cbO + (H * VB / 64) * gid, tabs,
+                                                                       vlane, spb[2], spb[3], acc + H / 16);
       } else {
       // The B fragments straight from the score fragments: score row r is token r0 .. r3 of k-slot r
       // (kr above), so the transpose of the 8 x 8 fp16 blocks (rows 0-7 | 8-15) x heads is b0 | b1.
