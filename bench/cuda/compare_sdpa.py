@@ -158,7 +158,9 @@ def main():
             else:
                 name = f"turbokv tq-mse K{r['bits']}V{r['bits']}" + (
                     " cc" if "cuda cores" in r["method"] else " 3xtf32" if "3xtf32" in r["method"]
-                    else " 1seq" if "1 seq/block" in r["method"] else " 8warps" if "8 warps" in r["method"] else "")
+                    else " 1seq" if "1 seq/block" in r["method"]
+                    else " pairs8w" if "pairs; 8 warps" in r["method"] else " pairs" if "pairs" in r["method"]
+                    else " 8warps" if "8 warps" in r["method"] else "")
             # the bench's check of this row against the CPU reference (absent in CSVs from before session 20)
             rel = r.get("rel_err", "")
             rel = "" if rel in ("", None) or float(rel) < 0 else f"{float(rel):.2g}"

@@ -244,20 +244,22 @@ struct DecodeArgs {
   /// throw. fp8_decode: 0 = fp16 tensor cores at head_dim 64, 80, 96, 112, 128, 256 (default; the
   /// CUDA-core kernel at the other head_dims), 1 = CUDA cores (fp32); others throw.
   int kernel = 0;
-  /// Two sequences per block in tq_mse_decode's kernel 0 where it applies: head_dim 64, page_size 16,
+  /// Two sequences per block in tq_mse_decode's kernel 0 where it applies: head_dim 64 or 128, page_size 16,
   /// batch >= 2, at most 4 query heads per KV head, 2..4-bit keys and values. Sequences b and b + 1
-  /// (b even) of one KV head share each 16-token step: the head_dim-128 step over both rows with
+  /// (b even) of one KV head share each 16-token step: the step of twice the head_dim over both rows with
   /// block-diagonal queries, so the step's head_dim-independent work (softmax over 8 columns, masks,
-  /// waits, copy issue) serves 2 G query heads instead of G (docs/CUDA_NOTES.md "Session 28"). Same
-  /// tolerance as kernel 0. -1 (default): where it applies and batch >= 8 and batch * max_seq_len >=
-  /// 2^19 (below that, one sequence per block measured faster on an H200: fewer, longer blocks pay
-  /// the pair step's set-up less); 1: wherever it applies; 0: never (one sequence per block). Other
-  /// values throw.
+  /// waits, copy issue) serves 2 G query heads instead of G (docs/CUDA_NOTES.md "Session 28", "Session
+  /// 34"). Same tolerance as kernel 0. -1 (default): where it applies, batch >= 8 and batch * max_seq_len
+  /// >= 2^19, and at head_dim 128 only for 3-bit keys and values, or 2-bit keys and values with batch *
+  /// max_seq_len >= 2^21 (elsewhere one sequence per block measured faster on an H200: fewer, longer blocks
+  /// pay the pair step's set-up less; at head_dim 128 4-bit pairs were 0.82-0.97x); 1: wherever it applies;
+  /// 0: never (one sequence per block). Other values throw.
   int pair_sequences = -1;
   /// Warps per block of the fp16 tensor-core kernel (kernel 0) at head_dim 256 (each warp runs its own
   /// pipeline of 16-token steps): tq_mse_decode at integer and fractional widths, tq_prod_paged_decode,
-  /// rvq_paged_decode at 2 + 2 bits, fp8_decode and kivi_decode. 0 (default) = 12 where batch * num_kv_heads
-  /// >= 16 and batch * num_kv_heads * min(window, max_seq_len) >= 2^19 (window 0: max_seq_len), else 8, for
+  /// rvq_paged_decode at 2 + 2 bits, fp8_decode and kivi_decode; also tq_mse_decode's sequence pairs at
+  /// head_dim 128 (pair_sequences: their step is a head_dim-256 step; batch counts sequence pairs there).
+  /// 0 (default) = 12 where batch * num_kv_heads >= 16 and batch * num_kv_heads * min(window, max_seq_len) >= 2^19 (window 0: max_seq_len), else 8, for
   /// TurboQuant-MSE / -Prod keys and RVQ; fp8 and KIVI run 8 unless 12 is asked for; 8 or 12 = that count.
   /// Every decode entry point validates it; the others (product VQ, PolarQuant, staged RVQ widths, kernels
   /// 1 and 2, other head_dims) ignore it. Same results within kernel 0's tolerance (the split count follows

@@ -616,18 +616,26 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
                                  table.size() * 4;
         // fp16 tensor-core (default) and 3xTF32 tensor-core kernels (the CUDA-core kernel, slower than
         // both, is exercised by the tests only); 3: kernel 0 with DecodeArgs::pair_sequences false at
-        // head_dim 64 ("tq-mse (1 seq/block)": the kernel before sequence pairs, timed next to it); 4:
+        // head_dim 64 and 128 ("tq-mse (1 seq/block)": the kernel before sequence pairs, timed next to it; the
+        // same kernel where the default is one sequence); 4:
         // kernel 0 with DecodeArgs::block_warps 8 at head_dim 256 ("tq-mse (8 warps)": the block before
         // session 29's 12 warps, timed next to it; the same kernel where the default is 8; fractional
-        // widths too).
-        for (int kernel : {0, 2, 3, 4}) {
+        // widths too); 5 and 6: kernel 0 with pair_sequences 1 at head_dim 128 where pairs apply (2..4-bit
+        // integer widths, at most 4 query heads per KV head, batch >= 2), at the warps the default picks
+        // ("tq-mse (pairs)") and at 8 warps ("tq-mse (pairs; 8 warps)"): where the default rule
+        // (DecodeArgs::pair_sequences) takes one sequence, what pairs would do.
+        const bool pairs_apply = opt.head_dim == 128 && bits_d == std::floor(bits_d) && bits_d >= 2 && batch >= 2 &&
+                                 nh <= 4 * kvh;
+        for (int kernel : {0, 2, 3, 4, 5, 6}) {
           if (!want(kernel == 2 ? "3xtf32" : "tq-mse") || (kernel == 2 && (tab.split() || !pow2)) ||
-              (kernel == 3 && opt.head_dim != 64) || (kernel == 4 && opt.head_dim != 256))
+              (kernel == 3 && opt.head_dim != 64 && opt.head_dim != 128) || (kernel == 4 && opt.head_dim != 256) ||
+              (kernel >= 5 && !pairs_apply))
             continue;
           cuda::DecodeArgs ak = a;
-          ak.kernel = kernel == 3 || kernel == 4 ? 0 : kernel;
+          ak.kernel = kernel >= 3 ? 0 : kernel;
           if (kernel == 3) ak.pair_sequences = 0;
-          if (kernel == 4) ak.block_warps = 8;
+          if (kernel == 4 || kernel == 6) ak.block_warps = 8;
+          if (kernel >= 5) ak.pair_sequences = 1;
           auto run = [&](int i) {
             cuda::tq_mse_decode(tab, tab, {kb[i % nrot]->as<std::uint8_t>(), stride},
                                 {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
@@ -641,6 +649,8 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           r.method = kernel == 2   ? "tq-mse (3xtf32)"
                      : kernel == 3 ? "tq-mse (1 seq/block)"
                      : kernel == 4 ? "tq-mse (8 warps)"
+                     : kernel == 5 ? "tq-mse (pairs)"
+                     : kernel == 6 ? "tq-mse (pairs; 8 warps)"
                      : h16         ? "tq-mse"
                                    : "tq-mse (cuda cores)";
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;

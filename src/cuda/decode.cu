@@ -267,7 +267,21 @@ void validate(const char* where, const DecodeArgs& a, bool pointers = true) {
 /// Whether tq_mse_decode's kernel 0 may pair sequences for these arguments (DecodeArgs::pair_sequences),
 /// before what only the codecs and the page table tell (widths 2..4, page_size 16) and the size rule.
 bool pairs_possible(const DecodeArgs& a) {
-  return a.pair_sequences != 0 && a.head_dim == 64 && a.batch >= 2 && a.num_heads <= 4 * a.num_kv_heads;
+  return a.pair_sequences != 0 && (a.head_dim == 64 || a.head_dim == 128) && a.batch >= 2 &&
+         a.num_heads <= 4 * a.num_kv_heads;
+}
+
+/// DecodeArgs::pair_sequences -1: whether pairs run by default where they apply (kb, vb: key / value bits).
+/// head_dim 64: batch >= 8 and batch * max_seq_len >= 2^19 (H200 run s28-4: below that one sequence per
+/// block was faster). head_dim 128 (the head_dim-256 step, 12 warps): the same size rule and 3-bit keys and
+/// values (run s34-1, b8 / b16 / b64 x 32k-128k: 1.00-1.21x the one-sequence kernel), or 2-bit keys and
+/// values at batch * max_seq_len >= 2^21 (0.96-0.99x at b16 x 32k / 64k, 1.03-1.14x from 2^21 on);
+/// 4-bit keys or values lost (0.82-0.97x) and mixed widths were not measured: one sequence per block.
+bool pairs_by_default(const DecodeArgs& a, int kb, int vb) {
+  const long long tokens = 1LL * a.batch * a.max_seq_len;
+  if (a.batch < 8 || tokens < (1LL << 19)) return false;
+  if (a.head_dim == 64) return true;
+  return (kb == 3 && vb == 3) || (kb == 2 && vb == 2 && tokens >= (1LL << 21));
 }
 
 std::size_t smem_bytes(int d, int cbK, int cbV, int hpw, int nsub_block, int stages) {
@@ -459,7 +473,7 @@ std::size_t decode_workspace_bytes(const DecodeArgs& args) {
   // Upper bound over every instance's occupancy (1..64 blocks per SM) and block step (64, 128, 192 or 256
   // tokens): the split count of the cost model is not monotone in either.
   detail::Plan p = detail::make_plan(args, 1);
-  // head_dim 64: tq_mse_decode's kernel 0 may plan ceil(batch / 2) blocks of sequence pairs (where
+  // head_dim 64 / 128: tq_mse_decode's kernel 0 may plan ceil(batch / 2) blocks of sequence pairs (where
   // pair_sequences allows it and a KV head has at most 4 query heads; bits and page size are not known
   // here, so those calls get room for both plans)
   DecodeArgs pairs = args;
@@ -555,9 +569,8 @@ void tq_mse_decode(const TqMseTables& kc, const TqMseTables& vc, PagedPool kpool
   if (kernel != 1) {
     // fuse: the one-split epilogue rotates back by Hadamard butterflies; dense Pi^T is the combine
     // kernel's. pair: two sequences per block (DecodeArgs::pair_sequences).
-    const bool big = args.batch >= 8 && 1LL * args.batch * args.max_seq_len >= (1LL << 19);
-    const bool pair = kernel == 0 && detail::pairs_possible(args) && (args.pair_sequences == 1 || big) &&
-                      table.page_size == 16 && kb >= 2 && vb >= 2;
+    const bool pair = kernel == 0 && detail::pairs_possible(args) && table.page_size == 16 && kb >= 2 && vb >= 2 &&
+                      (args.pair_sequences == 1 || detail::pairs_by_default(args, kb, vb));
     detail::run_mma(where, args, kb, vb, ka, vc.signs(), vc.hadamard_scale(), s,
                     pair ? detail::launch_h16_pair : kernel == 0 ? detail::launch_h16_any : detail::launch_mma_any,
                     kernel == 0 && !dense, pair);

@@ -201,20 +201,21 @@ constexpr int kMaxBlockSmem = 232448;
 /// (rows [stage 1 packed(D, b)][stage 2 packed(D, b)] and the fp16 norm): each stage is a TurboQuant-like
 /// part of all D dims with its own pair tables (stage 1 at byte 0, stage 2 at kRvq2S), and both parts
 /// accumulate into the same score and value fragments (c1 + c2 summed by the mma, in fp32).
-/// PAIR (MODE kModePair; D = 128 for head_dim 64, KB and VB 2..4): TurboQuant-MSE keys and values of
-/// two sequences per block, the same KV head: one block step is the head_dim-128 step over the
-/// concatenation [sequence b's row | sequence b + 1's row] with block-diagonal queries (columns 0 ..
-/// G - 1: b's query heads, zero in dims 64..127; columns G .. 2 G - 1: b + 1's, zero in dims 0..63; G
+/// PAIR (MODE kModePair; D = 128 for head_dim 64, D = 256 for head_dim 128, KB and VB 2..4): TurboQuant-MSE
+/// keys and values of two sequences per block, the same KV head: one block step is the head_dim-D step over
+/// the concatenation [sequence b's row | sequence b + 1's row] with block-diagonal queries (columns 0 ..
+/// G - 1: b's query heads, zero in dims D/2..D-1; columns G .. 2 G - 1: b + 1's, zero in dims 0..D/2-1; G
 /// <= 4), so the step's head_dim-independent work (softmax over 8 columns, masks, waits, copy issue)
-/// serves 2 G query heads instead of G. A stage holds each sequence's page block as it is in the pool
+/// serves 2 G query heads instead of G (head_dim 128 since session 34: the d256 step's 4-bit rows are dense,
+/// as kD128's). A stage holds each sequence's page block as it is in the pool
 /// ([16 rows][16 fp16 norms], keys then values, sequence 0's block first): H16Layout::kH1 / vH1.
 constexpr int kModeTq = 0, kModeRvq = 1, kModeKivi = 2, kModePvq = 3, kModeRvq2 = 4, kModePair = 5;
 template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false, int MODE = kModeTq>
 struct H16Layout {
   static constexpr bool F8 = KB == 8, RVQ = MODE == kModeRvq, KIVI = MODE == kModeKivi, PVQ = MODE == kModePvq,
                         RVQ2 = MODE == kModeRvq2, PAIR = MODE == kModePair;
-  static_assert(!PAIR || (D == 128 && KB >= 2 && KB <= 4 && VB >= 2 && VB <= 4 && !PROD && !SPLIT),
-                "pair: two head_dim-64 sequences, 2..4-bit keys and values");
+  static_assert(!PAIR || ((D == 128 || D == 256) && KB >= 2 && KB <= 4 && VB >= 2 && VB <= 4 && !PROD && !SPLIT),
+                "pair: two head_dim-64 or head_dim-128 sequences, 2..4-bit keys and values");
   static_assert(!RVQ2 || ((KB == 3 || KB == 4) && VB == KB && !PROD && !SPLIT && (D == 64 || D == 128)),
                 "rvq2: 3 + 3 or 4 + 4 bits, head_dim 64 / 128");
   static_assert(!F8 || (VB == 8 && !PROD && !SPLIT && MODE == kModeTq), "fp8: keys and values e4m3");
@@ -250,7 +251,7 @@ struct H16Layout {
   /// (2 with padded 144-byte rows), at the price of KIVI's 2-way (keys) / 4-way (values) conflicts. H200 run
   /// s30-3 (A/B, b16 / b64 x 32k / 128k, two passes): 4/4 1.04-1.06x at 12 warps, 1.08-1.23x at 8; 2 and 3
   /// bits unchanged (docs/CUDA_NOTES.md "Session 30").
-  static constexpr bool kD128 = D == 256 && MODE == kModeTq && !F8;
+  static constexpr bool kD128 = D == 256 && (MODE == kModeTq || MODE == kModePair) && !F8;
   /// SPLIT (rows of 24, 40, 56 bytes at head_dim 128, 48, 80, 112 at 256: 1.5, 2.5, 3.5 bits): dense rows
   /// and bulk copies too, as the integer widths (since session 32; until then cp.async per lane, and at
   /// head_dim 128 rows padded to 48 / 80 bytes). Static count of one step (tools/sass_loopstat.py walk, page
@@ -271,7 +272,7 @@ struct H16Layout {
   /// 121.2 -> 105.9, d128 386.7 -> 381.5; dense rows without the wide table: d128 389.2).
   static constexpr bool kBulk = kDenseK && (kSplitDense || dense_ok(cbV) || ((KIVI || RVQ2 || kD128) && cbV == 128));
   static_assert(!PAIR || kBulk, "pair: dense rows");
-  /// PAIR: a row is one sequence's head_dim-64 row (half of the step's 128 dims).
+  /// PAIR: a row is one sequence's row (half of the step's D dims).
   static constexpr int rsK = PAIR ? cbK / 2 : kDenseK ? cbK : mma_row_stride(cbK),
                        rsV = PAIR ? cbV / 2 : kBulk ? cbV : mma_row_stride(cbV);
   static constexpr int NBK = PVQ ? 0 : PROD || SPLIT ? 4 : 2;  // staged key-norm bytes per token (PVQ: none)
@@ -283,10 +284,18 @@ struct H16Layout {
   /// (with page_size 16 a pool's codes and norms of a step are one contiguous range of the page:
   /// kBulk copies each pool's step whole).
   /// PAIR: [seq 0 key block][seq 1 key block][seq 0 value block][seq 1 value block], each block a
-  /// page's [16 rows][16 norms] (kH1 / vH1: the second sequence's block after the first's).
+  /// page's [16 rows][16 norms] (kH1 / vH1 bytes). The second sequence's block starts kO1 / vO1 bytes after the
+  /// first's: kH1 / vH1 plus a skew (16 or 32 bytes where it helps) that moves its lanes' code loads onto other
+  /// banks. Counted per step (wavefronts of the key loads of rows kr, kr + 8 / of the four value rows, a model
+  /// of the 8-, 16- and 32-lane phases of 128-, 64- and 32-bit loads): head_dim 128 pairs (D 256) 4-bit keys
+  /// 64 -> 32 (skew 16), 3-bit values 24 -> 12 (skew 32); head_dim 64 pairs (D 128) 3-bit keys 12 -> 6, 2-bit
+  /// values 8 -> 4 (skew 32); the other widths are at their floor or no skew lowers them.
   static constexpr int kH1 = PAIR ? 16 * rsK + KSB : 0, vH1 = PAIR ? 16 * rsV + VSB : 0;
-  static constexpr int wstep = PAIR ? 2 * (kH1 + vH1) : 16 * (rsK + rsV) + KSB + VSB;
-  static constexpr int off_kn = 16 * rsK, off_vc = PAIR ? 2 * kH1 : off_kn + KSB, off_vn = off_vc + 16 * rsV;
+  static constexpr int kSkewK = !PAIR ? 0 : D == 256 ? (KB == 4 ? 16 : 0) : (KB == 3 ? 32 : 0);
+  static constexpr int kSkewV = !PAIR ? 0 : D == 256 ? (VB == 3 ? 32 : 0) : (VB == 2 ? 32 : 0);
+  static constexpr int kO1 = kH1 + kSkewK, vO1 = vH1 + kSkewV;
+  static constexpr int wstep = PAIR ? kO1 + kH1 + vO1 + vH1 : 16 * (rsK + rsV) + KSB + VSB;
+  static constexpr int off_kn = 16 * rsK, off_vc = PAIR ? kO1 + kH1 : off_kn + KSB, off_vn = off_vc + 16 * rsV;
   /// Pair tables: row e (256 bytes) holds the key entry e of lane L at byte 4 L and, when values
   /// have their own codebook, the value entry e at 128 + 4 L (so a look-up address is
   /// (e << 8) | lane byte: one PRMT for byte-wide fields; 32 lanes hit 32 banks).
@@ -345,7 +354,8 @@ struct H16Layout {
                        off_qsk = off_qs + qsfrag, off_stage = off_qsk + qsk;
   static constexpr int rest = off_stage + (stages_bytes > merge_rest ? stages_bytes : merge_rest);
   static constexpr int bytes() { return tab + rest; }
-  static_assert(wstep % 16 == 0 && off_stage % 16 == 0, "16-byte aligned warp steps");
+  static_assert(wstep % 16 == 0 && off_stage % 16 == 0 && kO1 % 16 == 0 && off_vc % 16 == 0 && vO1 % 16 == 0,
+                "16-byte aligned warp steps and blocks (bulk copies)");
   /// The block's shared memory fits sm_90's limit (asserted by the kernel; launch_h16 asks it of
   /// candidate warp counts).
   static constexpr bool kFits = tab + rest <= kMaxBlockSmem;
@@ -595,6 +605,24 @@ __device__ __forceinline__ void split_value_part(const std::uint8_t* vr, std::ui
   }
 }
 
+/// Cross-token 6-bit fields of two rows' 3-bit codes (the lane's span of rows x and y at the same dims): e
+/// (o) holds at bit 6 i the codes of the span's dim 2 i (2 i + 1) of x (bits 0-2) and of y (bits 3-5), so
+/// the pair-table entry of field i (CodeSpan::row_addr<6, true>) is the A register (x, y) at that dim, as the
+/// 4-bit path's nibble merges. The integer kernel's VB = 3 values and split_value_cross's 3-bit parts.
+template <class S>
+__device__ __forceinline__ void cross3(const S& x, const S& y, S& e, S& o) {
+  constexpr int NW3 = S::kWords;
+#pragma unroll
+  for (int k = 0; k < NW3; ++k) {
+    std::uint32_t m = 0;  // bits of word k whose stream position mod 6 is 0, 1 or 2
+    for (int b = 0; b < 32; ++b) m |= ((32 * k + b) % 6 < 3 ? 1u : 0u) << b;
+    const std::uint32_t yl = k == 0 ? y.w[0] << 3 : __funnelshift_l(y.w[k - 1], y.w[k], 3);
+    const std::uint32_t xr = k + 1 < NW3 ? __funnelshift_r(x.w[k], x.w[k + 1], 3) : x.w[k] >> 3;
+    e.w[k] = bitsel(x.w[k], yl, m);
+    o.w[k] = bitsel(xr, y.w[k], m);
+  }
+}
+
 /// SPLIT value accumulation of one part at B bits per code (SPAN bytes of value rows r0, r0 + R1, r0 + R2,
 /// r0 + R3 per lane, dims pair j of the lane's JJ): cross-token pair fields, as the integer kernel's VB = 4,
 /// 3 and 2 branches (which keep their inline copies: see above): a field holds the codes of two rows at one
@@ -650,18 +678,6 @@ __device__ __forceinline__ void split_value_cross(const std::uint8_t* vr, std::u
       }
     } else {
       static_assert(B == 3, "split_value_cross: 1..4 bits");
-      constexpr int NW3 = S::kWords;
-      auto cross3 = [&](const S& x, const S& y, S& e, S& o) {
-#pragma unroll
-        for (int k = 0; k < NW3; ++k) {
-          std::uint32_t m = 0;  // bits of word k whose stream position mod 6 is 0, 1 or 2
-          for (int b = 0; b < 32; ++b) m |= ((32 * k + b) % 6 < 3 ? 1u : 0u) << b;
-          const std::uint32_t yl = k == 0 ? y.w[0] << 3 : __funnelshift_l(y.w[k - 1], y.w[k], 3);
-          const std::uint32_t xr = k + 1 < NW3 ? __funnelshift_r(x.w[k], x.w[k + 1], 3) : x.w[k] >> 3;
-          e.w[k] = bitsel(x.w[k], yl, m);
-          o.w[k] = bitsel(xr, y.w[k], m);
-        }
-      };
       S e01, o01, e23, o23;
       cross3(v0, v1, e01, o01);
       cross3(v2, v3, e23, o23);
@@ -752,7 +768,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   static_assert(Lay::kFits, "block shared memory");
   constexpr bool F8 = Lay::F8, RVQ = Lay::RVQ, KIVI = Lay::KIVI, PVQ = Lay::PVQ, RVQ2 = Lay::RVQ2;
   constexpr bool PAIR = Lay::PAIR;
-  constexpr int DR = PAIR ? D / 2 : D;  // the sequences' head_dim (PAIR: the step spans two rows of 64)
+  constexpr int DR = PAIR ? D / 2 : D;  // the sequences' head_dim (PAIR: the step spans two rows of D / 2)
   static_assert(!KIVI || Lay::kBulk, "kivi: dense rows (bulk copies)");
   constexpr int H = Lay::H;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;
@@ -927,8 +943,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     }
   };
   // PAIR (page_size 16, checked by the host): a step of each sequence is its page's key block and value
-  // block (K = kH1, V = vH1 bytes: codes then norms, as in the pool); c0 / c1 whether sequence 0 / 1
-  // has the step (a sequence without it leaves its half of the slot stale: its logits are masked).
+  // block (K = kH1, V = vH1 bytes: codes then norms, as in the pool; sequence 1's at kO1 / off_vc + vO1); c0 /
+  // c1 whether sequence 0 / 1 has the step (a sequence without it leaves its half of the slot stale: its logits are masked).
   // Exactly one arrival on slot sl's mbarrier either way. All operands warp-uniform.
   auto copy_pair = [&](int sl, bool c0, bool c1, unsigned pg0u, unsigned pg1u) {
     constexpr unsigned K = Lay::kH1, V = Lay::vH1;
@@ -938,11 +954,12 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     const auto* k1 = reinterpret_cast<const void*>(kbase16 + std::uint64_t(pg1u) * kps);
     const auto* v1 = reinterpret_cast<const void*>(vbase16 + std::uint64_t(pg1u) * vps);
     if (c0 && c1) {
-      elect_bulk4(baru, 2 * (K + V), du, k0, K, du + Lay::off_vc, v0, V, du + K, k1, K, du + Lay::off_vc + V, v1, V);
+      elect_bulk4(baru, 2 * (K + V), du, k0, K, du + Lay::off_vc, v0, V, du + Lay::kO1, k1, K, du + Lay::off_vc + Lay::vO1,
+                  v1, V);
     } else if (c0) {
       elect_bulk2(baru, K + V, du, k0, K, du + Lay::off_vc, v0, V);
     } else if (c1) {
-      elect_bulk2(baru, K + V, du + K, k1, K, du + Lay::off_vc + V, v1, V);
+      elect_bulk2(baru, K + V, du + Lay::kO1, k1, K, du + Lay::off_vc + Lay::vO1, v1, V);
     } else {
       elect_arrive(baru);
     }
@@ -1019,7 +1036,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   constexpr int E = kDenseRot ? 1 : D / 32;
   float qv[E];
   if constexpr (!kDenseRot) {
-    // PAIR: warp n < 2 G holds column n: query head n mod G of sequence b + (n >= G), its 64 dims in
+    // PAIR: warp n < 2 G holds column n: query head n mod G of sequence b + (n >= G), its D / 2 dims in
     // lanes 0-15 (sequence b) or 16-31 (b + 1), zeros in the other half (the block-diagonal queries).
     const int mq = PAIR && warp >= a.group ? 1 : 0;
     const int hg = PAIR ? warp - mq * a.group : blockIdx.z * kMmaHeads + warp;
@@ -1257,9 +1274,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   (void)qlane, (void)tabv;
   // This lane's span of a key row (dims D/4 tig + ..) and of a value row (dims 2 (gid D/16 + j) + ..) in
   // a stage. PAIR: lanes tig 0, 1 (gid 0-3) read sequence b's rows, tig 2, 3 (gid 4-7) sequence b + 1's,
-  // whose blocks start kH1 / vH1 bytes later.
-  const int koff = PAIR ? (tig >> 1) * Lay::kH1 + (tig & 1) * KSPAN : KSPAN * tig;
-  const int voff = PAIR ? (gid >> 2) * Lay::vH1 + (gid & 3) * VSPAN : VSPAN * gid;
+  // whose blocks start kO1 / vO1 bytes later.
+  const int koff = PAIR ? (tig >> 1) * Lay::kO1 + (tig & 1) * KSPAN : KSPAN * tig;
+  const int voff = PAIR ? (gid >> 2) * Lay::vO1 + (gid & 3) * VSPAN : VSPAN * gid;
   // PAIR: the stage offsets of the key / value norm blocks of the sequence of this lane's score columns
   // 2 tig (o0) and 2 tig + 1 (o1); c0m / c1m: that sequence is b + 1.
   const bool c0m = PAIR && 2 * tig >= a.group, c1m = PAIR && 2 * tig + 1 >= a.group;
@@ -1268,8 +1285,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   const int ulo0 = c0m ? lo1r : start - wbeg, uhi0 = c0m ? hi1r : t_end - wbeg;
   const int ulo1 = c1m ? lo1r : start - wbeg, uhi1 = c1m ? hi1r : t_end - wbeg;
   (void)ulo0, (void)uhi0, (void)ulo1, (void)uhi1;
-  const int kno0 = Lay::off_kn + (c0m ? Lay::kH1 : 0), kno1 = Lay::off_kn + (c1m ? Lay::kH1 : 0);
-  const int vno0 = Lay::off_vn + (c0m ? Lay::vH1 : 0), vno1 = Lay::off_vn + (c1m ? Lay::vH1 : 0);
+  const int kno0 = Lay::off_kn + (c0m ? Lay::kO1 : 0), kno1 = Lay::off_kn + (c1m ? Lay::kO1 : 0);
+  const int vno0 = Lay::off_vn + (c0m ? Lay::vO1 : 0), vno1 = Lay::off_vn + (c1m ? Lay::vO1 : 0);
   (void)kno0, (void)kno1, (void)vno0, (void)vno1;
 
   // Per-thread state: heads 2*tig, 2*tig+1; acc[j] = O^T[rows gid, gid+8 of block j][heads 2tig + {0,1}],
@@ -1867,24 +1884,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         }
         }
       } else if constexpr (VB == 3 && std::is_same_v<VSpan, CodeSpan<VBITS / 8>>) {
-        // Cross-token 6-bit fields, as the 4-bit path's nibble merges: e (o) holds at bit 6 i the codes of
-        // the lane's dim 2 i (2 i + 1) of the pair's first row (bits 0-2) and second row (bits 3-5), so
-        // the pair-table entry of field i is the A register (first row, second row) at that dim: one
-        // look-up per register, no byte permute of two rows' entries; the WIDE windows address the fields.
-        using S3 = CodeSpan<VBITS / 8>;
-        constexpr int NW3 = S3::kWords;
-        auto cross3 = [&](const VSpan& x, const VSpan& y, S3& e, S3& o) {
-#pragma unroll
-          for (int k = 0; k < NW3; ++k) {
-            std::uint32_t m = 0;  // bits of word k whose stream position mod 6 is 0, 1 or 2
-            for (int b = 0; b < 32; ++b) m |= ((32 * k + b) % 6 < 3 ? 1u : 0u) << b;
-            const std::uint32_t yl = k == 0 ? y.w[0] << 3 : __funnelshift_l(y.w[k - 1], y.w[k], 3);
-            const std::uint32_t xr = k + 1 < NW3 ? __funnelshift_r(x.w[k], x.w[k + 1], 3) : x.w[k] >> 3;
-            e.w[k] = bitsel(x.w[k], yl, m);
-            o.w[k] = bitsel(xr, y.w[k], m);
-          }
-        };
-        S3 e01, o01, e23, o23;
+        // Cross-token 6-bit fields (cross3): one look-up per A register, no byte permute of two rows'
+        // entries; the WIDE windows address the fields.
+        VSpan e01, o01, e23, o23;
         cross3(v0, v1, e01, o01);
         cross3(v2, v3, e23, o23);
 #pragma unroll
@@ -1964,8 +1966,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
     }
   }
   __syncthreads();
-  // PAIR: column h < G is query head h of sequence b (dims 0..63 of the step), G <= h < 2 G head h - G of
-  // sequence b + 1 (dims 64..127); rows of DR = 64 dims.
+  // PAIR: column h < G is query head h of sequence b (dims 0..DR-1 of the step), G <= h < 2 G head h - G of
+  // sequence b + 1 (dims DR..D-1); rows of DR = D / 2 dims.
   for (int idx = tid; idx < kMmaHeads * DR; idx += NT) {
     const int h = idx / DR, d = idx % DR;
     const int mh = PAIR && h >= a.group ? 1 : 0;
@@ -2096,9 +2098,11 @@ void launch_h16_kb(int d, int vb, const LaunchShape& shape, cudaStream_t s, cons
 
 /// Fractional widths b + 0.5 (decode_h16s.cu; warps per block as launch_h16: 16, 8 or 12 at head_dim 256).
 void launch_h16s(int d, int b, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
-/// Two sequences per block at head_dim 64 (H16Layout::PAIR; kb, vb 2..4; d unused, 64), with run_mma's
+/// Two sequences per block at head_dim d = 64 or 128 (H16Layout::PAIR; kb, vb 2..4), with run_mma's
 /// launcher signature: decode_h16_pair.cu. The grid's y is (sequence pair, KV head).
 void launch_h16_pair(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+/// Its head_dim-128 instances (the head_dim-256 step; 12 or 8 warps, shape.wide): decode_h16_pair128.cu.
+void launch_h16_pair128(int kb, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k1(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k2(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16_k3(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);

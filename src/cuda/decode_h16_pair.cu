@@ -1,5 +1,6 @@
 // fp16 tensor-core decode-attention instances with two sequences per block (H16Layout::PAIR): head_dim
-// 64, TurboQuant-MSE keys and values at 2..4 bits each, page_size 16 (tq_mse_decode chooses them).
+// 64 here (16 warps), 128 in decode_h16_pair128.cu; TurboQuant-MSE keys and values at 2..4 bits each,
+// page_size 16 (tq_mse_decode chooses them).
 #include "decode_h16.cuh"
 
 namespace turbokv::cuda::detail {
@@ -16,7 +17,8 @@ void launch_pair_kb(int vb, const LaunchShape& shape, cudaStream_t s, const Deco
 }  // namespace
 
 void launch_h16_pair(int kb, int d, int vb, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
-  if (d != 64) throw std::logic_error("launch_h16_pair: head_dim must be 64");
+  if (d == 128) return launch_h16_pair128(kb, vb, shape, s, a);
+  if (d != 64) throw std::logic_error("launch_h16_pair: head_dim must be 64 or 128");
   switch (kb) {
     case 2: return launch_pair_kb<2>(vb, shape, s, a);
     case 3: return launch_pair_kb<3>(vb, shape, s, a);

@@ -133,18 +133,19 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
   // 112 and runs the CUDA-core kernel at the other sizes; kernel 2 throws.
   const bool dense = (d & (d - 1)) != 0;
   const bool h16 = !dense || d == 80 || d == 96 || d == 112;  // kernel 0 is the fp16 tensor-core kernel
-  // "Kernels" 3 and 4: kernel 0 with a choice forced both ways. Head_dim 64: DecodeArgs::pair_sequences
+  // "Kernels" 3 and 4: kernel 0 with a choice forced both ways. Head_dim 64 and 128: DecodeArgs::pair_sequences
   // 0 (one sequence per block) and 1 (two sequences per block wherever that applies: pairs_apply);
   // kernel 0 itself runs the default (-1: pairs where pairs_apply and the batch is large, pairs_auto).
   // Head_dim 256: DecodeArgs::block_warps 8 and 12 (12 wherever the instance exists: wide_apply); the
   // default 0 takes 12 where batch * num_kv_heads >= 16 and that times min(window, max_seq_len) >= 2^19
   // (wide_auto).
   std::vector<int> kernels = dense ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2};
-  if (d == 64 || d == 256) kernels.insert(kernels.end(), {3, 4});
+  const bool pairable = d == 64 || d == 128;
+  if (pairable || d == 256) kernels.insert(kernels.end(), {3, 4});
   for (int kernel : kernels) {  // fp16 tensor-core, CUDA-core, 3xTF32 tensor-core kernels
     dio.poison();  // NaN in every io type: every output must be written
     a.kernel = kernel >= 3 ? 0 : kernel;
-    a.pair_sequences = d == 64 && kernel == 3 ? 0 : d == 64 && kernel == 4 ? 1 : -1;
+    a.pair_sequences = pairable && kernel == 3 ? 0 : pairable && kernel == 4 ? 1 : -1;
     a.block_warps = d == 256 && kernel == 3 ? 8 : d == 256 && kernel == 4 ? 12 : 0;
     cuda::tq_mse_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, c.page_size}, a, nullptr);
     outs.push_back(dio.output());
@@ -169,9 +170,14 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     }
     EXPECT_TRUE(same(0, wide_auto ? 4 : 3)) << "block_warps 0 is not the " << (wide_auto ? "12" : "8") << "-warp kernel";
   }
-  if (d == 64) {
+  if (pairable) {
     const bool pairs_apply = c.page_size == 16 && batch >= 2 && nh / kvh <= 4 && c.key_bits >= 2 && c.value_bits >= 2;
-    const bool pairs_auto = pairs_apply && batch >= 8 && 1LL * batch * max_len >= (1LL << 19);
+    // the default (pair_sequences -1): batch >= 8 and batch * max_len >= 2^19; at head_dim 128 only 3-bit keys
+    // and values, or 2-bit keys and values from 2^21 tokens (decode.cu pairs_by_default)
+    const long long tokens = 1LL * batch * max_len;
+    const bool width_ok = d == 64 || (c.key_bits == 3 && c.value_bits == 3) ||
+                         (c.key_bits == 2 && c.value_bits == 2 && tokens >= (1LL << 21));
+    const bool pairs_auto = pairs_apply && batch >= 8 && tokens >= (1LL << 19) && width_ok;
     // The pair kernel's fp32 rounding differs from the one-sequence kernel's (other mma k-slot order),
     // which proves the routing of pair_sequences 1 both ways (16-bit outputs of short sequences can
     // round to the same bits); the default must be one of the two, bit for bit.
@@ -325,6 +331,24 @@ TEST(CudaDecode, TqMseMatchesReference) {
       {256, 2, 2, 8, 2, 16, 0, 0, {32768, 32768, 1000, 32768, 17, 32768, 32768, 32768}},
       // batch 8 x 65,536: pairs by default (pair_sequences -1), one sequence per block below that size
       {64, 4, 4, 9, 3, 16, 0, 0, {65536, 1000, 65536, 17, 65536, 300, 4097, 65536}},
+      // head_dim 128 pairs (since session 34: the head_dim-256 step over two sequences' rows, 12 warps):
+      // the same kinds of cases as head_dim 64's, every width pair of 2..4 bits among them
+      {128, 4, 4, 32, 8, 16, 0, 0, {4097, 1000, 1}},
+      {128, 3, 3, 8, 8, 16, 0, 0, {17, 4097}},
+      {128, 2, 3, 8, 4, 16, 100, 0, {1000, 65, 4097, 33, 1}},
+      {128, 4, 2, 16, 4, 16, 0, 3, {2000, 31}},
+      {128, 3, 4, 6, 3, 16, 0, 1, {5000, 64, 2}},
+      {128, 2, 4, 6, 3, 16, 0, 7, {1, 4097}},
+      {128, 3, 2, 4, 4, 16, 300, 2, {4097, 4097, 310, 16}},
+      {128, 4, 3, 12, 3, 16, 0, 0, {1000, 1000}, 5.0f, cuda::IoType::kF16},
+      {128, 2, 2, 9, 3, 16, 0, 0, {3000, 2, 700, 129}, 0.0f, cuda::IoType::kBf16},
+      {128, 4, 4, 32, 8, 16, 0, 0, {1000, 333, 17}, 0.0f, cuda::IoType::kF32, false, true},
+      {128, 3, 3, 32, 8, 16, 0, 1, {17000, 9000}, 0.0f, cuda::IoType::kF32, true},
+      {128, 4, 4, 10, 2, 16, 0, 0, {100, 200}},
+      {128, 3, 3, 32, 8, 16, 0, 0, {65536, 1000, 65536, 17, 65536, 300, 4097, 65536}},
+      // (the default at that size with 4-bit and with mixed widths: one sequence per block)
+      {128, 4, 4, 32, 8, 16, 0, 0, {65536, 17, 1000, 1, 33, 300, 2, 9}},
+      {128, 3, 2, 32, 8, 16, 0, 0, {9, 17, 1000, 1, 33, 300, 2, 65536}},
   };
   // head_dim 256, every pair of integer widths (each case also runs 8 and 12 warps per block)
   std::vector<DecodeCase> all = cases;
