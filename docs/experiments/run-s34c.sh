@@ -1,5 +1,5 @@
 # Session 34 device run 3 (the final tree): compute-sanitizer memcheck / racecheck over the decode tests
-# (lengths capped at 130), issue 5's headline shapes against PyTorch SDPA in the same run (compare_sdpa on the
+# (lengths capped at 130) and the argument tests, issue 5's headline shapes against PyTorch SDPA in the same run (compare_sdpa on the
 # bench's checked rows), and the encode rows (fp32 / fp16 / bf16 input).
 # Usage: export OUT && bash docs/experiments/run-s34c.sh   (carry .deps; output in $OUT/s34c.tgz)
 set -uo pipefail
@@ -21,6 +21,9 @@ fi
 timeout 330 cmake --build build -j16 --target turbokv_cuda_bench test_cuda_attention > $R/build.log 2>&1; echo "build rc=$? $(( $(date +%s)-T0 )) s"
 grep -E "error" -A3 $R/build.log | head -20
 B=./build/turbokv_cuda_bench
+TB=$(find build -name test_cuda_attention -type f -executable | head -1)
+timeout 60 $TB --gtest_filter='CudaDecode.PagedRejectsMisalignedPools:CudaDecode.RejectsBadArguments:CudaDecode.FractionalRejectsMixedWidths' > $R/test-args.log 2>&1
+echo "argument tests rc=$? $(( $(date +%s)-T0 )) s"; grep -E "FAILED|PASSED|Failure" $R/test-args.log | head
 timeout 100 $B --configs 128:32:8 --batches 1,16 --contexts 32768,65536 --bits 2,3,4 --methods tq-mse --csv $R/sdpa.csv > $R/sdpa.log 2>&1
 echo "bench rc=$? $(( $(date +%s)-T0 )) s: $(grep -iE 'checked|CHECK FAILED' $R/sdpa.log | tr '\n' ' ')"
 timeout 100 python3 bench/cuda/compare_sdpa.py --ours-csv $R/sdpa.csv > $R/compare.txt 2>&1; echo "compare rc=$? $(( $(date +%s)-T0 )) s"
@@ -33,7 +36,6 @@ for r in csv.reader(open(sys.argv[1])):
     if len(r) > 13 and r[0] == 'encode': print('  d%s %s-bit %-18s %8.1f us %7.0f GB/s' % (r[4], r[2], r[1], float(r[9]), float(r[13])))
 PY
 tar czf $OUT/s34c.tgz -C /tmp s34c
-TB=$(find build -name test_cuda_attention -type f -executable | head -1)
 export TURBOKV_CUDA_TEST_SMALL=1
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 timeout 120 $CS --tool memcheck --error-exitcode 9 $TB --gtest_filter='CudaDecode.TqMseMatchesReference' > $R/memcheck.log 2>&1

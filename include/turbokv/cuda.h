@@ -168,7 +168,10 @@ class TqMseTables {
 
 /// Where the paged blocks of one pool are.
 struct PagedPool {
-  std::uint8_t* data = nullptr;       ///< device; num_pages * num_kv_heads * page_stride bytes
+  /// device; num_pages * num_kv_heads * page_stride bytes, 16-byte aligned (the decodes copy pages by
+  /// 16-byte cp.async and bulk copies; cudaMalloc's 256-byte alignment qualifies): the paged decodes throw
+  /// std::invalid_argument naming kpool.data / vpool.data otherwise.
+  std::uint8_t* data = nullptr;
   /// Bytes of one (page, KV head) block: the codec's TqMseTables::page_stride(page_size)
   /// (tq_page_stride(page_size, code_bytes) at integer widths; TurboQuant-Prod keys:
   /// tq_prod_page_stride). Fractional widths need their two-norm layout: at page_size <= 8 the

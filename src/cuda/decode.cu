@@ -506,6 +506,11 @@ detail::DecodeKernelArgs paged_args(const char* where, PagedPool kpool, PagedPoo
   const std::size_t between = std::max(kstride, vstride) * static_cast<std::size_t>(args.num_kv_heads);
   check_arg(between <= 0xffffffffu, where, "page_stride * num_kv_heads", between, "must be below 4 GiB");
   check_arg(table.pages && kpool.data && vpool.data, where, "pages/kpool/vpool", 0, "must be non-null");
+  // Pages are copied by 16-byte cp.async and bulk copies (TMA): 16-byte aligned sources (page strides are
+  // multiples of 16 by the checks above: the layouts' strides).
+  for (const auto& [name, pool] : {std::pair{"kpool.data", kpool.data}, std::pair{"vpool.data", vpool.data}})
+    check_arg(reinterpret_cast<std::uintptr_t>(pool) % 16 == 0, where, name, reinterpret_cast<std::uintptr_t>(pool),
+              "must be 16-byte aligned");
   detail::DecodeKernelArgs ka{};
   ka.kpool = kpool.data;
   ka.vpool = vpool.data;

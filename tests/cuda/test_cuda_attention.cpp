@@ -736,6 +736,26 @@ TEST(CudaDecode, FractionalRejectsMixedWidths) {
   expect_invalid([&] { cuda::tq_prod_decode(ptab, vtab, pa, nullptr); }, "vtab.bits = 2.5");
 }
 
+// Pools off 16-byte alignment are rejected before any launch (the kernels copy pages by 16-byte cp.async and
+// bulk copies, which would fault); an aligned offset into the same buffer decodes.
+TEST(CudaDecode, PagedRejectsMisalignedPools) {
+  const cuda::TqMseTables tab(CodecConfig{});
+  const int d = tab.head_dim();
+  DevBuf<std::uint8_t> pool(1 << 16), ws(1 << 16);
+  DevBuf<std::int32_t> pages(std::vector<std::int32_t>{0}), lens(std::vector<std::int32_t>{1});
+  DevBuf<float> q(d), out(d);
+  cuda::DecodeArgs a;
+  a.batch = 1, a.num_heads = 1, a.num_kv_heads = 1, a.head_dim = d, a.q = q.p, a.out = out.p;
+  a.seq_lens = lens.p, a.max_seq_len = 1, a.softmax_scale = 0.1f, a.workspace = ws.p;
+  const cuda::PageTable pt{pages.p, 1, 16};
+  const std::size_t st = tab.page_stride(16);
+  expect_invalid([&] { cuda::tq_mse_decode(tab, tab, {pool.p + 8, st}, {pool.p, st}, pt, a, nullptr); }, "kpool.data");
+  expect_invalid([&] { cuda::tq_mse_decode(tab, tab, {pool.p, st}, {pool.p + 4096 + 4, st}, pt, a, nullptr); },
+                 "vpool.data");
+  EXPECT_NO_THROW(cuda::tq_mse_decode(tab, tab, {pool.p + 16, st}, {pool.p + 4096 + 16, st}, pt, a, nullptr));
+  TKV_TEST_CUDA(cudaDeviceSynchronize());
+}
+
 void run_f16_case(int d, int nh, int kvh, std::vector<int> lens, int window, std::uint64_t seed) {
   const int batch = static_cast<int>(lens.size());
   const int cap = *std::max_element(lens.begin(), lens.end()) + 3;
