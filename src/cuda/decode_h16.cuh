@@ -625,7 +625,8 @@ __device__ __forceinline__ void cross3(const S& x, const S& y, S& e, S& o) {
 
 /// SPLIT value accumulation of one part at B bits per code (SPAN bytes of value rows r0, r0 + R1, r0 + R2,
 /// r0 + R3 per lane, dims pair j of the lane's JJ): cross-token pair fields, as the integer kernel's VB = 4,
-/// 3 and 2 branches (which keep their inline copies: see above): a field holds the codes of two rows at one
+/// 3 and 2 branches (whose 4- and 2-bit merges stay inline copies, see above; both call cross3 at 3 bits, the
+/// same SASS as the inline copies they replaced): a field holds the codes of two rows at one
 /// dim, so its pair-table entry (the part's table slot, lanebyte) is the A register itself, one look-up per
 /// register and no byte permute of two rows' entries. B = 1 takes split_value_part's generic path.
 template <int SPAN, int B, int JJ, int RS, int R1, int R2, int R3>
