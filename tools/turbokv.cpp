@@ -101,7 +101,8 @@ int main(int argc, char** argv) {
   list->add_option("--tokens", list_tokens, "tokens per head (amortises side data)")->capture_default_str();
 
   auto* bench = app.add_subcommand("bench", "time decode attention on the compressed cache against dense fp16/fp32 and a byte stream");
-  std::string bench_device = "cpu", bench_threads, bench_contexts, bench_bits, bench_methods, bench_json_path;
+  std::string bench_device = "cpu", bench_threads, bench_contexts, bench_bits, bench_methods, bench_json_path,
+              bench_batches;
   int bench_repeats = 0, bench_head_dim = 128, bench_heads = 32, bench_kv_heads = 8;
   unsigned long long bench_seed = 0;
   bool bench_no_check = false;
@@ -111,10 +112,12 @@ int main(int argc, char** argv) {
   bench->add_option("--bits", bench_bits, "comma-separated widths (default 2,3,4)");
   bench->add_option("--methods", bench_methods, "comma-separated methods (CPU: any method, e.g. tq-mse,qjl,kivi,fp8; default tq-mse; CUDA: the parts tq-mse,3xtf32,encode,tq-prod,fp8,kivi,rvq,pvq,polar; default all)");
   bench->add_option("--repeats", bench_repeats, "timed runs per case (default: chosen by time)");
-  bench->add_option("--head-dim", bench_head_dim, "CPU: head_dim of every case (a multiple of 16 in 16..512)")
+  bench->add_option("--head-dim", bench_head_dim,
+                    "head_dim of every case (CPU: a multiple of 16 in 16..512; CUDA: a multiple of 16 in 64..256)")
       ->capture_default_str();
-  bench->add_option("--heads", bench_heads, "CPU: query heads (a multiple of --kv-heads)")->capture_default_str();
-  bench->add_option("--kv-heads", bench_kv_heads, "CPU: KV heads")->capture_default_str();
+  bench->add_option("--heads", bench_heads, "query heads (a multiple of --kv-heads)")->capture_default_str();
+  bench->add_option("--kv-heads", bench_kv_heads, "KV heads")->capture_default_str();
+  bench->add_option("--batches", bench_batches, "CUDA: comma-separated batch sizes (sequences per call; default 1)");
   bench->add_option("--json", bench_json_path, "write {\"results\": [...]} to this file");
   bench->add_option("--seed", bench_seed, "CUDA: seed of the random caches and queries (default: from the clock)");
   bench->add_flag("--no-check", bench_no_check,
@@ -134,6 +137,8 @@ int main(int argc, char** argv) {
       if (!bench_threads.empty()) bo.threads = split_list<int>(bench_threads, [](const std::string& s) { return std::stoi(s); }, "--threads");
       if (!bench_contexts.empty())
         bo.contexts = split_list<std::size_t>(bench_contexts, [](const std::string& s) { return static_cast<std::size_t>(std::stoull(s)); }, "--contexts");
+      if (!bench_batches.empty())
+        bo.batches = split_list<int>(bench_batches, [](const std::string& s) { return std::stoi(s); }, "--batches");
       if (!bench_bits.empty()) bo.bits = split_list<double>(bench_bits, [](const std::string& s) { return std::stod(s); }, "--bits");
       bo.methods = split_list<std::string>(bench_methods, [](const std::string& s) { return s; }, "--methods");
       const auto rows = bench_device == "cuda" ? run_cuda_bench(bo) : run_cpu_bench(bo);

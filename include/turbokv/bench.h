@@ -51,13 +51,13 @@ struct BenchOptions {
   std::string device = "cpu";                                   ///< "cpu" or "cuda"
   std::vector<std::size_t> contexts = {1024, 4096, 16384, 32768, 131072};
   std::vector<int> threads = {1, 2};                            ///< CPU only
-  std::vector<int> batches = {1};                               ///< sequences per call
+  std::vector<int> batches = {1};                               ///< CUDA: sequences per call (CPU: unused)
   std::vector<double> bits = {2, 3, 4};
   /// Empty = every method with a fast path. CPU: method names (default tq-mse). CUDA: parts to run,
   /// any of "tq-mse" (fp16 tensor-core decode), "3xtf32", "encode", "tq-prod", "fp8", "kivi", "rvq", "pvq",
   /// "polar" (the fp16 baseline always runs).
   std::vector<std::string> methods;
-  int head_dim = 128, num_heads = 32, num_kv_heads = 8;  ///< CPU shape (the CUDA bench runs its own shape list)
+  int head_dim = 128, num_heads = 32, num_kv_heads = 8;  ///< the shape of every case (CPU and CUDA)
   int repeats = 0;                                              ///< 0 = choose by time
   /// CUDA: seed of the random caches, queries and encode inputs (0 = from the clock: fresh data each run;
   /// run_cuda_bench prints the seed it used to stderr).
