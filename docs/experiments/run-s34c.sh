@@ -1,6 +1,6 @@
 # Session 34 device run 3 (the final tree): compute-sanitizer memcheck / racecheck over the decode tests
 # (lengths capped at 130) and the argument tests, issue 5's headline shapes against PyTorch SDPA in the same run (compare_sdpa on the
-# bench's checked rows), and the encode rows (fp32 / fp16 / bf16 input).
+# bench's checked rows), the encode rows (fp32 / fp16 / bf16 input), then the other paged decodes' tests.
 # Usage: export OUT && bash docs/experiments/run-s34c.sh   (carry .deps; output in $OUT/s34c.tgz)
 set -uo pipefail
 R=/tmp/s34c; rm -rf $R; mkdir -p $R
@@ -18,7 +18,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 if ! [ -x build/turbokv_cuda_bench ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTURBOKV_CUDA=ON > $R/cfg.log 2>&1
 fi
-timeout 330 cmake --build build -j16 --target turbokv_cuda_bench test_cuda_attention > $R/build.log 2>&1; echo "build rc=$? $(( $(date +%s)-T0 )) s"
+timeout 330 cmake --build build -j16 --target turbokv_cuda_bench test_cuda_attention test_cuda_kivi test_cuda_vq_paged test_cuda_fp8 > $R/build.log 2>&1; echo "build rc=$? $(( $(date +%s)-T0 )) s"
 grep -E "error" -A3 $R/build.log | head -20
 B=./build/turbokv_cuda_bench
 TB=$(find build -name test_cuda_attention -type f -executable | head -1)
@@ -43,4 +43,10 @@ echo "memcheck rc=$? $(( $(date +%s)-T0 )) s: $(grep -E 'ERROR SUMMARY|PASSED|FA
 tar czf $OUT/s34c.tgz -C /tmp s34c
 timeout 110 $CS --tool racecheck --error-exitcode 9 $TB --gtest_filter='CudaDecode.TqMseMatchesReference' > $R/racecheck.log 2>&1
 echo "racecheck rc=$? $(( $(date +%s)-T0 )) s: $(grep -E 'RACECHECK SUMMARY|PASSED|FAILED' $R/racecheck.log | tr '\n' ' ')"
+tar czf $OUT/s34c.tgz -C /tmp s34c
+unset TURBOKV_CUDA_TEST_SMALL
+for t in test_cuda_fp8 test_cuda_kivi test_cuda_vq_paged; do  # the other paged decodes (pool alignment check)
+  X=$(find build -name $t -type f -executable | head -1)
+  timeout 60 $X > $R/$t.log 2>&1; echo "$t rc=$? $(( $(date +%s)-T0 )) s: $(grep -E 'PASSED|FAILED' $R/$t.log | tr '\n' ' ')"
+done
 tar czf $OUT/s34c.tgz -C /tmp s34c
