@@ -28,6 +28,21 @@ timeout 100 $B --configs 128:32:8 --batches 1,16 --contexts 32768,65536 --bits 2
 echo "bench rc=$? $(( $(date +%s)-T0 )) s: $(grep -iE 'checked|CHECK FAILED' $R/sdpa.log | tr '\n' ' ')"
 timeout 100 python3 bench/cuda/compare_sdpa.py --ours-csv $R/sdpa.csv > $R/compare.txt 2>&1; echo "compare rc=$? $(( $(date +%s)-T0 )) s"
 grep -E "GPU|sdpa-cudnn|sdpa-flash|K2V2|K3V3|K4V4" $R/compare.txt | head -40
+tar czf $OUT/s34c.tgz -C /tmp s34c
+export TURBOKV_CUDA_TEST_SMALL=1
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+timeout 100 $CS --tool memcheck --error-exitcode 9 $TB --gtest_filter='CudaDecode.TqMseMatchesReference' > $R/memcheck.log 2>&1
+echo "memcheck rc=$? $(( $(date +%s)-T0 )) s: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' $R/memcheck.log | tr '\n' ' ')"
+tar czf $OUT/s34c.tgz -C /tmp s34c
+timeout 100 $CS --tool racecheck --error-exitcode 9 $TB --gtest_filter='CudaDecode.TqMseMatchesReference' > $R/racecheck.log 2>&1
+echo "racecheck rc=$? $(( $(date +%s)-T0 )) s: $(grep -E 'RACECHECK SUMMARY|PASSED|FAILED' $R/racecheck.log | tr '\n' ' ')"
+tar czf $OUT/s34c.tgz -C /tmp s34c
+unset TURBOKV_CUDA_TEST_SMALL
+for t in test_cuda_fp8 test_cuda_kivi test_cuda_vq_paged; do  # the other paged decodes (pool alignment check)
+  X=$(find build -name $t -type f -executable | head -1)
+  timeout 40 $X > $R/$t.log 2>&1; echo "$t rc=$? $(( $(date +%s)-T0 )) s: $(grep -E 'PASSED|FAILED' $R/$t.log | tr '\n' ' ')"
+done
+tar czf $OUT/s34c.tgz -C /tmp s34c
 timeout 100 $B --configs 128:32:8,64:9:3,256:4:1 --batches 16 --contexts 65536 --bits 2,3,4 --methods encode --csv $R/encode.csv > $R/encode.log 2>&1
 echo "encode rc=$? $(( $(date +%s)-T0 )) s: $(grep -iE 'checked|CHECK FAILED' $R/encode.log | tr '\n' ' ')"
 python3 - $R/encode.csv <<'PY'
@@ -35,18 +50,4 @@ import csv, sys
 for r in csv.reader(open(sys.argv[1])):
     if len(r) > 13 and r[0] == 'encode': print('  d%s %s-bit %-18s %8.1f us %7.0f GB/s' % (r[4], r[2], r[1], float(r[9]), float(r[13])))
 PY
-tar czf $OUT/s34c.tgz -C /tmp s34c
-export TURBOKV_CUDA_TEST_SMALL=1
-CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
-timeout 120 $CS --tool memcheck --error-exitcode 9 $TB --gtest_filter='CudaDecode.TqMseMatchesReference' > $R/memcheck.log 2>&1
-echo "memcheck rc=$? $(( $(date +%s)-T0 )) s: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' $R/memcheck.log | tr '\n' ' ')"
-tar czf $OUT/s34c.tgz -C /tmp s34c
-timeout 110 $CS --tool racecheck --error-exitcode 9 $TB --gtest_filter='CudaDecode.TqMseMatchesReference' > $R/racecheck.log 2>&1
-echo "racecheck rc=$? $(( $(date +%s)-T0 )) s: $(grep -E 'RACECHECK SUMMARY|PASSED|FAILED' $R/racecheck.log | tr '\n' ' ')"
-tar czf $OUT/s34c.tgz -C /tmp s34c
-unset TURBOKV_CUDA_TEST_SMALL
-for t in test_cuda_fp8 test_cuda_kivi test_cuda_vq_paged; do  # the other paged decodes (pool alignment check)
-  X=$(find build -name $t -type f -executable | head -1)
-  timeout 60 $X > $R/$t.log 2>&1; echo "$t rc=$? $(( $(date +%s)-T0 )) s: $(grep -E 'PASSED|FAILED' $R/$t.log | tr '\n' ' ')"
-done
 tar czf $OUT/s34c.tgz -C /tmp s34c
