@@ -255,8 +255,8 @@ struct DecodeArgs {
   /// 34"). Same tolerance as kernel 0. -1 (default): where it applies, batch >= 8 and batch * max_seq_len
   /// >= 2^19, and at head_dim 128 only for 3-bit keys and values, or 2-bit keys and values with batch *
   /// max_seq_len >= 2^21 (elsewhere one sequence per block measured faster on an H200: fewer, longer blocks
-  /// pay the pair step's set-up less; at head_dim 128 4-bit pairs were 0.82-0.97x); 1: wherever it applies;
-  /// 0: never (one sequence per block). Other values throw.
+  /// pay the pair step's set-up less; at head_dim 128 4-bit pairs were 0.88-0.98x, runs s34-2 / s34-3);
+  /// 1: wherever it applies; 0: never (one sequence per block). Other values throw.
   int pair_sequences = -1;
   /// Warps per block of the fp16 tensor-core kernel (kernel 0) at head_dim 256 (each warp runs its own
   /// pipeline of 16-token steps): tq_mse_decode at integer and fractional widths, tq_prod_paged_decode,
