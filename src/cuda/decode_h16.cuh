@@ -2063,8 +2063,9 @@ void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKerne
   // since session 30 also fp8 (KB = VB = 8), KIVI and 2 + 2-bit RVQ) where the block's shared memory fits:
   // every instance here. 2-bit keys with 2-bit values fit since session 30 (their 128 KB of quad tables hold
   // the warps' merge, H16Layout::kMergeInTab: 3 stages); in session 29 they kept 8 warps (with pair tables
-  // instead of quad tables 12 warps measured 0.96-1.01x, run s29-4)
-  constexpr bool kWideMode = MODE == kModeTq || MODE == kModeKivi || MODE == kModeRvq;
+  // instead of quad tables 12 warps measured 0.96-1.01x, run s29-4). Sequence pairs at head_dim 128 (kModePair
+  // on this D = 256 step, decode_h16_pair128.cu) choose the same way (session 34).
+  constexpr bool kWideMode = MODE == kModeTq || MODE == kModeKivi || MODE == kModeRvq || MODE == kModePair;
   if constexpr (D == 256 && kWideMode && H16Layout<D, KB, VB, 12, PROD, false, MODE>::kFits)
     if (shape.wide) return launch_h16_nw<D, KB, VB, 12, PROD, false, MODE>(shape, stream, a);
   launch_h16_nw<D, KB, VB, (D == 256 ? 8 : 16), PROD, false, MODE>(shape, stream, a);
