@@ -194,26 +194,6 @@ TEST(CpuCodec, FusedAttentionMatchesReference) {
   }
 }
 
-/// Sets an environment variable for a scope (restores the previous value or its absence).
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) had_ = true, old_ = old;
-    setenv(name, value, 1);
-  }
-  ~EnvGuard() {
-    if (had_)
-      setenv(name_, old_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
-
 // One thread over 131,072 tokens with a peaked softmax (queries of standard deviation 2: logits spread over
 // ~3 nats) and values of mean 4, so most tokens' weighted values are tiny next to the running sums and all
 // push the output the same way. Before session 31 the fused kernels added each token's value term to the
@@ -250,7 +230,7 @@ TEST(CpuCodec, LongPeakedSequenceStaysWithinTolerance) {
       for (bool one_job : {false, true}) {
         if (one_job && !block_sums) continue;
         SCOPED_TRACE(case_name(c, d, lvl) + (one_job ? ", one job" : ", jobs of 8192 tokens"));
-        std::optional<EnvGuard> env;
+        std::optional<test::EnvGuard> env;
         if (one_job) env.emplace("TURBOKV_CHUNK_TOKENS", "1048576");
         std::vector<float> got(want.size());
         cpu::attention_codec({{fk.get(), kb.data()}}, {{fv.get(), vb.data()}}, n, q.data(), G, p, got.data(), 0, 1);

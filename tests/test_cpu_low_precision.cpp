@@ -344,6 +344,52 @@ TEST_P(CpuLowPrecision, ToleranceCanFail) {
   EXPECT_GT(c.worst(got, want), g_mode->tol);
 }
 
+// kInt8 with Intel AMX (cpu_has_amx_int8(); src/cpu/tq_mse_int8_avx512.cpp): the tile products sum the same
+// u8 x s8 integers as vpdpbusd, so TURBOKV_AMX=1 (tiles for every job) must give the vpdpbusd path's
+// (TURBOKV_AMX=0) output bit for bit, and both stay within the int8 tolerance of the fp64 reference. Shapes
+// cover both key and value tile layouts: head_dim 16..512 (1..8 key chunks of 64 coordinates, a partial last
+// chunk at 80 / 96 / 112 / 144 / 400, two value group vectors past 128), GQA 1..16 (tile rows), lengths 1..4097
+// (partial blocks and passes), every width pair, window, soft-capping, a context, 1 and 2 threads.
+TEST(CpuLowPrecisionCommon, Int8AmxMatchesVpdpbusdBitForBit) {
+  if (detected_simd_level() != SimdLevel::kAvx512 || !cpu_has_amx_int8())
+    GTEST_SKIP() << "this CPU (or OS) has no AMX-INT8 tiles for this process: the int8 kernel runs on vpdpbusd only";
+  ScopedSimdLevel lvl(SimdLevel::kAvx512);
+  struct Shape {
+    int d, kvh, ratio;
+    std::size_t n;
+    int kbits, vbits, window;
+    double softcap;
+    std::size_t context;
+  };
+  const Shape shapes[] = {
+      {128, 2, 4, 1000, 4, 4, 0, 0, 0},   {128, 1, 5, 1, 3, 2, 0, 0, 0},     {128, 2, 8, 65, 2, 4, 0, 0, 0},
+      {64, 2, 16, 4097, 1, 3, 0, 0, 0},   {64, 1, 1, 31, 4, 1, 0, 0, 0},     {80, 1, 6, 64, 3, 3, 0, 0, 0},
+      {96, 2, 7, 2, 2, 2, 0, 0, 0},       {112, 1, 3, 1000, 1, 4, 0, 0, 0},  {144, 1, 9, 333, 4, 2, 0, 0, 0},
+      {256, 1, 16, 300, 3, 4, 0, 0, 0},   {400, 1, 2, 129, 2, 3, 0, 0, 0},   {512, 1, 16, 100, 4, 4, 0, 0, 0},
+      {16, 1, 12, 77, 3, 1, 0, 0, 0},     {128, 2, 8, 4097, 4, 3, 100, 0, 0}, {128, 1, 6, 1000, 2, 2, 0, 5.0, 0},
+      {128, 1, 10, 1000, 3, 4, 50, 3.0, 421}, {256, 2, 5, 999, 1, 1, 77, 2.0, 0}};
+  int i = 0;
+  for (const Shape& sh : shapes) {
+    Case c(sh.d, sh.kvh, sh.ratio, sh.n, sh.kbits, sh.vbits, 900 + i++);
+    const AttentionParams p = params_prec(sh.d, sh.window, sh.softcap, AttentionPrecision::kInt8);
+    const auto want = c.reference(p, sh.context);
+    for (int threads : {1, 2}) {
+      std::vector<float> vnni, amx;
+      {
+        test::EnvGuard env("TURBOKV_AMX", "0");
+        vnni = c.fast(p, sh.context, threads);
+      }
+      {
+        test::EnvGuard env("TURBOKV_AMX", "1");
+        amx = c.fast(p, sh.context, threads);
+      }
+      EXPECT_EQ(0, std::memcmp(vnni.data(), amx.data(), vnni.size() * sizeof(float)))
+          << c.shape() << " threads=" << threads << " window=" << sh.window << " softcap=" << sh.softcap;
+      EXPECT_LT(c.worst(amx, want), kModes[1].tol) << c.shape() << " threads=" << threads;
+    }
+  }
+}
+
 TEST(CpuLowPrecisionCommon, InvalidPrecisionRejected) {
   Case c(64, 1, 2, 10, 2, 2, 800);
   AttentionParams p = params(64);

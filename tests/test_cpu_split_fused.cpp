@@ -614,3 +614,49 @@ TEST(CpuSplitFusedInt8, PackedHeadsRunTheBf16Kernel) {
     }
   }
 }
+
+TEST(CpuSplitFusedInt8, AmxMatchesVpdpbusdBitForBit) {
+  // With Intel AMX the split int8 kernel's sums are tile products (TURBOKV_AMX=1: every job) of the same
+  // integers as vpdpbusd (TURBOKV_AMX=0), so the outputs must match bit for bit, and stay within the int8
+  // tolerance of the reference. Fractional keys and values whose parts do not share a register (head_dim 160
+  // .. 256), mixed with integer widths, GQA 1..16, partial blocks and passes, window and soft-capping.
+  if (detected_simd_level() != SimdLevel::kAvx512 || !cpu_has_amx_int8())
+    GTEST_SKIP() << "this CPU (or OS) has no AMX-INT8 tiles for this process: the int8 kernel runs on vpdpbusd only";
+  ScopedSimdLevel guard(SimdLevel::kAvx512);
+  struct Shape {
+    int d, kvh, ratio;
+    std::size_t n;
+    std::vector<double> k, v;
+  };
+  const Shape shapes[] = {{256, 2, 4, 1000, {2.5}, {3.5}},     {256, 1, 16, 65, {3.5}, {1.5}},
+                          {160, 1, 5, 31, {2.5}, {3.5}},       {192, 2, 8, 4097, {1.5}, {2.5}},
+                          {256, 1, 1, 1, {3.5}, {3.5}},        {256, 2, 7, 129, {2.5, 3}, {4, 1.5}},
+                          {192, 1, 12, 333, {1.5}, {2}},       {256, 1, 6, 1000, {4}, {2.5}}};
+  int i = 0;
+  for (const Shape& s : shapes) {
+    SplitHeads h(s.d, s.kvh, s.ratio, s.n, s.k, s.v, 300 + i++);
+    h.remake();
+    ASSERT_EQ(cpu::attention_codec_path(h.fkeys, h.fvalues), cpu::CodecAttentionPath::kTqMseSplitFused);
+    const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 23 + i);
+    for (AttentionParams p : {plain(s.d), kWindowCap}) {
+      p.precision = AttentionPrecision::kInt8;
+      const auto want = reference(h, q.data(), p);
+      for (int threads : {1, 2}) {
+        std::vector<float> vnni, amx;
+        {
+          test::EnvGuard env("TURBOKV_AMX", "0");
+          vnni = run_codec(h, q.data(), p, 0, threads);
+        }
+        {
+          test::EnvGuard env("TURBOKV_AMX", "1");
+          amx = run_codec(h, q.data(), p, 0, threads);
+        }
+        EXPECT_EQ(0, std::memcmp(vnni.data(), amx.data(), vnni.size() * sizeof(float)))
+            << "d " << s.d << " ratio " << s.ratio << " n " << s.n << " threads " << threads << " window " << p.window;
+        for (int hh = 0; hh < h.heads(); ++hh)
+          EXPECT_LT(test::rel_err(amx.data() + hh * h.d, want.data() + hh * h.d, h.d), kSplitModes[1].tol)
+              << "d " << s.d << " head " << hh;
+      }
+    }
+  }
+}

@@ -2,11 +2,33 @@
 #pragma once
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "turbokv/rng.h"
 
 namespace turbokv::test {
+
+/// Sets an environment variable for a scope (restores the previous value or its absence).
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) had_ = true, old_ = old;
+    setenv(name, value, 1);
+  }
+  ~EnvGuard() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
 
 inline std::vector<float> gaussian(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
   Rng r(seed);

@@ -31,7 +31,10 @@ enum class AttentionPrecision {
   /// (turbokv/cpu.h); bit-identical to the results from before this field existed.
   kFp32 = 0,
   /**
-   * Opt-in, faster: bf16 dot products with fp32 accumulation (AVX512-BF16
+   * Opt-in, faster on AMD Zen 4 (1.4-1.7x kFp32, docs/RESULTS.md) but slower
+   * on the Intel Xeon (AMX-class) measured in session 35: 1.1-1.9x kFp32's
+   * time there (kInt8 was 1.4-2.1x faster than kFp32 on both machines): bf16
+   * dot products with fp32 accumulation (AVX512-BF16
    * `vdpbf16ps`, two products per fp32 lane per instruction). Rounded to bf16
    * (round-to-nearest-even, unit roundoff u = 2^-8; fp32 denormals become 0):
    *   - scores: the rotated query Pi q (computed in fp64, rounded to fp32 as in
@@ -95,6 +98,11 @@ enum class AttentionPrecision {
    * register (SplitHeadState::packed: equal halves at head_dim <= 128, e.g.
    * 64 + 64) runs the kBf16 kernel instead (kFp32 without AVX512-BF16): int8
    * has no packed kernel and two half-empty int8 streams were slower.
+   * With Intel AMX (int8_uses_amx(), turbokv/simd.h: GQA groups of 5..16
+   * query heads at head_dim <= 128 by default, TURBOKV_AMX=0 / 1 to force) the
+   * same integer sums are AMX tile products (`tdpbsud` for scores, `tdpbusd`
+   * for values): the output is bit-identical to the `vpdpbusd` path's, 1.1-1.5x
+   * faster at those shapes on the Intel Xeon of docs/RESULTS.md "Session 35".
    * Needs simd_level() == SimdLevel::kAvx512 (which includes VNNI and VBMI);
    * below it the call runs the kFp32 kernels and returns exactly their result.
    * Source: src/cpu/tq_mse_int8_avx512.cpp.

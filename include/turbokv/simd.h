@@ -41,6 +41,30 @@ std::vector<SimdLevel> available_simd_levels();
  */
 bool cpu_has_avx512_bf16();
 
+/**
+ * Whether this process can run Intel AMX int8 tile instructions: cpuid leaf 7
+ * EDX bits 24 (AMX-TILE) and 25 (AMX-INT8), the OS enabling the tile state
+ * (XCR0 bits 17-18), detected_simd_level() == kAvx512, and Linux granting the
+ * tile data to this process (`arch_prctl(ARCH_REQ_XCOMP_PERM, 18)`, asked on
+ * the first call). Detected once; TURBOKV_SIMD does not change it. Used by
+ * AttentionPrecision::kInt8 (turbokv/attention.h), whose sums become AMX tile
+ * dot products where int8_uses_amx() says so. Never throws. Source: src/cpu/simd.cpp
+ * (cpuid via <cpuid.h>, xgetbv, the arch_prctl syscall; baseline x86-64 code).
+ */
+bool cpu_has_amx_int8();
+
+/**
+ * Whether AttentionPrecision::kInt8 sums with AMX tiles (instead of `vpdpbusd`)
+ * for a job of `group` query heads (one GQA group, at most 16) whose code
+ * streams hold at most `dim` coordinates each (head_dim; a fractional head's
+ * larger part): false without cpu_has_amx_int8(); else the environment
+ * variable TURBOKV_AMX (read at every call) decides when it is "0" (never) or
+ * "1" (always); otherwise group >= 5 and dim <= 128, where AMX measured faster
+ * (docs/RESULTS.md "Session 35"). The results are bit-identical either way.
+ * Never throws. Source: src/cpu/simd.cpp.
+ */
+bool int8_uses_amx(int group, int dim);
+
 /// The level the fast path uses now: TURBOKV_SIMD if set, else detected_simd_level().
 SimdLevel simd_level();
 /// Sets the level for the whole process. Throws std::invalid_argument if the

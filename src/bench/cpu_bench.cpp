@@ -5,13 +5,15 @@
 // kernel); every compressed row's baseline is the faster of the two in that run, re-timed alternately with
 // the row (time_pair_us), so load that comes and goes on a shared machine hits both sides of the ratio. TurboQuant-MSE (integer and fractional widths)
 // also gets a "tq-mse bf16" row (AttentionPrecision::kBf16) where the CPU has AVX512-BF16, and a "tq-mse int8"
-// row (AttentionPrecision::kInt8) at the AVX-512 level; TurboQuant-MSE at fractional
+// row (AttentionPrecision::kInt8) at the AVX-512 level (plus "tq-mse int8 amx" or "int8 vnni", the choice
+// int8_uses_amx did not make, where the CPU has AMX tiles); TurboQuant-MSE at fractional
 // widths (1.5, 2.5, 3.5: the fused split kernel) also gets a "tq-mse generic" row (the generic codec-domain path
 // on the same bytes, same run); TurboQuant-Prod at integer widths
 // also gets "tq-prod+mse-v" rows (Prod keys, TurboQuant-MSE values: fused, and the generic path in the same run).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -345,8 +347,22 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
         };
         if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
           lowp_row(AttentionPrecision::kBf16, " bf16", "avx512-bf16");
-        if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512)
-          lowp_row(AttentionPrecision::kInt8, " int8", "avx512-vnni");
+        if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512) {
+          // kInt8 as the library chooses (AMX tiles or vpdpbusd: int8_uses_amx), then, where the CPU has AMX,
+          // the other choice forced through TURBOKV_AMX on the same bytes ("tq-mse int8 amx" / "int8 vnni").
+          const bool amx = int8_uses_amx(std::min(H / kvh, 16), d);
+          lowp_row(AttentionPrecision::kInt8, " int8", amx ? "avx512-amx" : "avx512-vnni");
+          if (cpu_has_amx_int8()) {
+            const char* old = std::getenv("TURBOKV_AMX");
+            const std::string saved = old ? old : "";
+            setenv("TURBOKV_AMX", amx ? "0" : "1", 1);
+            lowp_row(AttentionPrecision::kInt8, amx ? " int8 vnni" : " int8 amx", amx ? "avx512-vnni" : "avx512-amx");
+            if (old)
+              setenv("TURBOKV_AMX", saved.c_str(), 1);
+            else
+              unsetenv("TURBOKV_AMX");
+          }
+        }
         // Fractional TurboQuant-MSE (outlier split): the row above is the fused split kernel
         // (CodecAttentionPath::kTqMseSplitFused); "tq-mse generic" times the generic codec-domain path on
         // the same bytes in the same run.

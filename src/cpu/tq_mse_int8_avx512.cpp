@@ -27,6 +27,15 @@
 //    masks run beside `vpdpbusd` on Zen 4; cross-lane byte permutes do not
 //    (a first version transposed with `vpermt2b`: ~20% more perf samples in
 //    the value loop, one thread, 4-bit, head_dim 128).
+//  - with Intel AMX (where int8_uses_amx(), turbokv/simd.h) the same u8 / s8
+//    operands go to tiles instead of vpdpbusd (AmxTiles):
+//    keys, the looked-up centroids of a block as rows of 16 tokens x 4
+//    coordinates (the VNNI layout of a `tdpbsud` B tile) against the query as
+//    the A tile, which gives the scores head-major; values, the centroid
+//    dwords of 16 quads as a `tdpbusd` B tile against the pass's u8 weights
+//    as the A tile, all G heads of the job in one tile product. Integer sums
+//    are exact either way, so the outputs are the VNNI path's bit for bit
+//    (tests/test_cpu_low_precision.cpp).
 // Measured error and speed: turbokv/attention.h (kInt8), docs/RESULTS.md.
 #include <immintrin.h>
 
@@ -34,6 +43,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include "fused_pass_avx512.h"
 #include "kernels_avx512_traits.h"
@@ -63,6 +73,33 @@ using fused_pass::as_split_key_source;
 constexpr int kMaxHeads = 16;                  ///< query heads of one job at most (run_split)
 constexpr int kBlocks = kPassTokens / TB;      ///< score blocks per pass
 constexpr int kMaxGroups = kMaxDim / 8;        ///< code groups (8 coordinates) a token at most
+constexpr int kMaxChunks = kMaxGroups / 8;     ///< AMX key tiles (64 coordinates each) a token at most
+
+/// The AMX tiles of a kInt8 job, configured on the job's thread for its lifetime (palette 1):
+///   tmm0 key sums        [G heads][16 tokens] int32
+///   tmm1 query chunk     [G heads][64 bytes] s8: dwords 16 c .. 16 c + 15 of KeyInt8::qd (chunk c)
+///   tmm2 key centroids   [16 rows][16 tokens x 4 bytes] u8: row 2 i + hf = half hf of group 8 c + i
+///   tmm3 value weights   [G heads][64 tokens] u8 (ValueInt8::w8)
+///   tmm4, tmm7 value centroids [16 quads][16 coordinates x 4 tokens] s8 (ValueInt8::quad, one r)
+///   tmm5, tmm6 value sums      [G heads][16 coordinates] int32
+/// A tile load right after the vector stores of its rows waits ~100 cycles (measured: docs/RESULTS.md, session
+/// 35), so the rows of a whole pass (keys) or group vector (values) are stored before the first tile load.
+struct AmxTiles {
+  explicit AmxTiles(int G) {
+    alignas(64) std::uint8_t cfg[64] = {};
+    cfg[0] = 1;
+    auto tile = [&](int t, int rows) {
+      cfg[16 + 2 * t] = 64;  // bytes a row
+      cfg[48 + t] = static_cast<std::uint8_t>(rows);
+    };
+    for (int t : {0, 1, 3, 5, 6}) tile(t, G);
+    for (int t : {2, 4, 7}) tile(t, 16);
+    _tile_loadconfig(cfg);
+  }
+  ~AmxTiles() { _tile_release(); }
+  AmxTiles(const AmxTiles&) = delete;
+  AmxTiles& operator=(const AmxTiles&) = delete;
+};
 
 /// vpmultishiftqb control for codes 4 h .. 4 h + 3 of a group (h = 0, 1): in each qword (the group
 /// dwords of tokens 2k, 2k + 1), byte s <- the 8 bits from code 4 h + s of token 2k, byte 4 + s <- the
@@ -93,10 +130,16 @@ struct KeyInt8 {
   float mul[kMaxHeads];  ///< score = mul[h] * acc + add[h] (before the key norm and softmax scale)
   float add[kMaxHeads];
   __m512i book;          ///< u8 centroids: c ~ kmin + kstep * book[code]
-  int hd4 = 0;           ///< dwords a head
+  int hd4 = 0;           ///< dwords a head: 2 a code group, rounded up to 16 (an AMX tile row; zeros past)
+  bool amx = false;      ///< score with AMX tiles (amx_pass, amx_scores)
+  alignas(64) std::uint8_t kb[kBlocks][kMaxChunks][16 * 64];  ///< AMX: tmm2 rows, per block and chunk (zero past)
+  alignas(64) std::int32_t ci[kBlocks][kMaxHeads * 16];       ///< AMX: tmm0 stored, per block
 
   /// qp: [G][qstride] rotated queries, this code stream's d coordinates at the start of each row.
-  void prepare(const TqState& ks, const float* qp, int qstride, int G, int d) {
+  void prepare(const TqState& ks, const float* qp, int qstride, int G, int d, bool use_amx) {
+    amx = use_amx;
+    if (amx && ks.ng % 8)  // rows past the last chunk's groups: zero (their query bytes are 0 too)
+      for (auto& blk : kb) std::memset(blk[ks.ng / 8] + 2 * (ks.ng % 8) * 64, 0, (16 - 2 * (ks.ng % 8)) * 64);
     const int nb = 1 << ks.bits;
     float lo = ks.cbx[0], hi = ks.cbx[0];
     for (int k = 1; k < nb; ++k) lo = std::min(lo, ks.cbx[k]), hi = std::max(hi, ks.cbx[k]);
@@ -104,7 +147,7 @@ struct KeyInt8 {
     book = byte_table(ks.bits, [&](int k) {
       return static_cast<std::uint8_t>(std::clamp(std::nearbyint((ks.cbx[k] - lo) / step), 0.0f, 255.0f));
     });
-    hd4 = ks.ng * 2;
+    hd4 = (ks.ng * 2 + 15) / 16 * 16;
     for (int h = 0; h < G; ++h) {
       const float* q = qp + static_cast<std::size_t>(h) * qstride;
       float mx = 0;
@@ -127,31 +170,72 @@ struct KeyInt8 {
   }
 };
 
+/// The u8 centroids of one code group of every token of a block (gt: token i's group dword in lane i): x0
+/// holds its codes 0..3 (at 4 bits the even ones), x1 codes 4..7 (the odd ones), four a dword, token i in
+/// dword i.
+template <int BITS>
+[[gnu::always_inline]] inline void group_centroids(__m512i gt, __m512i book, __m512i& x0, __m512i& x1) {
+  if constexpr (BITS == 4) {  // nibbles: even codes (low) and odd codes (high) of each byte, in-lane look-ups
+    const __m512i m = _mm512_set1_epi8(15);
+    x0 = _mm512_shuffle_epi8(book, _mm512_and_si512(gt, m));
+    x1 = _mm512_shuffle_epi8(book, _mm512_and_si512(_mm512_srli_epi32(gt, 4), m));
+  } else {
+    x0 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(code_ctrl<BITS>(0)), gt), book);
+    x1 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(code_ctrl<BITS>(1)), gt), book);
+  }
+}
+
 /// out[h] = int32 sums of u8 centroid x int8 query over the block's groups for GH heads, token i in lane i.
 template <int GH, int BITS, class Src>
 inline void score_heads(const Src& src, const std::uint32_t* qd, int hd4, __m512i book, __m512i* out) {
   __m512i a[2][GH];
   for (int k = 0; k < 2; ++k)
     for (int h = 0; h < GH; ++h) a[k][h] = _mm512_setzero_si512();
-  const __m512i c0 = _mm512_set1_epi64(code_ctrl<BITS>(0)), c1 = _mm512_set1_epi64(code_ctrl<BITS>(1));
   for (int j = 0; j < src.ng; ++j) {
-    const __m512i gt = src.trow(j);
     const std::uint32_t* qj = qd + 2 * j;
     __m512i x0, x1;
-    if constexpr (BITS == 4) {  // nibbles: even codes (low) and odd codes (high) of each byte, in-lane look-ups
-      const __m512i m = _mm512_set1_epi8(15);
-      x0 = _mm512_shuffle_epi8(book, _mm512_and_si512(gt, m));
-      x1 = _mm512_shuffle_epi8(book, _mm512_and_si512(_mm512_srli_epi32(gt, 4), m));
-    } else {
-      x0 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(c0, gt), book);
-      x1 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(c1, gt), book);
-    }
+    group_centroids<BITS>(src.trow(j), book, x0, x1);
     for (int h = 0; h < GH; ++h) {
       a[0][h] = _mm512_dpbusd_epi32(a[0][h], x0, _mm512_set1_epi32(static_cast<int>(qj[h * hd4])));
       a[1][h] = _mm512_dpbusd_epi32(a[1][h], x1, _mm512_set1_epi32(static_cast<int>(qj[h * hd4 + 1])));
     }
   }
   for (int h = 0; h < GH; ++h) out[h] = _mm512_add_epi32(a[0][h], a[1][h]);
+}
+
+/// The AMX key sums of a pass (tokens [t, t + pcnt)): every block staged in turn (src.stage) and its
+/// centroid rows stored to kb (8 groups a chunk, 2 rows a group), then per block the chunks' tile products
+/// (tmm1 query chunk x tmm2 rows) summed in tmm0 and stored to ci[block] ([G][16 tokens]); the same integers
+/// as score_heads. src is left staged at the pass's last block: callers reload a block's norms.
+template <int BITS, class Src>
+void amx_pass(Src& src, KeyInt8& q, std::size_t t, int pcnt) {
+  const int nblk = (pcnt + TB - 1) / TB, nch = (src.ng + 7) / 8;
+  for (int b = 0; b < nblk; ++b) {
+    src.stage(t + static_cast<std::size_t>(b) * TB, std::min(TB, pcnt - b * TB));
+    for (int j = 0; j < src.ng; ++j) {
+      __m512i x0, x1;
+      group_centroids<BITS>(src.trow(j), q.book, x0, x1);
+      std::uint8_t* row = q.kb[b][j / 8] + 2 * (j % 8) * 64;
+      _mm512_store_si512(row, x0);
+      _mm512_store_si512(row + 64, x1);
+    }
+  }
+  for (int b = 0; b < nblk; ++b) {
+    _tile_zero(0);
+    for (int c = 0; c < nch; ++c) {
+      _tile_loadd(2, q.kb[b][c], 64);
+      _tile_loadd(1, q.qd + 16 * c, q.hd4 * 4);
+      _tile_dpbsud(0, 1, 2);
+    }
+    _tile_stored(0, q.ci[b], 64);
+  }
+}
+
+/// scores_block's output for block b of the pass from amx_pass's sums.
+inline void amx_scores(const KeyInt8& q, int b, int G, float* out) {
+  for (int h = 0; h < G; ++h)
+    _mm512_storeu_ps(out + h * W, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(q.ci[b] + h * 16)),
+                                                  _mm512_set1_ps(q.mul[h]), _mm512_set1_ps(q.add[h])));
 }
 
 /// out[h * 16 + i] = <q_h, c[codes of token i]> (no norm) for the G heads, from the int8 sums.
@@ -198,6 +282,15 @@ struct ValueInt8 {
   alignas(64) float vn[kPassTokens];                    ///< this stream's norms of the pass
   alignas(64) std::uint8_t w8[kMaxHeads][kPassTokens];  ///< u8 weights: p ||v|| ~ wstep[h] * w8
   float wstep[kMaxHeads];
+  bool amx = false;                                     ///< accumulate with AMX tiles (heads_amx)
+  alignas(64) std::uint8_t vb[2][4][16 * 64];           ///< AMX: tmm4 / tmm7 rows for each hf, r (zero at first)
+  alignas(64) std::int32_t cv[2][4][kMaxHeads * 16];    ///< AMX: tmm5 / tmm6 stored for each hf, r
+
+  /// Accumulate with AMX tiles from now on (the job's AmxTiles configured).
+  void use_amx() {
+    amx = true;
+    std::memset(vb, 0, sizeof vb);
+  }
 
   /// An integer-width head: n tokens of codes, then their fp16 norms.
   ValueInt8(const TqState& s, const std::uint8_t* c, std::size_t n) {
@@ -298,24 +391,65 @@ struct ValueInt8 {
         for (int r = 0; r < 4; ++r) a[h][r] = _mm512_dpbusd_epi32(a[h][r], w, c[r]);
       }
     }
-    for (int h = 0; h < GH; ++h) {
-      // 4 x 4 dword transpose in every 128-bit lane: z[s] lane 4 L + r = a[h][r] lane L dword s.
-      const __m512i t0 = _mm512_unpacklo_epi32(a[h][0], a[h][1]), t1 = _mm512_unpackhi_epi32(a[h][0], a[h][1]);
-      const __m512i t2 = _mm512_unpacklo_epi32(a[h][2], a[h][3]), t3 = _mm512_unpackhi_epi32(a[h][2], a[h][3]);
-      const __m512i z[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
-                            _mm512_unpackhi_epi64(t1, t3)};
-      const __m512 sc = _mm512_set1_ps(wstep[h0 + h] * cstep);
-      float* f = acc + static_cast<std::size_t>(h0 + h) * P + off + v * 8 * W;
-      for (int s = 0; s < 4; ++s) {
-        float* fs = f + code_of(hf, s) * W;
-        _mm512_storeu_ps(fs, _mm512_fmadd_ps(_mm512_cvtepi32_ps(z[s]), sc, _mm512_loadu_ps(fs)));
+    for (int h = 0; h < GH; ++h) add_sums(h0 + h, a[h], v, hf, acc, P);
+  }
+
+  /// acc[h] vectors v * 8 + code_of(hf, s) += head h's int32 sums a[r] of the pass (lanes as quad's out[r])
+  /// times their scale.
+  [[gnu::always_inline]] void add_sums(int h, const __m512i* a, int v, int hf, float* acc, int P) const {
+    // 4 x 4 dword transpose in every 128-bit lane: z[s] lane 4 L + r = a[r] lane L dword s.
+    const __m512i t0 = _mm512_unpacklo_epi32(a[0], a[1]), t1 = _mm512_unpackhi_epi32(a[0], a[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(a[2], a[3]), t3 = _mm512_unpackhi_epi32(a[2], a[3]);
+    const __m512i z[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
+                          _mm512_unpackhi_epi64(t1, t3)};
+    const __m512 sc = _mm512_set1_ps(wstep[h] * cstep);
+    float* f = acc + static_cast<std::size_t>(h) * P + off + v * 8 * W;
+    for (int s = 0; s < 4; ++s) {
+      float* fs = f + code_of(hf, s) * W;
+      _mm512_storeu_ps(fs, _mm512_fmadd_ps(_mm512_cvtepi32_ps(z[s]), sc, _mm512_loadu_ps(fs)));
+    }
+  }
+
+  /// Both halves of heads() for group vector v and all G heads with AMX: the centroid dwords of the pass's
+  /// quads to vb (tmm4 / tmm7 rows) for every hf and r, then each times the weights (tmm3, loaded by pass())
+  /// into tmm5 / tmm6, stored to cv; the same integers as heads().
+  void heads_amx(int v, int pcnt, int G, float* acc, int P) {
+    // Quads past the pass keep earlier bytes (or zeros): their weights are 0.
+    for (int hf = 0; hf < 2; ++hf) {
+      const __m512i ctrl = _mm512_set1_epi64(code_ctrl<BITS>(hf));
+      for (int qd = 0; 4 * qd < pcnt; ++qd) {
+        __m512i c[4];
+        quad(v, qd, pcnt, hf, ctrl, c);
+        for (int r = 0; r < 4; ++r) _mm512_store_si512(vb[hf][r] + qd * 64, c[r]);
       }
     }
+    for (int hf = 0; hf < 2; ++hf)
+      for (int r = 0; r < 4; r += 2) {
+        _tile_loadd(4, vb[hf][r], 64);
+        _tile_loadd(7, vb[hf][r + 1], 64);
+        _tile_zero(5);
+        _tile_zero(6);
+        _tile_dpbusd(5, 3, 4);
+        _tile_dpbusd(6, 3, 7);
+        _tile_stored(5, cv[hf][r], 64);
+        _tile_stored(6, cv[hf][r + 1], 64);
+      }
+    for (int hf = 0; hf < 2; ++hf)
+      for (int h = 0; h < G; ++h) {
+        const __m512i a[4] = {_mm512_load_si512(cv[hf][0] + h * 16), _mm512_load_si512(cv[hf][1] + h * 16),
+                              _mm512_load_si512(cv[hf][2] + h * 16), _mm512_load_si512(cv[hf][3] + h * 16)};
+        add_sums(h, a, v, hf, acc, P);
+      }
   }
 
   /// The pass's values (tokens [t, t + pcnt)) for G heads added to acc ([G][P], the kernels.h layout).
   void pass(std::size_t t, int pcnt, int G, float* acc, int P) {
     rows.set_at(codes, stride, avail, nv, t, pcnt);
+    if (amx) {
+      _tile_loadd(3, w8[0], kPassTokens);
+      for (int v = 0; v < nv; ++v) heads_amx(v, pcnt, G, acc, P);
+      return;
+    }
     for (int v = 0; v < nv; ++v)
       for (int hf = 0; hf < 2; ++hf) {
         int h0 = 0;
@@ -333,14 +467,15 @@ struct ValueInt8 {
 /// Passes of up to 64 tokens (fused_pass::pass_loop): scores of 4 blocks of 16 (keys staged and transposed
 /// per block), one online-softmax update per head for the pass, one value pass (value codes read in place).
 template <int KB, int VB>
-void attend_int8(const AttnJob& j) {
+void attend_int8(const AttnJob& j, bool amx) {
   TqSrc<KB> ks(*j.ks, j.kcodes, j.n);
   ks.transpose = true;
   ValueInt8<VB> vs(*j.vs, j.vcodes, j.n);
+  if (amx) vs.use_amx();
   const int d = j.ks->dim, G = j.G;
   const int P = layout_floats(j.ks->ng, W);
   KeyInt8 kq;
-  kq.prepare(*j.ks, j.qp, d, G, d);
+  kq.prepare(*j.ks, j.qp, d, G, d, amx);
   alignas(64) float pw[kMaxHeads * kPassTokens];  // [head][token of the pass] weights p * ||v||
   const __m512 scale = _mm512_set1_ps(j.scale);
   const std::size_t krow = j.ks->code_bytes, kend = j.n * krow, vrow = j.vs->code_bytes, vend = j.n * vrow;
@@ -351,9 +486,15 @@ void attend_int8(const AttnJob& j) {
         // ahead (the value pass reads them in place).
         prefetch_rows(j.kcodes, (tb + 2 * TB) * krow, std::min((tb + 3 * TB) * krow, kend));
         prefetch_rows(j.vcodes, (tb + kPassTokens) * vrow, std::min((tb + kPassTokens + TB) * vrow, vend));
-        ks.stage(tb, cnt);
         vs.norms(b, tb, cnt);
-        scores_block<KB>(ks, kq, G, dots);
+        if (amx) {
+          if (b == 0) amx_pass<KB>(ks, kq, tb, static_cast<int>(std::min<std::size_t>(kPassTokens, j.t1 - tb)));
+          ks.load_norms(tb, cnt);
+          amx_scores(kq, b, G, dots);
+        } else {
+          ks.stage(tb, cnt);
+          scores_block<KB>(ks, kq, G, dots);
+        }
         const __m512 kn = _mm512_mul_ps(ks.norm_vec(), scale);
         for (int h = 0; h < G; ++h) _mm512_storeu_ps(dots + h * W, _mm512_mul_ps(_mm512_loadu_ps(dots + h * W), kn));
       },
@@ -391,8 +532,9 @@ inline void with_rest_bits(int bl, Fn&& fn) {
 /// Scores of a job's keys, one block of up to 16 tokens at a time.
 struct KeySideI8 {
   virtual ~KeySideI8() = default;
-  /// out[h * 16 + i] = score of token tb + i for head h (norms applied, softmax scale not).
-  virtual void score(std::size_t tb, int cnt, float* out) = 0;
+  /// out[h * 16 + i] = score of token tb + i for head h (norms applied, softmax scale not); block b of a
+  /// pass of pcnt tokens (called for b = 0, 1, ... in order).
+  virtual void score(std::size_t tb, int cnt, int b, int pcnt, float* out) = 0;
 };
 
 template <int KB>
@@ -400,13 +542,19 @@ struct IntKeysI8 final : KeySideI8 {
   TqSrc<KB> src;
   KeyInt8 kq;
   int G;
-  IntKeysI8(const SplitAttnJob& j) : src(*j.ks, j.kcodes, j.n), G(j.G) {
+  IntKeysI8(const SplitAttnJob& j, bool amx) : src(*j.ks, j.kcodes, j.n), G(j.G) {
     src.transpose = true;
-    kq.prepare(*j.ks, j.qs, j.qstride, G, j.ks->dim);
+    kq.prepare(*j.ks, j.qs, j.qstride, G, j.ks->dim, amx);
   }
-  void score(std::size_t tb, int cnt, float* out) override {
-    src.stage(tb, cnt);
-    scores_block<KB>(src, kq, G, out);
+  void score(std::size_t tb, int cnt, int blk, int pcnt, float* out) override {
+    if (kq.amx) {
+      if (blk == 0) amx_pass<KB>(src, kq, tb, pcnt);
+      src.load_norms(tb, cnt);
+      amx_scores(kq, blk, G, out);
+    } else {
+      src.stage(tb, cnt);
+      scores_block<KB>(src, kq, G, out);
+    }
     const __m512 kn = src.norm_vec();
     for (int h = 0; h < G; ++h) _mm512_storeu_ps(out + h * W, _mm512_mul_ps(_mm512_loadu_ps(out + h * W), kn));
   }
@@ -423,22 +571,31 @@ struct SplitKeysI8 final : KeySideI8 {
   const std::uint8_t* scal;
   alignas(64) float rest[kMaxHeads * W];
   alignas(64) float nrm[2][TB];
-  SplitKeysI8(const SplitAttnJob& j)
+  SplitKeysI8(const SplitAttnJob& j, bool amx)
       : hi(j.kx->part[0], j.kcodes + j.kx->code_offset[0], j.n), lo(j.kx->part[1], j.kcodes + j.kx->code_offset[1], j.n),
         G(j.G), row(j.kx->row_bytes), scal(j.kcodes + j.n * j.kx->row_bytes) {
     as_split_key_source(hi, split_part(*j.kx, j.kcodes, j.n, 0));
     as_split_key_source(lo, split_part(*j.kx, j.kcodes, j.n, 1));
-    k0.prepare(j.kx->part[0], j.qs, j.qstride, G, j.kx->part[0].dim);
-    k1.prepare(j.kx->part[1], j.qs + j.kx->part[0].dim, j.qstride, G, j.kx->part[1].dim);
+    k0.prepare(j.kx->part[0], j.qs, j.qstride, G, j.kx->part[0].dim, amx);
+    k1.prepare(j.kx->part[1], j.qs + j.kx->part[0].dim, j.qstride, G, j.kx->part[1].dim, amx);
   }
-  void score(std::size_t tb, int cnt, float* out) override {
+  void score(std::size_t tb, int cnt, int blk, int pcnt, float* out) override {
     prefetch_rows(hi.block, (tb + 2 * TB) * row, std::min((tb + 3 * TB) * row, hi.block_bytes));  // two blocks ahead
-    hi.stage(tb, cnt);
-    lo.stage(tb, cnt);
     load_scalars(scal, 2, 0, tb, cnt, nrm[0]);
     load_scalars(scal, 2, 1, tb, cnt, nrm[1]);
-    scores_block<BL + 1>(hi, k0, G, out);
-    scores_block<BL>(lo, k1, G, rest);
+    if (k0.amx) {
+      if (blk == 0) {
+        amx_pass<BL + 1>(hi, k0, tb, pcnt);
+        amx_pass<BL>(lo, k1, tb, pcnt);
+      }
+      amx_scores(k0, blk, G, out);
+      amx_scores(k1, blk, G, rest);
+    } else {
+      hi.stage(tb, cnt);
+      lo.stage(tb, cnt);
+      scores_block<BL + 1>(hi, k0, G, out);
+      scores_block<BL>(lo, k1, G, rest);
+    }
     const __m512 a = _mm512_load_ps(nrm[0]), b = _mm512_load_ps(nrm[1]);
     for (int h = 0; h < G; ++h)
       _mm512_storeu_ps(out + h * W, _mm512_fmadd_ps(b, _mm512_load_ps(rest + h * W),
@@ -458,7 +615,9 @@ struct ValSideI8 {
 template <int VB>
 struct IntValsI8 final : ValSideI8 {
   ValueInt8<VB> v;
-  explicit IntValsI8(const SplitAttnJob& j) : v(*j.vs, j.vcodes, j.n) {}
+  IntValsI8(const SplitAttnJob& j, bool amx) : v(*j.vs, j.vcodes, j.n) {
+    if (amx) v.use_amx();
+  }
   void norms(int b, std::size_t tb, int cnt) override { v.norms(b, tb, cnt); }
   void pass(std::size_t t, int pcnt, int nblk, const float* p, int G, float* acc, int AP) override {
     v.all_weights(G, nblk, p);
@@ -471,11 +630,12 @@ template <int BL>
 struct SplitValsI8 final : ValSideI8 {
   ValueInt8<BL + 1> v0;
   ValueInt8<BL> v1;
-  explicit SplitValsI8(const SplitAttnJob& j) {
+  SplitValsI8(const SplitAttnJob& j, bool amx) {
     const SplitHeadState& x = *j.vx;
     const SplitPart p0 = split_part(x, j.vcodes, j.n, 0), p1 = split_part(x, j.vcodes, j.n, 1);
     v0.init(x.part[0], p0.codes, x.row_bytes, p0.avail, p0.scal, 2, 0, 0);
     v1.init(x.part[1], p1.codes, x.row_bytes, p1.avail, p1.scal, 2, 1, x.split_acc_offset(W));
+    if (amx) v0.use_amx(), v1.use_amx();
   }
   void norms(int b, std::size_t tb, int cnt) override {
     v0.norms(b, tb, cnt);
@@ -496,7 +656,7 @@ void split_loop(const SplitAttnJob& j, KeySideI8& ks, ValSideI8& vs) {
   pass_loop(
       j, j.acc, j.P,
       [&](std::size_t tb, int cnt, int b, float* dots) {
-        ks.score(tb, cnt, dots);
+        ks.score(tb, cnt, b, static_cast<int>(std::min<std::size_t>(kPassTokens, j.t1 - tb + static_cast<std::size_t>(b) * TB)), dots);
         vs.norms(b, tb, cnt);
         for (int h = 0; h < j.G; ++h) _mm512_storeu_ps(dots + h * W, _mm512_mul_ps(_mm512_loadu_ps(dots + h * W), scale));
       },
@@ -504,24 +664,24 @@ void split_loop(const SplitAttnJob& j, KeySideI8& ks, ValSideI8& vs) {
       [&](std::size_t t, int pcnt, int nblk) { vs.pass(t, pcnt, nblk, pp, j.G, j.acc, j.P); });
 }
 
-void split_values(const SplitAttnJob& j, KeySideI8& ks) {
+void split_values(const SplitAttnJob& j, KeySideI8& ks, bool amx) {
   if (j.vx) {
     with_rest_bits(j.vx->part[1].bits, [&](auto bl) {
-      SplitValsI8<decltype(bl)::value> v(j);
+      SplitValsI8<decltype(bl)::value> v(j, amx);
       split_loop(j, ks, v);
     });
   } else {
     with_bits(j.vs->bits, [&](auto vb) {
-      IntValsI8<decltype(vb)::value> v(j);
+      IntValsI8<decltype(vb)::value> v(j, amx);
       split_loop(j, ks, v);
     });
   }
 }
 
 template <class K>
-void split_keys(const SplitAttnJob& j) {
-  K k(j);
-  split_values(j, k);
+void split_keys(const SplitAttnJob& j, bool amx) {
+  K k(j, amx);
+  split_values(j, k, amx);
 }
 
 }  // namespace
@@ -529,8 +689,11 @@ void split_keys(const SplitAttnJob& j) {
 
 void avx512_int8_attend(const AttnJob& j) {
   using namespace avx512i8;
+  const bool amx = int8_uses_amx(j.G, std::max(j.ks->dim, j.vs->dim));
+  std::optional<AmxTiles> tiles;
+  if (amx) tiles.emplace(j.G);
   with_bits(j.ks->bits, [&](auto kb) {
-    with_bits(j.vs->bits, [&](auto vb) { attend_int8<decltype(kb)::value, decltype(vb)::value>(j); });
+    with_bits(j.vs->bits, [&](auto vb) { attend_int8<decltype(kb)::value, decltype(vb)::value>(j, amx); });
   });
 }
 
@@ -546,10 +709,14 @@ void avx512_int8_attend_split(const SplitAttnJob& j) {
       avx512_kernels().attend_split(j);
     return;
   }
+  auto widest = [](const SplitHeadState* x, const TqState* t) { return x ? std::max(x->part[0].dim, x->part[1].dim) : t->dim; };
+  const bool amx = int8_uses_amx(j.G, std::max(widest(j.kx, j.ks), widest(j.vx, j.vs)));
+  std::optional<AmxTiles> tiles;
+  if (amx) tiles.emplace(j.G);
   if (j.kx)
-    with_rest_bits(j.kx->part[1].bits, [&](auto bl) { split_keys<SplitKeysI8<decltype(bl)::value>>(j); });
+    with_rest_bits(j.kx->part[1].bits, [&](auto bl) { split_keys<SplitKeysI8<decltype(bl)::value>>(j, amx); });
   else
-    with_bits(j.ks->bits, [&](auto kb) { split_keys<IntKeysI8<decltype(kb)::value>>(j); });
+    with_bits(j.ks->bits, [&](auto kb) { split_keys<IntKeysI8<decltype(kb)::value>>(j, amx); });
 }
 
 }  // namespace turbokv::cpu::detail
