@@ -374,15 +374,7 @@ TEST(CpuLowPrecisionCommon, Int8AmxMatchesVpdpbusdBitForBit) {
     const AttentionParams p = params_prec(sh.d, sh.window, sh.softcap, AttentionPrecision::kInt8);
     const auto want = c.reference(p, sh.context);
     for (int threads : {1, 2}) {
-      std::vector<float> vnni, amx;
-      {
-        test::EnvGuard env("TURBOKV_AMX", "0");
-        vnni = c.fast(p, sh.context, threads);
-      }
-      {
-        test::EnvGuard env("TURBOKV_AMX", "1");
-        amx = c.fast(p, sh.context, threads);
-      }
+      const auto [vnni, amx] = test::vpdpbusd_and_amx([&] { return c.fast(p, sh.context, threads); });
       EXPECT_EQ(0, std::memcmp(vnni.data(), amx.data(), vnni.size() * sizeof(float)))
           << c.shape() << " threads=" << threads << " window=" << sh.window << " softcap=" << sh.softcap;
       EXPECT_LT(c.worst(amx, want), kModes[1].tol) << c.shape() << " threads=" << threads;

@@ -642,15 +642,7 @@ TEST(CpuSplitFusedInt8, AmxMatchesVpdpbusdBitForBit) {
       p.precision = AttentionPrecision::kInt8;
       const auto want = reference(h, q.data(), p);
       for (int threads : {1, 2}) {
-        std::vector<float> vnni, amx;
-        {
-          test::EnvGuard env("TURBOKV_AMX", "0");
-          vnni = run_codec(h, q.data(), p, 0, threads);
-        }
-        {
-          test::EnvGuard env("TURBOKV_AMX", "1");
-          amx = run_codec(h, q.data(), p, 0, threads);
-        }
+        const auto [vnni, amx] = test::vpdpbusd_and_amx([&] { return run_codec(h, q.data(), p, 0, threads); });
         EXPECT_EQ(0, std::memcmp(vnni.data(), amx.data(), vnni.size() * sizeof(float)))
             << "d " << s.d << " ratio " << s.ratio << " n " << s.n << " threads " << threads << " window " << p.window;
         for (int hh = 0; hh < h.heads(); ++hh)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "turbokv/rng.h"
@@ -29,6 +30,19 @@ class EnvGuard {
   bool had_ = false;
   std::string old_;
 };
+
+/// {fn() with TURBOKV_AMX=0, fn() with TURBOKV_AMX=1}: AttentionPrecision::kInt8 summing with vpdpbusd, then
+/// with AMX tiles for every job where the CPU has them (turbokv/simd.h int8_uses_amx).
+template <class Fn>
+auto vpdpbusd_and_amx(Fn&& fn) {
+  auto run = [&](const char* v) {
+    EnvGuard env("TURBOKV_AMX", v);
+    return fn();
+  };
+  auto a = run("0");
+  auto b = run("1");
+  return std::pair{std::move(a), std::move(b)};
+}
 
 inline std::vector<float> gaussian(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
   Rng r(seed);

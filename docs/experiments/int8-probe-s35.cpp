@@ -1,8 +1,11 @@
-// probe: int8 fused attention, 4-bit (argv[1] bits), 32k tokens, 32/8 heads, d128, N reps, threads argv[3]
+// probe (session 35): TurboQuant-MSE fused attention via attention_codec, timed in a loop. Args: bits reps threads precision(0 fp32, 1 bf16, 2 int8) n H kvh d
+// (defaults 4 50 1 2 32768 32 8 128). Build: g++ -O2 -std=c++20 -Iinclude int8-probe-s35.cpp build/libturbokv.a -lpthread -lfmt
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <random>
 #include <vector>
@@ -16,7 +19,7 @@ int main(int argc, char** argv) {
   const int thr = argc > 3 ? atoi(argv[3]) : 1;
   const int prec = argc > 4 ? atoi(argv[4]) : 2;
   const std::size_t n = argc > 5 ? atoi(argv[5]) : 32768;
-  const int d = 128, kvh = 8, H = 32;
+  const int d = argc > 8 ? atoi(argv[8]) : 128, kvh = argc > 7 ? atoi(argv[7]) : 8, H = argc > 6 ? atoi(argv[6]) : 32;
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
   std::vector<float> rows(n * d), q(H * d), out(H * d);
@@ -31,6 +34,7 @@ int main(int argc, char** argv) {
       for (auto& x : rows) x = nd(rng);
       CodecConfig cfg; cfg.method = Method::kTurboMse; cfg.bits = bits; cfg.head_dim = d; cfg.role = role; cfg.seed = 7 + g;
       refs.push_back(make_codec(cfg));
+      if (refs.back()->needs_calibration()) refs.back()->calibrate(rows.data(), std::min<std::size_t>(n, 4096));
       codecs.push_back(cpu::make_cpu_codec(*refs.back()));
       bufs.emplace_back(codecs.back()->encoded_bytes(n));
       codecs.back()->encode(rows.data(), n, bufs.back().data(), 1);
@@ -46,5 +50,5 @@ int main(int argc, char** argv) {
     best = std::min(best, us); sum += us;
   }
   double cs = 0; for (float x : out) cs += x;
-  std::printf("bits %.1f prec %d thr %d n %zu: best %.1f us, mean %.1f us, checksum %.9g\n", bits, prec, thr, n, best, sum / reps, cs);
+  std::printf("H %d kvh %d d %d bits %.1f prec %d thr %d n %zu: best %.1f us, mean %.1f us, checksum %.9g\n", H, kvh, d, bits, prec, thr, n, best, sum / reps, cs);
 }

@@ -101,8 +101,9 @@ enum class AttentionPrecision {
    * With Intel AMX (int8_uses_amx(), turbokv/simd.h: GQA groups of 5..16
    * query heads at head_dim <= 128 by default, TURBOKV_AMX=0 / 1 to force) the
    * same integer sums are AMX tile products (`tdpbsud` for scores, `tdpbusd`
-   * for values): the output is bit-identical to the `vpdpbusd` path's, 1.1-1.5x
-   * faster at those shapes on the Intel Xeon of docs/RESULTS.md "Session 35".
+   * for values): the output is bit-identical to the `vpdpbusd` path's; on the
+   * Intel Xeon of docs/RESULTS.md "Session 35" 1.04-1.41x faster at one thread
+   * and 0.96-1.15x at two (GQA 5 and 8, head_dim 128, 32k tokens).
    * Needs simd_level() == SimdLevel::kAvx512 (which includes VNNI and VBMI);
    * below it the call runs the kFp32 kernels and returns exactly their result.
    * Source: src/cpu/tq_mse_int8_avx512.cpp.

@@ -85,9 +85,10 @@ bool int8_uses_amx(int group, int dim) {
   const char* env = std::getenv("TURBOKV_AMX");
   if (env && env[0] == '0' && !env[1]) return false;
   if (env && env[0] == '1' && !env[1]) return true;
-  // Measured (Intel Xeon VM, docs/RESULTS.md "Session 35"): GQA groups of 5..16 at head_dim 64 / 128 1.1-1.5x
-  // faster than vpdpbusd at one thread, 0.99-1.4x at two; groups of 4 0.75-1.02x (the same tile work per token
-  // serves 4 heads instead of up to 16); head_dim 256 0.75-0.97x.
+  // Measured (Intel Xeon VM, docs/RESULTS.md "Session 35"), AMX against vpdpbusd: GQA groups of 5 and 8 at
+  // head_dim 128, 32k tokens, 1.04-1.41x at one thread, 0.96-1.15x at two (4-bit 0.96-1.01x); groups of 5..16
+  // at 16k tokens and head_dim 64 / 128 up to 1.48x; groups of 4 0.81-0.98x (the same tile work per token serves
+  // 4 heads instead of up to 16); head_dim 256 0.75-0.97x.
   return group >= 5 && dim <= 128;
 }
 
