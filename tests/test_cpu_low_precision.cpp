@@ -382,6 +382,28 @@ TEST(CpuLowPrecisionCommon, Int8AmxMatchesVpdpbusdBitForBit) {
   }
 }
 
+TEST(CpuLowPrecisionCommon, Int8AmxDecision) {
+  // int8_uses_amx: never without AMX tiles; TURBOKV_AMX=0 never, =1 always (where the CPU has them); any other
+  // value (or none) the default rule, GQA jobs of 5..16 query heads at head_dim <= 128.
+  const bool has = cpu_has_amx_int8();
+  {
+    test::EnvGuard env("TURBOKV_AMX", "0");
+    for (int g : {1, 5, 16})
+      for (int d : {64, 128, 512}) EXPECT_FALSE(int8_uses_amx(g, d)) << g << " " << d;
+  }
+  {
+    test::EnvGuard env("TURBOKV_AMX", "1");
+    EXPECT_EQ(has, int8_uses_amx(1, 512));
+    EXPECT_EQ(has, int8_uses_amx(4, 128));
+  }
+  test::EnvGuard env("TURBOKV_AMX", "auto");
+  EXPECT_EQ(has, int8_uses_amx(5, 128));
+  EXPECT_EQ(has, int8_uses_amx(16, 64));
+  EXPECT_FALSE(int8_uses_amx(4, 128));
+  EXPECT_FALSE(int8_uses_amx(16, 144));
+  EXPECT_FALSE(int8_uses_amx(8, 256));
+}
+
 TEST(CpuLowPrecisionCommon, InvalidPrecisionRejected) {
   Case c(64, 1, 2, 10, 2, 2, 800);
   AttentionParams p = params(64);

@@ -55,13 +55,15 @@ bool cpu_has_amx_int8();
 
 /**
  * Whether AttentionPrecision::kInt8 sums with AMX tiles (instead of `vpdpbusd`)
- * for a job of `group` query heads (one GQA group, at most 16) whose code
- * streams hold at most `dim` coordinates each (head_dim; a fractional head's
- * larger part): false without cpu_has_amx_int8(); else the environment
- * variable TURBOKV_AMX (read at every call) decides when it is "0" (never) or
- * "1" (always); otherwise group >= 5 and dim <= 128, where AMX measured faster
- * (docs/RESULTS.md "Session 35"). The results are bit-identical either way.
- * Never throws. Source: src/cpu/simd.cpp.
+ * for a job of `group` query heads at head_dim `dim`. A job is one GQA group's
+ * query heads, or 16 of them at a time when a group has more (then the rest
+ * is a job of its own). False without cpu_has_amx_int8(); else the
+ * environment variable TURBOKV_AMX decides when it is "0" (never) or "1"
+ * (always); otherwise (unset or any other value) group >= 5 and dim <= 128,
+ * where AMX measured faster
+ * (docs/RESULTS.md "Session 35"). The attention calls ask this once per call
+ * on the calling thread (TURBOKV_AMX is read then). The results are
+ * bit-identical either way. Never throws. Source: src/cpu/simd.cpp.
  */
 bool int8_uses_amx(int group, int dim);
 

@@ -348,11 +348,16 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
         if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
           lowp_row(AttentionPrecision::kBf16, " bf16", "avx512-bf16");
         if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512) {
-          // kInt8 as the library chooses (AMX tiles or vpdpbusd: int8_uses_amx), then, where the CPU has AMX,
-          // the other choice forced through TURBOKV_AMX on the same bytes ("tq-mse int8 amx" / "int8 vnni").
-          const bool amx = int8_uses_amx(std::min(H / kvh, 16), d);
-          lowp_row(AttentionPrecision::kInt8, " int8", amx ? "avx512-amx" : "avx512-vnni");
-          if (cpu_has_amx_int8()) {
+          // kInt8 as the library chooses (AMX tiles or vpdpbusd: int8_uses_amx per job of at most 16 query
+          // heads), then, at integer widths where the CPU has AMX, the other choice forced through TURBOKV_AMX
+          // on the same bytes ("tq-mse int8 amx" / "int8 vnni"). Fractional widths at head_dim <= 128 run the
+          // kBf16 kernel (packed heads): their row keeps the "avx512-vnni" label.
+          const int G = H / kvh, rest = G % 16;
+          const bool integer = bits == std::floor(bits);
+          const bool amx = integer && int8_uses_amx(std::min(G, 16), d);
+          const bool mixed = integer && G > 16 && rest != 0 && int8_uses_amx(rest, d) != amx;
+          lowp_row(AttentionPrecision::kInt8, " int8", mixed ? "avx512-amx+vnni" : amx ? "avx512-amx" : "avx512-vnni");
+          if (integer && cpu_has_amx_int8()) {
             const char* old = std::getenv("TURBOKV_AMX");
             const std::string saved = old ? old : "";
             setenv("TURBOKV_AMX", amx ? "0" : "1", 1);

@@ -4,6 +4,7 @@
 // head chunk, token chunk) work items over the pool, the log-sum-exp merge
 // and the final rotation back. The per-block math is in the kernels.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -152,6 +153,16 @@ void check_seq(const char* where, const SeqViewT<Head>& s, int num_heads, int d,
   detail::check_finite_f32(w, "q", s.q, static_cast<std::size_t>(num_heads) * d);
 }
 
+/// For AttentionPrecision::kInt8 at the AVX-512 level: whether a job of g query heads (1..16) sums with AMX
+/// tiles (int8_uses_amx at this call's head_dim, which reads TURBOKV_AMX: asked here, on the calling thread,
+/// not by the workers).
+std::array<bool, 17> int8_amx_by_group(const AttentionParams& p, int d) {
+  std::array<bool, 17> amx{};
+  if (p.precision == AttentionPrecision::kInt8 && simd_level() == SimdLevel::kAvx512)
+    for (int g = 1; g <= 16; ++g) amx[static_cast<std::size_t>(g)] = int8_uses_amx(g, d);
+  return amx;
+}
+
 void run_tq(const std::vector<SeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
   const int kvh = static_cast<int>(seqs[0].keys->size());
   const int G = num_heads / kvh;
@@ -177,6 +188,7 @@ void run_tq(const std::vector<SeqView>& seqs, int num_heads, const AttentionPara
   if (p.precision == AttentionPrecision::kBf16 && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
     attend = detail::avx512_bf16_attend;
   if (p.precision == AttentionPrecision::kInt8 && simd_level() == SimdLevel::kAvx512) attend = detail::avx512_int8_attend;
+  const std::array<bool, 17> amx = int8_amx_by_group(p, d);
   run_split(
       spans, kvh, G, P, threads,
       [&](std::size_t s, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
@@ -187,6 +199,7 @@ void run_tq(const std::vector<SeqView>& seqs, int num_heads, const AttentionPara
         j.ks = &kh.codec->state();
         j.vs = &vh.codec->state();
         j.qp = qp.data() + (s * num_heads + static_cast<std::size_t>(g * G + h0)) * d;
+        j.int8_amx = amx[static_cast<std::size_t>(hc)];
         attend(j);
       },
       [&](std::size_t s, int h, const float* acc, double inv_l) {
@@ -430,6 +443,7 @@ void run_split_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const
     attend = detail::avx512_bf16_attend_split;
   if (p.precision == AttentionPrecision::kInt8 && simd_level() == SimdLevel::kAvx512)
     attend = detail::avx512_int8_attend_split;
+  const std::array<bool, 17> amx = int8_amx_by_group(p, d);
   run_fused<detail::SplitAttnJob>(
       seqs, num_heads, p, threads, static_cast<std::size_t>(d), P, attend,
       [&](detail::SplitAttnJob& j, const CodecHead& kh, const CodecHead& vh, const float* qs) {
@@ -440,6 +454,7 @@ void run_split_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const
         j.qs = qs;
         j.qstride = d;
         j.P = P;
+        j.int8_amx = amx[static_cast<std::size_t>(j.G)];
       },
       [&](const CodecHead& vh, const float* acc, double inv_l, float* out) {
         if (const detail::SplitHeadState* x = detail::as_tq_split(vh.codec))

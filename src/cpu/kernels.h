@@ -69,6 +69,7 @@ struct AttnJob : AttnPiece {
   const TqState* ks = nullptr;
   const TqState* vs = nullptr;
   const float* qp = nullptr;  ///< [G][dim] rotated queries, natural order
+  bool int8_amx = false;      ///< kInt8: AMX tiles (int8_uses_amx, decided on the calling thread)
 };
 
 /// Dense baseline job: rows of [tokens, kv_heads, dim] from kv head 0 of the job; the
@@ -239,6 +240,7 @@ struct SplitAttnJob : AttnPiece {
   const float* qs = nullptr;
   int qstride = 0;
   int P = 0;
+  bool int8_amx = false;  ///< kInt8: AMX tiles (int8_uses_amx, decided on the calling thread)
 };
 
 struct Kernels {

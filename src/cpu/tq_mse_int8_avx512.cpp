@@ -43,6 +43,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 
 #include "fused_pass_avx512.h"
@@ -132,14 +133,18 @@ struct KeyInt8 {
   __m512i book;          ///< u8 centroids: c ~ kmin + kstep * book[code]
   int hd4 = 0;           ///< dwords a head: 2 a code group, rounded up to 16 (an AMX tile row; zeros past)
   bool amx = false;      ///< score with AMX tiles (amx_pass, amx_scores)
-  alignas(64) std::uint8_t kb[kBlocks][kMaxChunks][16 * 64];  ///< AMX: tmm2 rows, per block and chunk (zero past)
-  alignas(64) std::int32_t ci[kBlocks][kMaxHeads * 16];       ///< AMX: tmm0 stored, per block
+  /// AMX scratch (allocated only with amx: the job's stack stays as before otherwise).
+  struct AmxRows {
+    alignas(64) std::uint8_t kb[kBlocks][kMaxChunks][16 * 64];  ///< tmm2 rows, per block and chunk (zero past)
+    alignas(64) std::int32_t ci[kBlocks][kMaxHeads * 16];       ///< tmm0 stored, per block
+  };
+  std::unique_ptr<AmxRows> tiles;
 
   /// qp: [G][qstride] rotated queries, this code stream's d coordinates at the start of each row.
   void prepare(const TqState& ks, const float* qp, int qstride, int G, int d, bool use_amx) {
     amx = use_amx;
-    if (amx && ks.ng % 8)  // rows past the last chunk's groups: zero (their query bytes are 0 too)
-      for (auto& blk : kb) std::memset(blk[ks.ng / 8] + 2 * (ks.ng % 8) * 64, 0, (16 - 2 * (ks.ng % 8)) * 64);
+    if (amx) tiles = std::make_unique<AmxRows>();  // value-initialized: every row zero at first
+
     const int nb = 1 << ks.bits;
     float lo = ks.cbx[0], hi = ks.cbx[0];
     for (int k = 1; k < nb; ++k) lo = std::min(lo, ks.cbx[k]), hi = std::max(hi, ks.cbx[k]);
@@ -215,7 +220,7 @@ void amx_pass(Src& src, KeyInt8& q, std::size_t t, int pcnt) {
     for (int j = 0; j < src.ng; ++j) {
       __m512i x0, x1;
       group_centroids<BITS>(src.trow(j), q.book, x0, x1);
-      std::uint8_t* row = q.kb[b][j / 8] + 2 * (j % 8) * 64;
+      std::uint8_t* row = q.tiles->kb[b][j / 8] + 2 * (j % 8) * 64;
       _mm512_store_si512(row, x0);
       _mm512_store_si512(row + 64, x1);
     }
@@ -223,18 +228,18 @@ void amx_pass(Src& src, KeyInt8& q, std::size_t t, int pcnt) {
   for (int b = 0; b < nblk; ++b) {
     _tile_zero(0);
     for (int c = 0; c < nch; ++c) {
-      _tile_loadd(2, q.kb[b][c], 64);
+      _tile_loadd(2, q.tiles->kb[b][c], 64);
       _tile_loadd(1, q.qd + 16 * c, q.hd4 * 4);
       _tile_dpbsud(0, 1, 2);
     }
-    _tile_stored(0, q.ci[b], 64);
+    _tile_stored(0, q.tiles->ci[b], 64);
   }
 }
 
 /// scores_block's output for block b of the pass from amx_pass's sums.
 inline void amx_scores(const KeyInt8& q, int b, int G, float* out) {
   for (int h = 0; h < G; ++h)
-    _mm512_storeu_ps(out + h * W, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(q.ci[b] + h * 16)),
+    _mm512_storeu_ps(out + h * W, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(q.tiles->ci[b] + h * 16)),
                                                   _mm512_set1_ps(q.mul[h]), _mm512_set1_ps(q.add[h])));
 }
 
@@ -283,13 +288,17 @@ struct ValueInt8 {
   alignas(64) std::uint8_t w8[kMaxHeads][kPassTokens];  ///< u8 weights: p ||v|| ~ wstep[h] * w8
   float wstep[kMaxHeads];
   bool amx = false;                                     ///< accumulate with AMX tiles (heads_amx)
-  alignas(64) std::uint8_t vb[2][4][16 * 64];           ///< AMX: tmm4 / tmm7 rows for each hf, r (zero at first)
-  alignas(64) std::int32_t cv[2][4][kMaxHeads * 16];    ///< AMX: tmm5 / tmm6 stored for each hf, r
+  /// AMX scratch (allocated only with amx).
+  struct AmxRows {
+    alignas(64) std::uint8_t vb[2][4][16 * 64];         ///< tmm4 / tmm7 rows for each hf, r (zero at first)
+    alignas(64) std::int32_t cv[2][4][kMaxHeads * 16];  ///< tmm5 / tmm6 stored for each hf, r
+  };
+  std::unique_ptr<AmxRows> tiles;
 
   /// Accumulate with AMX tiles from now on (the job's AmxTiles configured).
   void use_amx() {
     amx = true;
-    std::memset(vb, 0, sizeof vb);
+    tiles = std::make_unique<AmxRows>();  // value-initialized: every row zero at first
   }
 
   /// An integer-width head: n tokens of codes, then their fp16 norms.
@@ -414,6 +423,8 @@ struct ValueInt8 {
   /// quads to vb (tmm4 / tmm7 rows) for every hf and r, then each times the weights (tmm3, loaded by pass())
   /// into tmm5 / tmm6, stored to cv; the same integers as heads().
   void heads_amx(int v, int pcnt, int G, float* acc, int P) {
+    auto& vb = tiles->vb;
+    auto& cv = tiles->cv;
     // Quads past the pass keep earlier bytes (or zeros): their weights are 0.
     for (int hf = 0; hf < 2; ++hf) {
       const __m512i ctrl = _mm512_set1_epi64(code_ctrl<BITS>(hf));
@@ -689,7 +700,7 @@ void split_keys(const SplitAttnJob& j, bool amx) {
 
 void avx512_int8_attend(const AttnJob& j) {
   using namespace avx512i8;
-  const bool amx = int8_uses_amx(j.G, std::max(j.ks->dim, j.vs->dim));
+  const bool amx = j.int8_amx;
   std::optional<AmxTiles> tiles;
   if (amx) tiles.emplace(j.G);
   with_bits(j.ks->bits, [&](auto kb) {
@@ -709,8 +720,7 @@ void avx512_int8_attend_split(const SplitAttnJob& j) {
       avx512_kernels().attend_split(j);
     return;
   }
-  auto widest = [](const SplitHeadState* x, const TqState* t) { return x ? std::max(x->part[0].dim, x->part[1].dim) : t->dim; };
-  const bool amx = int8_uses_amx(j.G, std::max(widest(j.kx, j.ks), widest(j.vx, j.vs)));
+  const bool amx = j.int8_amx;
   std::optional<AmxTiles> tiles;
   if (amx) tiles.emplace(j.G);
   if (j.kx)
