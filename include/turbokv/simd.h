@@ -42,8 +42,9 @@ std::vector<SimdLevel> available_simd_levels();
 bool cpu_has_avx512_bf16();
 
 /**
- * Whether this process can run Intel AMX int8 tile instructions: cpuid leaf 7
- * EDX bits 24 (AMX-TILE) and 25 (AMX-INT8), the OS enabling the tile state
+ * Whether this process can run Intel AMX int8 tile instructions: turbokv built
+ * with them (a compiler that takes -mamx-tile -mamx-int8, GCC >= 11; CMake
+ * checks), cpuid leaf 7 EDX bits 24 (AMX-TILE) and 25 (AMX-INT8), the OS enabling the tile state
  * (XCR0 bits 17-18), detected_simd_level() == kAvx512, and Linux granting the
  * tile data to this process (`arch_prctl(ARCH_REQ_XCOMP_PERM, 18)`, asked on
  * the first call). Detected once; TURBOKV_SIMD does not change it. Used by

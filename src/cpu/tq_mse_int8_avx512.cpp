@@ -42,6 +42,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -76,6 +77,28 @@ constexpr int kBlocks = kPassTokens / TB;      ///< score blocks per pass
 constexpr int kMaxGroups = kMaxDim / 8;        ///< code groups (8 coordinates) a token at most
 constexpr int kMaxChunks = kMaxGroups / 8;     ///< AMX key tiles (64 coordinates each) a token at most
 
+// The AMX instructions this file uses, as macros: GCC's intrinsics paste the tile number into inline assembly,
+// so it must be a literal. Where the compiler lacks -mamx-tile / -mamx-int8 (CMake: TURBOKV_HAVE_AMX=0)
+// cpu_has_amx_int8() is false and these are never reached.
+#if TURBOKV_HAVE_AMX
+#define TKV_AMX_CONFIG(cfg) _tile_loadconfig(cfg)
+#define TKV_AMX_RELEASE() _tile_release()
+#define TKV_AMX_ZERO(t) _tile_zero(t)
+#define TKV_AMX_LOAD(t, p, stride) _tile_loadd(t, p, stride)
+#define TKV_AMX_STORE(t, p, stride) _tile_stored(t, p, stride)
+#define TKV_AMX_DOT_US(c, a, b) _tile_dpbusd(c, a, b)  // c += a (u8) x b (s8)
+#define TKV_AMX_DOT_SU(c, a, b) _tile_dpbsud(c, a, b)  // c += a (s8) x b (u8)
+#else
+[[noreturn]] inline void amx_missing() { std::abort(); }
+#define TKV_AMX_CONFIG(cfg) amx_missing()
+#define TKV_AMX_RELEASE() amx_missing()
+#define TKV_AMX_ZERO(t) amx_missing()
+#define TKV_AMX_LOAD(t, p, stride) amx_missing()
+#define TKV_AMX_STORE(t, p, stride) amx_missing()
+#define TKV_AMX_DOT_US(c, a, b) amx_missing()
+#define TKV_AMX_DOT_SU(c, a, b) amx_missing()
+#endif
+
 /// The AMX tiles of a kInt8 job, configured on the job's thread for its lifetime (palette 1):
 ///   tmm0 key sums        [G heads][16 tokens] int32
 ///   tmm1 query chunk     [G heads][64 bytes] s8: dwords 16 c .. 16 c + 15 of KeyInt8::qd (chunk c)
@@ -95,9 +118,9 @@ struct AmxTiles {
     };
     for (int t : {0, 1, 3, 5, 6}) tile(t, G);
     for (int t : {2, 4, 7}) tile(t, 16);
-    _tile_loadconfig(cfg);
+    TKV_AMX_CONFIG(cfg);
   }
-  ~AmxTiles() { _tile_release(); }
+  ~AmxTiles() { TKV_AMX_RELEASE(); }
   AmxTiles(const AmxTiles&) = delete;
   AmxTiles& operator=(const AmxTiles&) = delete;
 };
@@ -226,13 +249,13 @@ void amx_pass(Src& src, KeyInt8& q, std::size_t t, int pcnt) {
     }
   }
   for (int b = 0; b < nblk; ++b) {
-    _tile_zero(0);
+    TKV_AMX_ZERO(0);
     for (int c = 0; c < nch; ++c) {
-      _tile_loadd(2, q.tiles->kb[b][c], 64);
-      _tile_loadd(1, q.qd + 16 * c, q.hd4 * 4);
-      _tile_dpbsud(0, 1, 2);
+      TKV_AMX_LOAD(2, q.tiles->kb[b][c], 64);
+      TKV_AMX_LOAD(1, q.qd + 16 * c, q.hd4 * 4);
+      TKV_AMX_DOT_SU(0, 1, 2);
     }
-    _tile_stored(0, q.tiles->ci[b], 64);
+    TKV_AMX_STORE(0, q.tiles->ci[b], 64);
   }
 }
 
@@ -436,14 +459,14 @@ struct ValueInt8 {
     }
     for (int hf = 0; hf < 2; ++hf)
       for (int r = 0; r < 4; r += 2) {
-        _tile_loadd(4, vb[hf][r], 64);
-        _tile_loadd(7, vb[hf][r + 1], 64);
-        _tile_zero(5);
-        _tile_zero(6);
-        _tile_dpbusd(5, 3, 4);
-        _tile_dpbusd(6, 3, 7);
-        _tile_stored(5, cv[hf][r], 64);
-        _tile_stored(6, cv[hf][r + 1], 64);
+        TKV_AMX_LOAD(4, vb[hf][r], 64);
+        TKV_AMX_LOAD(7, vb[hf][r + 1], 64);
+        TKV_AMX_ZERO(5);
+        TKV_AMX_ZERO(6);
+        TKV_AMX_DOT_US(5, 3, 4);
+        TKV_AMX_DOT_US(6, 3, 7);
+        TKV_AMX_STORE(5, cv[hf][r], 64);
+        TKV_AMX_STORE(6, cv[hf][r + 1], 64);
       }
     for (int hf = 0; hf < 2; ++hf)
       for (int h = 0; h < G; ++h) {
@@ -457,7 +480,7 @@ struct ValueInt8 {
   void pass(std::size_t t, int pcnt, int G, float* acc, int P) {
     rows.set_at(codes, stride, avail, nv, t, pcnt);
     if (amx) {
-      _tile_loadd(3, w8[0], kPassTokens);
+      TKV_AMX_LOAD(3, w8[0], kPassTokens);
       for (int v = 0; v < nv; ++v) heads_amx(v, pcnt, G, acc, P);
       return;
     }
