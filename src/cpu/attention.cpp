@@ -153,13 +153,14 @@ void check_seq(const char* where, const SeqViewT<Head>& s, int num_heads, int d,
   detail::check_finite_f32(w, "q", s.q, static_cast<std::size_t>(num_heads) * d);
 }
 
-/// For AttentionPrecision::kInt8 at the AVX-512 level: whether a job of g query heads (1..16) sums with AMX
-/// tiles (int8_uses_amx at this call's head_dim, which reads TURBOKV_AMX: asked here, on the calling thread,
-/// not by the workers).
-std::array<bool, 17> int8_amx_by_group(const AttentionParams& p, int d) {
-  std::array<bool, 17> amx{};
+/// For AttentionPrecision::kInt8 at the AVX-512 level: whether a job of g query heads sums with AMX tiles,
+/// indexed by g (1..16), for the job sizes GQA groups of G heads make (run_split: kMaxHeadsPerJob at a time, then the
+/// rest). int8_uses_amx reads TURBOKV_AMX: asked here, on the calling thread, not by the workers.
+std::array<bool, kMaxHeadsPerJob + 1> int8_amx_by_group(const AttentionParams& p, int G, int d) {
+  std::array<bool, kMaxHeadsPerJob + 1> amx{};
   if (p.precision == AttentionPrecision::kInt8 && simd_level() == SimdLevel::kAvx512)
-    for (int g = 1; g <= 16; ++g) amx[static_cast<std::size_t>(g)] = int8_uses_amx(g, d);
+    for (int g : {std::min(G, kMaxHeadsPerJob), G % kMaxHeadsPerJob})
+      if (g > 0) amx[static_cast<std::size_t>(g)] = int8_uses_amx(g, d);
   return amx;
 }
 
@@ -188,7 +189,7 @@ void run_tq(const std::vector<SeqView>& seqs, int num_heads, const AttentionPara
   if (p.precision == AttentionPrecision::kBf16 && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
     attend = detail::avx512_bf16_attend;
   if (p.precision == AttentionPrecision::kInt8 && simd_level() == SimdLevel::kAvx512) attend = detail::avx512_int8_attend;
-  const std::array<bool, 17> amx = int8_amx_by_group(p, d);
+  const auto amx = int8_amx_by_group(p, G, d);
   run_split(
       spans, kvh, G, P, threads,
       [&](std::size_t s, int g, int h0, int hc, std::size_t t0, std::size_t t1, float* m, float* l, float* acc) {
@@ -443,7 +444,7 @@ void run_split_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const
     attend = detail::avx512_bf16_attend_split;
   if (p.precision == AttentionPrecision::kInt8 && simd_level() == SimdLevel::kAvx512)
     attend = detail::avx512_int8_attend_split;
-  const std::array<bool, 17> amx = int8_amx_by_group(p, d);
+  const auto amx = int8_amx_by_group(p, num_heads / static_cast<int>(seqs[0].keys->size()), d);
   run_fused<detail::SplitAttnJob>(
       seqs, num_heads, p, threads, static_cast<std::size_t>(d), P, attend,
       [&](detail::SplitAttnJob& j, const CodecHead& kh, const CodecHead& vh, const float* qs) {

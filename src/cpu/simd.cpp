@@ -62,7 +62,7 @@ bool cpu_has_amx_int8() {
   static const bool has = [] {
 #if !TURBOKV_HAVE_AMX
     return false;  // built without -mamx-tile / -mamx-int8 (CMakeLists.txt)
-#endif
+#else
     if (detected_simd_level() != SimdLevel::kAvx512) return false;
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (__get_cpuid_max(0, nullptr) < 7) return false;
@@ -78,6 +78,7 @@ bool cpu_has_amx_int8() {
     return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
 #else
     return false;
+#endif
 #endif
   }();
   return has;

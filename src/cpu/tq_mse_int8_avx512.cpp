@@ -155,8 +155,8 @@ struct KeyInt8 {
   float add[kMaxHeads];
   __m512i book;          ///< u8 centroids: c ~ kmin + kstep * book[code]
   int hd4 = 0;           ///< dwords a head: 2 a code group, rounded up to 16 (an AMX tile row; zeros past)
-  bool amx = false;      ///< score with AMX tiles (amx_pass, amx_scores)
-  /// AMX scratch (allocated only with amx: the job's stack stays as before otherwise).
+  /// AMX scratch, allocated only when the job scores with AMX tiles (amx_pass, amx_scores): the job's stack
+  /// stays as before otherwise.
   struct AmxRows {
     alignas(64) std::uint8_t kb[kBlocks][kMaxChunks][16 * 64];  ///< tmm2 rows, per block and chunk (zero past)
     alignas(64) std::int32_t ci[kBlocks][kMaxHeads * 16];       ///< tmm0 stored, per block
@@ -164,10 +164,8 @@ struct KeyInt8 {
   std::unique_ptr<AmxRows> tiles;
 
   /// qp: [G][qstride] rotated queries, this code stream's d coordinates at the start of each row.
-  void prepare(const TqState& ks, const float* qp, int qstride, int G, int d, bool use_amx) {
-    amx = use_amx;
+  void prepare(const TqState& ks, const float* qp, int qstride, int G, int d, bool amx) {
     if (amx) tiles = std::make_unique<AmxRows>();  // value-initialized: every row zero at first
-
     const int nb = 1 << ks.bits;
     float lo = ks.cbx[0], hi = ks.cbx[0];
     for (int k = 1; k < nb; ++k) lo = std::min(lo, ks.cbx[k]), hi = std::max(hi, ks.cbx[k]);
@@ -310,8 +308,7 @@ struct ValueInt8 {
   alignas(64) float vn[kPassTokens];                    ///< this stream's norms of the pass
   alignas(64) std::uint8_t w8[kMaxHeads][kPassTokens];  ///< u8 weights: p ||v|| ~ wstep[h] * w8
   float wstep[kMaxHeads];
-  bool amx = false;                                     ///< accumulate with AMX tiles (heads_amx)
-  /// AMX scratch (allocated only with amx).
+  /// AMX scratch, allocated only when the job accumulates with AMX tiles (heads_amx).
   struct AmxRows {
     alignas(64) std::uint8_t vb[2][4][16 * 64];         ///< tmm4 / tmm7 rows for each hf, r (zero at first)
     alignas(64) std::int32_t cv[2][4][kMaxHeads * 16];  ///< tmm5 / tmm6 stored for each hf, r
@@ -320,7 +317,6 @@ struct ValueInt8 {
 
   /// Accumulate with AMX tiles from now on (the job's AmxTiles configured).
   void use_amx() {
-    amx = true;
     tiles = std::make_unique<AmxRows>();  // value-initialized: every row zero at first
   }
 
@@ -479,7 +475,7 @@ struct ValueInt8 {
   /// The pass's values (tokens [t, t + pcnt)) for G heads added to acc ([G][P], the kernels.h layout).
   void pass(std::size_t t, int pcnt, int G, float* acc, int P) {
     rows.set_at(codes, stride, avail, nv, t, pcnt);
-    if (amx) {
+    if (tiles) {
       TKV_AMX_LOAD(3, w8[0], kPassTokens);
       for (int v = 0; v < nv; ++v) heads_amx(v, pcnt, G, acc, P);
       return;
@@ -501,7 +497,8 @@ struct ValueInt8 {
 /// Passes of up to 64 tokens (fused_pass::pass_loop): scores of 4 blocks of 16 (keys staged and transposed
 /// per block), one online-softmax update per head for the pass, one value pass (value codes read in place).
 template <int KB, int VB>
-void attend_int8(const AttnJob& j, bool amx) {
+void attend_int8(const AttnJob& j) {
+  const bool amx = j.int8_amx;
   TqSrc<KB> ks(*j.ks, j.kcodes, j.n);
   ks.transpose = true;
   ValueInt8<VB> vs(*j.vs, j.vcodes, j.n);
@@ -576,12 +573,12 @@ struct IntKeysI8 final : KeySideI8 {
   TqSrc<KB> src;
   KeyInt8 kq;
   int G;
-  IntKeysI8(const SplitAttnJob& j, bool amx) : src(*j.ks, j.kcodes, j.n), G(j.G) {
+  explicit IntKeysI8(const SplitAttnJob& j) : src(*j.ks, j.kcodes, j.n), G(j.G) {
     src.transpose = true;
-    kq.prepare(*j.ks, j.qs, j.qstride, G, j.ks->dim, amx);
+    kq.prepare(*j.ks, j.qs, j.qstride, G, j.ks->dim, j.int8_amx);
   }
   void score(std::size_t tb, int cnt, int blk, int pcnt, float* out) override {
-    if (kq.amx) {
+    if (kq.tiles) {
       if (blk == 0) amx_pass<KB>(src, kq, tb, pcnt);
       src.load_norms(tb, cnt);
       amx_scores(kq, blk, G, out);
@@ -605,19 +602,19 @@ struct SplitKeysI8 final : KeySideI8 {
   const std::uint8_t* scal;
   alignas(64) float rest[kMaxHeads * W];
   alignas(64) float nrm[2][TB];
-  SplitKeysI8(const SplitAttnJob& j, bool amx)
+  explicit SplitKeysI8(const SplitAttnJob& j)
       : hi(j.kx->part[0], j.kcodes + j.kx->code_offset[0], j.n), lo(j.kx->part[1], j.kcodes + j.kx->code_offset[1], j.n),
         G(j.G), row(j.kx->row_bytes), scal(j.kcodes + j.n * j.kx->row_bytes) {
     as_split_key_source(hi, split_part(*j.kx, j.kcodes, j.n, 0));
     as_split_key_source(lo, split_part(*j.kx, j.kcodes, j.n, 1));
-    k0.prepare(j.kx->part[0], j.qs, j.qstride, G, j.kx->part[0].dim, amx);
-    k1.prepare(j.kx->part[1], j.qs + j.kx->part[0].dim, j.qstride, G, j.kx->part[1].dim, amx);
+    k0.prepare(j.kx->part[0], j.qs, j.qstride, G, j.kx->part[0].dim, j.int8_amx);
+    k1.prepare(j.kx->part[1], j.qs + j.kx->part[0].dim, j.qstride, G, j.kx->part[1].dim, j.int8_amx);
   }
   void score(std::size_t tb, int cnt, int blk, int pcnt, float* out) override {
     prefetch_rows(hi.block, (tb + 2 * TB) * row, std::min((tb + 3 * TB) * row, hi.block_bytes));  // two blocks ahead
     load_scalars(scal, 2, 0, tb, cnt, nrm[0]);
     load_scalars(scal, 2, 1, tb, cnt, nrm[1]);
-    if (k0.amx) {
+    if (k0.tiles) {
       if (blk == 0) {
         amx_pass<BL + 1>(hi, k0, tb, pcnt);
         amx_pass<BL>(lo, k1, tb, pcnt);
@@ -649,8 +646,8 @@ struct ValSideI8 {
 template <int VB>
 struct IntValsI8 final : ValSideI8 {
   ValueInt8<VB> v;
-  IntValsI8(const SplitAttnJob& j, bool amx) : v(*j.vs, j.vcodes, j.n) {
-    if (amx) v.use_amx();
+  explicit IntValsI8(const SplitAttnJob& j) : v(*j.vs, j.vcodes, j.n) {
+    if (j.int8_amx) v.use_amx();
   }
   void norms(int b, std::size_t tb, int cnt) override { v.norms(b, tb, cnt); }
   void pass(std::size_t t, int pcnt, int nblk, const float* p, int G, float* acc, int AP) override {
@@ -664,12 +661,12 @@ template <int BL>
 struct SplitValsI8 final : ValSideI8 {
   ValueInt8<BL + 1> v0;
   ValueInt8<BL> v1;
-  SplitValsI8(const SplitAttnJob& j, bool amx) {
+  explicit SplitValsI8(const SplitAttnJob& j) {
     const SplitHeadState& x = *j.vx;
     const SplitPart p0 = split_part(x, j.vcodes, j.n, 0), p1 = split_part(x, j.vcodes, j.n, 1);
     v0.init(x.part[0], p0.codes, x.row_bytes, p0.avail, p0.scal, 2, 0, 0);
     v1.init(x.part[1], p1.codes, x.row_bytes, p1.avail, p1.scal, 2, 1, x.split_acc_offset(W));
-    if (amx) v0.use_amx(), v1.use_amx();
+    if (j.int8_amx) v0.use_amx(), v1.use_amx();
   }
   void norms(int b, std::size_t tb, int cnt) override {
     v0.norms(b, tb, cnt);
@@ -698,24 +695,24 @@ void split_loop(const SplitAttnJob& j, KeySideI8& ks, ValSideI8& vs) {
       [&](std::size_t t, int pcnt, int nblk) { vs.pass(t, pcnt, nblk, pp, j.G, j.acc, j.P); });
 }
 
-void split_values(const SplitAttnJob& j, KeySideI8& ks, bool amx) {
+void split_values(const SplitAttnJob& j, KeySideI8& ks) {
   if (j.vx) {
     with_rest_bits(j.vx->part[1].bits, [&](auto bl) {
-      SplitValsI8<decltype(bl)::value> v(j, amx);
+      SplitValsI8<decltype(bl)::value> v(j);
       split_loop(j, ks, v);
     });
   } else {
     with_bits(j.vs->bits, [&](auto vb) {
-      IntValsI8<decltype(vb)::value> v(j, amx);
+      IntValsI8<decltype(vb)::value> v(j);
       split_loop(j, ks, v);
     });
   }
 }
 
 template <class K>
-void split_keys(const SplitAttnJob& j, bool amx) {
-  K k(j, amx);
-  split_values(j, k, amx);
+void split_keys(const SplitAttnJob& j) {
+  K k(j);
+  split_values(j, k);
 }
 
 }  // namespace
@@ -723,11 +720,10 @@ void split_keys(const SplitAttnJob& j, bool amx) {
 
 void avx512_int8_attend(const AttnJob& j) {
   using namespace avx512i8;
-  const bool amx = j.int8_amx;
   std::optional<AmxTiles> tiles;
-  if (amx) tiles.emplace(j.G);
+  if (j.int8_amx) tiles.emplace(j.G);
   with_bits(j.ks->bits, [&](auto kb) {
-    with_bits(j.vs->bits, [&](auto vb) { attend_int8<decltype(kb)::value, decltype(vb)::value>(j, amx); });
+    with_bits(j.vs->bits, [&](auto vb) { attend_int8<decltype(kb)::value, decltype(vb)::value>(j); });
   });
 }
 
@@ -743,13 +739,12 @@ void avx512_int8_attend_split(const SplitAttnJob& j) {
       avx512_kernels().attend_split(j);
     return;
   }
-  const bool amx = j.int8_amx;
   std::optional<AmxTiles> tiles;
-  if (amx) tiles.emplace(j.G);
+  if (j.int8_amx) tiles.emplace(j.G);
   if (j.kx)
-    with_rest_bits(j.kx->part[1].bits, [&](auto bl) { split_keys<SplitKeysI8<decltype(bl)::value>>(j, amx); });
+    with_rest_bits(j.kx->part[1].bits, [&](auto bl) { split_keys<SplitKeysI8<decltype(bl)::value>>(j); });
   else
-    with_bits(j.ks->bits, [&](auto kb) { split_keys<IntKeysI8<decltype(kb)::value>>(j, amx); });
+    with_bits(j.ks->bits, [&](auto kb) { split_keys<IntKeysI8<decltype(kb)::value>>(j); });
 }
 
 }  // namespace turbokv::cpu::detail
