@@ -58,6 +58,20 @@ enum class IoType {
 /// fails (then `why`, if given, receives the runtime's message).
 int device_count(std::string* why = nullptr);
 
+/// DRAM bytes per SM clock cycle of the current device at its peak clocks: 2 x memory clock x bus width / 8
+/// over SM count x SM clock (cudaDeviceGetAttribute: cudaDevAttrMemoryClockRate, GlobalMemoryBusWidth,
+/// MultiProcessorCount, ClockRate). About 12.8 on an H100 SXM (2619 MHz x 5120 bits, 132 SMs at 1980 MHz) and
+/// 18.8 on an H200 (3201 MHz x 6144 bits). 0 where the runtime reports no device or no such attribute; no
+/// error is thrown. Computed once per process, for the device current at the first call.
+double dram_bytes_per_sm_cycle();
+
+/// tq_mse_decode pairs sequences at head_dim 128 by default (DecodeArgs::pair_sequences -1) only on devices
+/// with at least this many DRAM bytes per SM cycle (dram_bytes_per_sm_cycle): pairs cut instructions per
+/// token, which pays where the one-sequence kernel is bound by instructions (H200, runs s34-1 .. s34-3: 3-bit
+/// pairs 1.00-1.21x) and not where it already streams near the DRAM limit (H100 run s36-1: the one-sequence
+/// 3-bit kernel at 94% of the device-to-device copy rate, pairs 0.91-0.95x of its speed).
+inline constexpr double kPairMinDramBytesPerSmCycle = 16.0;
+
 /**
  * Packs n codes (each < 2^bits) into the LSB-first stream of turbokv/pack.h.
  * codes: device, size n; out: device, size packed_bytes(n, bits). bits in 1..8.
@@ -255,7 +269,9 @@ struct DecodeArgs {
   /// 34"). Same tolerance as kernel 0. -1 (default): where it applies, batch >= 8 and batch * max_seq_len
   /// >= 2^19, and at head_dim 128 only for 3-bit keys and values, or 2-bit keys and values with batch *
   /// max_seq_len >= 2^21 (elsewhere one sequence per block measured faster on an H200: fewer, longer blocks
-  /// pay the pair step's set-up less; at head_dim 128 4-bit pairs were 0.88-0.98x, runs s34-2 / s34-3);
+  /// pay the pair step's set-up less; at head_dim 128 4-bit pairs were 0.88-0.98x, runs s34-2 / s34-3), and
+  /// at head_dim 128 only on devices with dram_bytes_per_sm_cycle() >= kPairMinDramBytesPerSmCycle (H200
+  /// yes, H100 no: there the one-sequence kernel measured faster, run s36-1);
   /// 1: wherever it applies; 0: never (one sequence per block). Other values throw.
   int pair_sequences = -1;
   /// Warps per block of the fp16 tensor-core kernel (kernel 0) at head_dim 256 (each warp runs its own

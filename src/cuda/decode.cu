@@ -277,11 +277,13 @@ bool pairs_possible(const DecodeArgs& a) {
 /// values (run s34-1, b8 / b16 / b64 x 32k-128k: 1.00-1.21x the one-sequence kernel), or 2-bit keys and
 /// values at batch * max_seq_len >= 2^21 (0.96-0.99x at b16 x 32k / 64k, 1.03-1.14x from 2^21 on);
 /// 4-bit pairs lost (0.82-0.97x in s34-1; 0.88-0.98x with the block skews, run s34-2) and mixed widths were not
-/// measured: one sequence per block.
+/// measured: one sequence per block. head_dim 128 pairs only where the device has at least
+/// kPairMinDramBytesPerSmCycle DRAM bytes per SM cycle (an H200, not an H100: run s36-1, cuda.h).
 bool pairs_by_default(const DecodeArgs& a, int kb, int vb) {
   const long long tokens = 1LL * a.batch * a.max_seq_len;
   if (a.batch < 8 || tokens < (1LL << 19)) return false;
   if (a.head_dim == 64) return true;
+  if (dram_bytes_per_sm_cycle() < kPairMinDramBytesPerSmCycle) return false;
   return (kb == 3 && vb == 3) || (kb == 2 && vb == 2 && tokens >= (1LL << 21));
 }
 

@@ -68,6 +68,22 @@ int device_count(std::string* why) {
   return n;
 }
 
+double dram_bytes_per_sm_cycle() {
+  static const double r = [] {
+    int dev = 0, mem_khz = 0, bus_bits = 0, sms = 0, sm_khz = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sm_khz, cudaDevAttrClockRate, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return 0.0;
+    }
+    if (sms <= 0 || sm_khz <= 0) return 0.0;
+    return 2.0 * mem_khz * (bus_bits / 8.0) / (static_cast<double>(sms) * sm_khz);
+  }();
+  return r;
+}
+
 void pack_bits(const std::uint8_t* codes, std::size_t n, int bits, std::uint8_t* out, Stream stream) {
   check_arg(bits >= 1 && bits <= 8, "cuda::pack_bits", "bits", bits, "must be in 1..8");
   if (n == 0) return;

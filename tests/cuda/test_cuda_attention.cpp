@@ -175,8 +175,10 @@ void run_tq_case(const DecodeCase& c, std::uint64_t seed) {
     // the default (pair_sequences -1): batch >= 8 and batch * max_len >= 2^19; at head_dim 128 only 3-bit keys
     // and values, or 2-bit keys and values from 2^21 tokens (decode.cu pairs_by_default)
     const long long tokens = 1LL * batch * max_len;
-    const bool width_ok = d == 64 || (c.key_bits == 3 && c.value_bits == 3) ||
-                         (c.key_bits == 2 && c.value_bits == 2 && tokens >= (1LL << 21));
+    // head_dim 128 also by the device: only with >= kPairMinDramBytesPerSmCycle DRAM bytes per SM cycle
+    const bool width_ok = d == 64 || (cuda::dram_bytes_per_sm_cycle() >= cuda::kPairMinDramBytesPerSmCycle &&
+                                      ((c.key_bits == 3 && c.value_bits == 3) ||
+                                       (c.key_bits == 2 && c.value_bits == 2 && tokens >= (1LL << 21))));
     const bool pairs_auto = pairs_apply && batch >= 8 && tokens >= (1LL << 19) && width_ok;
     // The pair kernel's fp32 rounding differs from the one-sequence kernel's (other mma k-slot order),
     // which proves the routing of pair_sequences 1 both ways (16-bit outputs of short sequences can
