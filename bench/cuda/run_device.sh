@@ -7,21 +7,12 @@ set -uo pipefail
 MODE=${1:-all}
 OUT=${OUT:-/tmp/tkv_out}
 mkdir -p "$OUT"
-ROOT=$(pwd)
 B=/tmp/tkv_build
 exec > >(tee -a "$OUT/run.log") 2>&1
 echo "== $(date -u) mode=$MODE"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 
-# Debian dev packages carried in .deps (GoogleTest, fmt, nlohmann-json, CLI11, Eigen) when the image lacks them.
-PREFIX=/tmp/deps
-if [ -d .deps ] && ! [ -f /usr/include/gtest/gtest.h -a -d /usr/include/eigen3 -a -d /usr/include/nlohmann -a -d /usr/include/CLI ]; then
-  mkdir -p $PREFIX
-  for f in .deps/*.deb; do dpkg -x "$f" $PREFIX 2>/dev/null || (cd /tmp && ar x "$ROOT/$f" data.tar.xz && tar -xf data.tar.xz -C $PREFIX); done
-  export CMAKE_PREFIX_PATH=$PREFIX/usr
-  export LD_LIBRARY_PATH=$PREFIX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-  echo "using carried deps in $PREFIX"
-fi
+. bench/cuda/device_deps.sh  # the carried Debian dev packages (.deps), if the image lacks them
 GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
 T0=$(date +%s)
 cmake -S . -B $B $GEN -DCMAKE_BUILD_TYPE=Release -DTURBOKV_CUDA=ON > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }

@@ -9,14 +9,7 @@ set -uo pipefail
 R=/tmp/s37a; rm -rf $R; mkdir -p $R
 exec > >(tee -a "$R/s37a.log") 2>&1
 T0=$(date +%s)
-ROOT=$(pwd)
-PREFIX=/tmp/deps
-if [ -d .deps ] && ! [ -f /usr/include/gtest/gtest.h -a -d /usr/include/eigen3 -a -d /usr/include/nlohmann -a -d /usr/include/CLI ]; then
-  mkdir -p $PREFIX
-  for f in .deps/*.deb; do dpkg -x "$f" $PREFIX 2>/dev/null || (cd /tmp && ar x "$ROOT/$f" data.tar.xz && tar -xf data.tar.xz -C $PREFIX); done
-  export CMAKE_PREFIX_PATH=$PREFIX/usr
-  export LD_LIBRARY_PATH=$PREFIX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-fi
+. bench/cuda/device_deps.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 git log --oneline -1
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTURBOKV_CUDA=ON > $R/cfg.log 2>&1
