@@ -197,7 +197,8 @@ __device__ __forceinline__ void widen_raw(const RawX<XT>& r, float* x) {
 // Registers (59-64, no spills with nvcc 13.0): the
 // signs are not held; s_sign keeps the top byte of each +-1.0f and one LDS.128
 // per vector plus one PRMT per element rebuild the same float operand of the
-// same multiply (sign_of). The table and fallback paths are separate loops
+// same multiply (sign_of); 16-bit input (not SPLIT) XORs the raw sign bits instead
+// (s_sgnx, two LDS.128 per vector; see SX in append_kernel). The table and fallback paths are separate loops
 // (no flag register).
 // Shared memory per block: x rows VPB * RX + y rows VPB * RY floats (42.5 to
 // 44.0 KB; 4 blocks of 256 threads per SM, bound by registers). Bank conflicts
