@@ -13,7 +13,7 @@ T0=$(date +%s)
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 git log --oneline -1
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTURBOKV_CUDA=ON > $R/cfg.log 2>&1
-timeout 300 cmake --build build -j16 --target turbokv_cuda_bench test_cuda_attention test_cuda_append > $R/build.log 2>&1; echo "build rc=$? $(( $(date +%s)-T0 )) s"
+timeout 300 cmake --build build -j16 --target turbokv_cuda_bench test_cuda_attention test_cuda_append test_cuda_pack > $R/build.log 2>&1; echo "build rc=$? $(( $(date +%s)-T0 )) s"
 grep -E "error" -A3 $R/build.log | head -20
 python3 - <<'PY'
 import ctypes
@@ -27,6 +27,8 @@ if rt:
     m, b, s, c = (x.value for x in v)
     print('mem %d kHz, bus %d bits, %d SMs at %d kHz: %.2f DRAM bytes per SM cycle' % (m, b, s, c, 2.0 * m * b / 8 / (s * c)))
 PY
+TP=$(find build -name test_cuda_pack -type f -executable | head -1)
+timeout 60 $TP > $R/test-pack.log 2>&1; echo "test_cuda_pack rc=$? $(grep -E 'PASSED|FAILED|DRAM bytes' $R/test-pack.log | tr '\n' ' ')"
 TA=$(find build -name test_cuda_append -type f -executable | head -1)
 TB=$(find build -name test_cuda_attention -type f -executable | head -1)
 timeout 60 $TA > $R/test-append.log 2>&1; echo "test_cuda_append rc=$? $(grep -E 'PASSED|FAILED' $R/test-append.log | tr '\n' ' ')"

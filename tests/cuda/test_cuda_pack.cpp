@@ -1,4 +1,6 @@
 // GPU bit pack / unpack vs the reference pack_bits / unpack_bits: bytes identical.
+#include <cstdio>
+
 #include "cuda_test_util.h"
 #include "turbokv/half.h"
 #include "turbokv/pack.h"
@@ -69,6 +71,17 @@ TEST(HalfConversion, DeviceMatchesReferenceBits) {
 TEST(CudaPack, RejectsBadWidth) {
   EXPECT_THROW(cuda::pack_bits(nullptr, 4, 0, nullptr, nullptr), std::invalid_argument);
   EXPECT_THROW(cuda::unpack_bits(nullptr, 4, 9, nullptr, nullptr), std::invalid_argument);
+}
+
+// The input of tq_mse_decode's head_dim-128 pair rule (cuda.h): a Hopper part has 10-25 DRAM bytes per SM
+// cycle (H100 SXM ~12.8, H200 ~18.8); a kHz / MHz or bits / bytes slip would land far outside 2..64.
+TEST(CudaDevice, DramBytesPerSmCycleIsPlausible) {
+  const double r = cuda::dram_bytes_per_sm_cycle();
+  EXPECT_GT(r, 2.0);
+  EXPECT_LT(r, 64.0);
+  EXPECT_EQ(r, cuda::dram_bytes_per_sm_cycle());  // cached: the same value every call
+  std::printf("DRAM bytes per SM cycle: %.2f (pairs at head_dim 128 by default: %s)\n", r,
+              r >= cuda::kPairMinDramBytesPerSmCycle ? "yes" : "no");
 }
 
 }  // namespace
