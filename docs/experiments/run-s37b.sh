@@ -15,17 +15,16 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTURBOKV_CUDA=ON > $R/c
 timeout 300 cmake --build build -j16 --target turbokv_cuda_bench > $R/build.log 2>&1; echo "build rc=$? $(( $(date +%s)-T0 )) s"
 B=./build/turbokv_cuda_bench
 C=128:32:8,64:9:3,256:4:1
-for c in 128:32:8 64:9:3 256:4:1; do  # one CSV per head_dim (the bench writes its CSV at the end)
-  timeout 100 $B --configs $c --batches 1,8,16,64 --contexts 4096,32768,65536,131072 --bits 2,3,4 --methods tq-mse,tq-prod,encode --no-check --csv $R/grid-${c%%:*}.csv > $R/grid-${c%%:*}.log 2>&1
-  echo "grid $c rc=$? $(( $(date +%s)-T0 )) s"
+for c in 128:32:8 64:9:3 256:4:1; do  # one CSV per head_dim (the bench writes its CSV at the end), compared at once
+  d=${c%%:*}
+  timeout 90 $B --configs $c --batches 1,8,16,64 --contexts 4096,32768,65536,131072 --bits 2,3,4 --methods tq-mse,tq-prod,encode --no-check --csv $R/grid-$d.csv > $R/grid-$d.log 2>&1
+  echo "grid $c rc=$? $(( $(date +%s)-T0 )) s, $(grep -c decode_attention $R/grid-$d.csv) decode rows"
+  tar czf $OUT/s37b.tgz -C /tmp s37b
+  timeout 100 python3 bench/cuda/compare_sdpa.py --ours-csv $R/grid-$d.csv --csv $R/compare-$d.csv > $R/compare-$d.txt 2>&1; echo "compare rc=$? $(( $(date +%s)-T0 )) s"
+  grep -E "GPU" $R/compare-$d.txt
+  tar czf $OUT/s37b.tgz -C /tmp s37b
 done
-(head -1 $R/grid-128.csv; for f in $R/grid-*.csv; do tail -n +2 $f; done) > $R/grid.csv
-echo "$(grep -c decode_attention $R/grid.csv) decode rows"
-tar czf $OUT/s37b.tgz -C /tmp s37b
-timeout 150 python3 bench/cuda/compare_sdpa.py --ours-csv $R/grid.csv --csv $R/compare.csv > $R/compare.txt 2>&1; echo "compare rc=$? $(( $(date +%s)-T0 )) s"
-grep -E "GPU" $R/compare.txt
-tar czf $OUT/s37b.tgz -C /tmp s37b
-timeout 90 $B --configs $C --batches 1 --contexts 4096,32768 --bits 2,3,4 --methods tq-mse,tq-prod --csv $R/checked.csv > $R/checked.log 2>&1
+timeout 60 $B --configs $C --batches 1 --contexts 4096,32768 --bits 2,3,4 --methods tq-mse,tq-prod --csv $R/checked.csv > $R/checked.log 2>&1
 echo "checked pass rc=$? $(( $(date +%s)-T0 )) s: $(grep -iE 'checked|CHECK FAILED' $R/checked.log | tr '\n' ' ')"
 tar czf $OUT/s37b.tgz -C /tmp s37b
 echo "done $(( $(date +%s)-T0 )) s"
