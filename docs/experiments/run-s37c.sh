@@ -1,7 +1,7 @@
 # Session 37, the short form of run-s37b.sh for the device time left: uses a turbokv_cuda_bench built on the CPU
-# machine from this tree (same CMake options as the device build; stripped and gzipped to fit the carry limit:
-# build-dev/tcb.gz) when it runs there, else builds it. Then the issue-5 grid per head_dim (d128 first) and compare_sdpa.py on each.
-# Usage: export OUT && bash docs/experiments/run-s37c.sh   (carry .deps and build-dev/tcb.gz)
+# machine from this tree (same CMake options as the device build; stripped and xz-compressed to fit the carry limit:
+# build-dev/tcb.xz) when it runs there, else builds it. Then the issue-5 grid per head_dim (d128 first) and compare_sdpa.py on each.
+# Usage: export OUT && bash docs/experiments/run-s37c.sh   (carry .deps and build-dev/tcb.xz)
 set -uo pipefail
 R=/tmp/s37b; rm -rf $R; mkdir -p $R
 exec > >(tee -a "$R/s37b.log") 2>&1
@@ -10,7 +10,7 @@ T0=$(date +%s)
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 git log --oneline -1
 B=/tmp/tcb
-gunzip -c build-dev/tcb.gz > $B && chmod +x $B
+python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('build-dev/tcb.xz'), open('$B', 'wb'))" && chmod +x $B
 NV=$(dirname $(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc))
 export LD_LIBRARY_PATH=$NV/../lib64:$NV/../lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 if ! timeout 60 $B --configs 128:32:8 --batches 1 --contexts 4096 --bits 4 --methods tq-mse --csv $R/smoke.csv > $R/smoke.log 2>&1; then
