@@ -7,7 +7,8 @@
 //                      [--bits 2,3,4] [--repeats 50] [--methods tq-mse,3xtf32,encode,tq-prod,fp8,kivi,rvq,pvq,polar]
 //                      [--seed N] [--no-check] [--splits N]
 //   Every result is checked against the CPU reference on one (sequence, KV head) row (columns max_err,
-//   rel_err, tol; encode rows: differing bytes); exit status 3 if any exceeds its bound. --seed: the data
+//   rel_err, tol; encode rows: differing bytes); exit status 3 if any exceeds its bound. --csv: each shape's
+//   rows are written as soon as the shape is done (a run cut short keeps what it measured). --seed: the data
 //   seed (default: from the clock, printed to stderr); --no-check: timings only; --splits: the split-K
 //   count of every paged decode (default 0: the planner's).
 //   --methods: the parts to run (default all): tq-mse = the fp16 tensor-core decode ("tq-mse" rows),
@@ -75,6 +76,19 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // The CSV gets each shape's rows as soon as that shape is done (one run_cuda_bench call per config, batch
+  // and context), so a run cut short (a `timeout`, a lost device) keeps the rows it measured.
+  std::FILE* f = nullptr;
+  if (!csv.empty()) {
+    f = std::fopen(csv.c_str(), "w");
+    if (!f) {
+      std::fprintf(stderr, "cannot write %s\n", csv.c_str());
+      return 1;
+    }
+    std::fprintf(f, "op,method,bits,context,head_dim,num_heads,num_kv_heads,batch,threads,time_us,baseline,"
+                    "baseline_time_us,speedup,gbps,max_err,rel_err,check_tol\n");
+    std::fflush(f);
+  }
   std::vector<turbokv::BenchRow> rows;
   int rc = 0;
   std::stringstream ss(configs);
@@ -86,14 +100,30 @@ int main(int argc, char** argv) {
       return 2;
     }
     opt.head_dim = d, opt.num_heads = h, opt.num_kv_heads = kv;
-    try {  // one failing configuration does not lose the others
-      auto r = turbokv::run_cuda_bench(opt);
-      rows.insert(rows.end(), r.begin(), r.end());
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "turbokv_cuda_bench: config %s: %s\n", c.c_str(), e.what());
-      rc = 1;
-    }
+    const std::vector<int> batches = opt.batches;
+    const std::vector<std::size_t> contexts = opt.contexts;
+    for (int batch : batches)
+      for (std::size_t ctx : contexts) {
+        turbokv::BenchOptions one = opt;
+        one.batches = {batch}, one.contexts = {ctx};
+        try {  // one failing configuration does not lose the others
+          const auto r = turbokv::run_cuda_bench(one);
+          rows.insert(rows.end(), r.begin(), r.end());
+          for (const auto& x : r)
+            if (f)
+              std::fprintf(f, "%s,%s,%g,%zu,%d,%d,%d,%d,%d,%.3f,%s,%.3f,%.4f,%.2f,%.3g,%.3g,%.3g\n", x.op.c_str(),
+                           x.method.c_str(), x.bits, x.context, x.head_dim, x.num_heads, x.num_kv_heads, x.batch,
+                           x.threads, x.time_us, x.baseline.c_str(), x.baseline_time_us, x.speedup, x.gbps,
+                           x.max_err, x.rel_err, x.check_tol);
+          if (f) std::fflush(f);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "turbokv_cuda_bench: config %s batch %d context %zu: %s\n", c.c_str(), batch, ctx,
+                       e.what());
+          rc = 1;
+        }
+      }
   }
+  if (f) std::fclose(f);
   std::printf("%-16s %-26s %4s %5s %6s %6s %5s %10s %10s %8s %9s %9s %9s %7s\n", "op", "method", "bits", "d", "heads",
               "batch", "ctx", "time_us", "base_us", "speedup", "GB/s", "max_err", "rel_err", "tol");
   for (const auto& r : rows) {
@@ -103,20 +133,8 @@ int main(int argc, char** argv) {
                 r.check_failed() ? "  FAILED" : "");
     if (r.check_failed()) rc = 3;
   }
-  if (!csv.empty()) {
-    FILE* f = std::fopen(csv.c_str(), "w");
-    if (!f) {
-      std::fprintf(stderr, "cannot write %s\n", csv.c_str());
-      return 1;
-    }
-    std::fprintf(f, "op,method,bits,context,head_dim,num_heads,num_kv_heads,batch,threads,time_us,baseline,"
-                    "baseline_time_us,speedup,gbps,max_err,rel_err,check_tol\n");
-    for (const auto& r : rows)
-      std::fprintf(f, "%s,%s,%g,%zu,%d,%d,%d,%d,%d,%.3f,%s,%.3f,%.4f,%.2f,%.3g,%.3g,%.3g\n", r.op.c_str(),
-                   r.method.c_str(), r.bits, r.context, r.head_dim, r.num_heads, r.num_kv_heads, r.batch, r.threads,
-                   r.time_us, r.baseline.c_str(), r.baseline_time_us, r.speedup, r.gbps, r.max_err, r.rel_err,
-                   r.check_tol);
-    std::fclose(f);
-  }
+  int checked = 0, failed = 0;
+  for (const auto& r : rows) checked += r.check_tol >= 0 ? 1 : 0, failed += r.check_failed() ? 1 : 0;
+  if (checked) std::printf("turbokv_cuda_bench: %d results checked against the reference, %d failed\n", checked, failed);
   return rc;
 }
