@@ -15,7 +15,7 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTURBOKV_CUDA=ON > $R/c
 timeout 300 cmake --build build -j16 --target turbokv_cuda_bench > $R/build.log 2>&1; echo "build rc=$? $(( $(date +%s)-T0 )) s"
 B=./build/turbokv_cuda_bench
 C=128:32:8,64:9:3,256:4:1
-for c in 128:32:8 64:9:3 256:4:1; do  # one CSV per head_dim (the bench writes its CSV at the end), compared at once
+for c in 128:32:8 64:9:3 256:4:1; do  # one CSV per head_dim, each compared at once
   d=${c%%:*}
   timeout 90 $B --configs $c --batches 1,8,16,64 --contexts 4096,32768,65536,131072 --bits 2,3,4 --methods tq-mse,tq-prod,encode --no-check --csv $R/grid-$d.csv > $R/grid-$d.log 2>&1
   echo "grid $c rc=$? $(( $(date +%s)-T0 )) s, $(grep -c decode_attention $R/grid-$d.csv) decode rows"
