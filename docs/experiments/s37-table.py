@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Markdown tables for docs/RESULTS.md from run-s37b/c output: compare_sdpa.py's per-head_dim CSVs (decode rows,
+"""Markdown tables for docs/RESULTS.md from run-s37c.sh output: compare_sdpa.py's per-head_dim CSVs (decode rows,
 SDPA in the same run) and the bench's grid CSVs (encode rows). Usage: s37-table.py DIR (holding compare-*.csv and
 grid-*.csv)."""
 import csv
