@@ -3,6 +3,8 @@
 # memcheck of the Prod decode test (small lengths), then times tq-prod against session 37's bench (A, carried as
 # build-dev/tcb.xz, built from 0eedd37) in alternating passes, and one checked pass of B.
 # Usage: export OUT && bash docs/experiments/run-s38a.sh   (carry .deps and build-dev/tcb.xz; output $OUT/s38a.tgz)
+# Its code (prod_sketch_query_kernel in run_mma, a sketch slot in decode_workspace_bytes) was dropped after this run
+# and never committed; the script and results (docs/results/s38-device/modes/s38a.log) are the record.
 set -uo pipefail
 R=/tmp/s38a; rm -rf $R; mkdir -p $R
 exec > >(tee -a "$R/s38a.log") 2>&1

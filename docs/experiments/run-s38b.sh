@@ -5,6 +5,8 @@
 # (column quads x j-slices). Builds this tree; per mode the Prod decode test (small lengths) and a checked bench
 # pass; then timed passes of the four modes, alternating, twice.
 # Usage: export OUT && bash docs/experiments/run-s38b.sh   (carry .deps; output $OUT/s38b.tgz)
+# The switch and modes 1-3 were not committed: the tree keeps mode 3 at head_dim 256 only (commit 4dfc12f) and mode 0
+# elsewhere; the script and results (docs/results/s38-device/modes/) are the record.
 set -uo pipefail
 R=/tmp/s38b; rm -rf $R; mkdir -p $R
 exec > >(tee -a "$R/s38b.log") 2>&1

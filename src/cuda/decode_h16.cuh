@@ -1246,9 +1246,9 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       // head_dim 256: S read once per block for all the block's heads (the per-thread form below reads it once
       // per head: 8 x 256 KB per block from L2). Thread (column quad c4, j-slice js) sums its slice for every
       // head; the slices' partial sums are added into s_qsk in slice order (deterministic), then * f. H100 run
-      // s38-2 (b1 / b16 x 4k / 32k / 128k, 4/1 heads, 4 bits): 1.04-1.48x faster; at head_dim 64 / 128 the
-      // same form was 0.81-1.01x (its reduction rounds cost more than the per-thread loads), so they keep
-      // the per-thread form.
+      // s38-4 (b1 / b16 x 4k / 32k / 128k, 4/1 heads, 3 and 4 bits): 1.03-1.48x faster; at head_dim 64 / 128
+      // the same form was 0.81-1.01x (run s38-3: its reduction rounds cost more than the per-thread loads), so
+      // they keep the per-thread form (docs/RESULTS.md "Session 38").
       constexpr int CQ = D / 4, JS = NT / CQ, JL = (D + JS - 1) / JS;
       const int nh = min(kMmaHeads, a.group - static_cast<int>(blockIdx.z) * kMmaHeads);
       for (int idx = tid; idx < kMmaHeads * D; idx += NT) s_qsk[idx] = 0.0f;
