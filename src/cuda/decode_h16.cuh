@@ -1250,6 +1250,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       // the same form was 0.81-1.01x (run s38-3: its reduction rounds cost more than the per-thread loads), so
       // they keep the per-thread form (docs/RESULTS.md "Session 38").
       constexpr int CQ = D / 4, JS = NT / CQ, JL = (D + JS - 1) / JS;
+      static_assert(NT % CQ == 0 && NT >= CQ, "every thread owns one (column quad, j-slice)");
       const int nh = min(kMmaHeads, a.group - static_cast<int>(blockIdx.z) * kMmaHeads);
       for (int idx = tid; idx < kMmaHeads * D; idx += NT) s_qsk[idx] = 0.0f;
       float acc[kMmaHeads][4] = {};
