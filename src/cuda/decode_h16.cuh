@@ -1242,6 +1242,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   const uint2* s_qs = reinterpret_cast<const uint2*>(rest + Lay::off_qs);
   if constexpr (PROD) {
     float* s_qsk = reinterpret_cast<float*>(rest + Lay::off_qsk);
+    const float f = a.qscale * a.kappa;
     if constexpr (D == 256) {
       // head_dim 256: S read once per block for all the block's heads (the per-thread form below reads it once
       // per head: 8 x 256 KB per block from L2). Thread (column quad c4, j-slice js) sums its slice for every
@@ -1280,10 +1281,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
               for (int e = 0; e < 4; ++e) s_qsk[n * D + 4 * c4 + e] += acc[n][e];
       }
       __syncthreads();
-      const float f = a.qscale * a.kappa;
       for (int idx = tid; idx < kMmaHeads * D; idx += NT) s_qsk[idx] *= f;
     } else {
-      const float f = a.qscale * a.kappa;
       // Heads past the GQA group (their Pi q is zero) are skipped: a warp's idx range lies in one head (D >= 64).
       // H100 run s38-5: d128 32/8 1.03-1.14x at batch 1, 1.00-1.06x at batch 16.
       for (int idx = tid; idx < kMmaHeads * D; idx += NT) {  // a.sketch = S^T [D][m]: lanes read consecutive i
