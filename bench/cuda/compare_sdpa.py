@@ -6,7 +6,8 @@ in the same process run on the same GPU, times:
   * torch SDPA fp16 with the cuDNN and FlashAttention backends (enable_gqa=True),
   * dequantize-then-SDPA: 4-bit TurboQuant codes -> fp16 K/V (unpack, centroid
     lookup, norm, inverse Hadamard as a matmul) followed by SDPA (the path that
-    existing TurboQuant GPU code takes),
+    existing TurboQuant GPU code takes), at every head_dim where its temporaries
+    fit in memory,
   * a device-to-device copy (bytes read + written) as the bandwidth ceiling.
 All with triton.testing.do_bench (median; it flushes L2 between calls).
 Prints one table: us, effective GB/s of bytes actually read, percent of the
@@ -128,7 +129,9 @@ def main():
             for name, us in t.items():
                 if us:
                     rows.append((name, 16, us, nbytes, ""))
-        if b * ctx <= (1 << 20) and d == 128:
+        # the dequantize step's temporaries: int64 indices, the gathered centroids and the rotated fp16 K (then
+        # V), ~20 bytes per element of one side at their peak
+        if d in (64, 128, 256) and 20 * b * kv * ctx * d < 0.8 * free:
             try:
                 us, nbytes = dequant_sdpa_time(b, h, kv, d, ctx)
                 rows.append(("dequant+sdpa (4-bit)", 4, us, nbytes, ""))

@@ -114,6 +114,27 @@ void qjl_scores(const QjlTables& tab, const float* state, int num_queries, const
 void tq_prod_encode(const QjlTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream);
 
 /**
+ * TurboQuant-Prod append: encodes num_new new tokens of every sequence straight into the pages
+ * tq_prod_paged_decode reads, byte-identical to the reference codec's encode of each token (its
+ * code_bytes() bytes at the token's slot of its (page, KV head) block, its [||x||, gamma] fp16 pair at
+ * slot `off` of the block's pairs: the reference's block of page_size tokens). The same kernel as
+ * tq_prod_encode (same float operations in the same order), writing through the page table.
+ * kcodec: tq-prod (head_dim 64, 128, 256); x: device [batch][num_new][num_kv_heads][head_dim] of type
+ * x_type (fp32, or fp16 / bf16 widened exactly: the bytes equal the reference's encode of the widened
+ * values); start: device int32 [batch], each sequence's first new position (the pages covering
+ * [start, start + num_new) must be in the table); pool.page_stride must equal
+ * tq_prod_page_stride(table.page_size, kcodec.code_bytes()). Nothing outside the new tokens' slots is
+ * written. bad: optional device int32 (nullptr = no check): every vector the reference rejects (a NaN
+ * or Inf, a norm >= 32768) sets *bad to 1, as tq_mse_append's flag (cuda.h: never cleared by the call;
+ * a flagged call's tokens must not be counted); a separate check kernel reads x once more (fp64 norms).
+ * Throws std::invalid_argument naming the argument (kcodec.method, shapes, page size, page stride,
+ * x_type, null pointers while there is work).
+ */
+void tq_prod_append(const QjlTables& kcodec, const void* x, int batch, int num_new, int num_kv_heads,
+                    const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream,
+                    IoType x_type = IoType::kF32, std::int32_t* bad = nullptr);
+
+/**
  * TurboQuant-Prod query preparation: state[q] = [Pi q (head_dim), S Pi q (m)]
  * (fp64, stored fp32). q: device fp32 [num_queries, head_dim];
  * state: device fp32 [num_queries, head_dim + m].

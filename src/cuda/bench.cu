@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -330,7 +331,14 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
     for (std::size_t ctx_sz : opt.contexts) {
       const int ctx = static_cast<int>(ctx_sz);
       const std::size_t fp16_bytes = std::size_t(batch) * kvh * ctx * d * 2 * 2;
-      if (fp16_bytes > free_b / 3) continue;  // does not fit comfortably next to the rest
+      // The fp16 cache must fit comfortably next to the rest; when it does not, only the fp16 baseline is
+      // skipped (its rows' baseline time and speedup are NaN: compare_sdpa.py compares with SDPA itself).
+      const bool fp16_fits = fp16_bytes <= free_b / 3;
+      if (!fp16_fits)
+        std::fprintf(stderr,
+                     "run_cuda_bench: batch %d x %d tokens: fp16 baseline skipped (its cache, %.1f GB, exceeds a third "
+                     "of the %.1f GB free); the compressed rows run\n",
+                     batch, ctx, fp16_bytes / 1e9, free_b / 1e9);
       BenchRow proto;
       proto.context = ctx_sz;
       proto.head_dim = d, proto.num_heads = nh, proto.num_kv_heads = kvh, proto.batch = batch, proto.threads = 0;
@@ -370,8 +378,8 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
       };
 
       // fp16 baseline.
-      double base_us = 0;
-      {
+      double base_us = std::numeric_limits<double>::quiet_NaN();
+      if (fp16_fits) {
         const int nrot = static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + fp16_bytes - 1) / fp16_bytes));
         std::vector<std::unique_ptr<DevMem>> bufs;
         for (int i = 0; i < nrot; ++i) {
@@ -487,7 +495,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             cuda::kivi_decode(kc, vc, {kp.k[i % kp.size()]->as<std::uint8_t>(), ks},
                               {vp.v[i % vp.size()]->as<std::uint8_t>(), vs}, pt, ka, st);
           };
-          const double us = median_us(s, kernel != 1 ? reps : std::max(10, reps / 5), run);
+          const double us = median_us(s, reps, run);
           BenchRow r = proto;
           r.op = "decode_attention", r.bits = bits_d;
           r.method = kernel == 0 ? "kivi" : kernel == 4 ? "kivi (12 warps)" : "kivi (cuda cores)";
@@ -570,7 +578,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
               else if (pvq) cuda::pvq_paged_decode(*kt, *vt, kp, vp, pt, va, st);
               else cuda::rvq_paged_decode(*rt, *rt, kp, vp, pt, va, st);
             };
-            const double us = median_us(s, kernel != 1 ? reps : std::max(10, reps / 5), run);
+            const double us = median_us(s, reps, run);
             BenchRow r = proto;
             r.op = "decode_attention";
             r.method = kernel == 0 ? std::string(m) : std::string(m) + (kernel == 4 ? " (8 warps)" : " (cuda cores)");
@@ -667,27 +675,37 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           const std::size_t n_in = std::size_t(batch) * ctx * kvh * d;
           const std::size_t in_bytes = n_in * esz;
           if (in_bytes > (4ull << 30) || !want("encode")) continue;
-          DevMem x(in_bytes);
-          if (xt == cuda::IoType::kF32) {
-            fill_float<<<fill_grid(), 256, 0, s>>>(x.as<float>(), n_in, 99 + bits + sd, 8.0f);
-          } else {
-            fill_half16<<<fill_grid(), 256, 0, s>>>(x.as<std::uint16_t>(), n_in, 99 + bits + sd, 8.0f,
-                                                    xt == cuda::IoType::kBf16);
+          // Inputs rotated past L2 as the pools are (at small shapes one input would stay in L2 across calls).
+          const int nx = static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + in_bytes - 1) / in_bytes));
+          std::vector<std::unique_ptr<DevMem>> xs;
+          for (int i = 0; i < nx; ++i) {
+            xs.push_back(std::make_unique<DevMem>(in_bytes));
+            if (xt == cuda::IoType::kF32) {
+              fill_float<<<fill_grid(), 256, 0, s>>>(xs.back()->as<float>(), n_in, 99 + bits + i + sd, 8.0f);
+            } else {
+              fill_half16<<<fill_grid(), 256, 0, s>>>(xs.back()->as<std::uint16_t>(), n_in, 99 + bits + i + sd, 8.0f,
+                                                      xt == cuda::IoType::kBf16);
+            }
+            TKV_CHECK_LAUNCH();
           }
-          TKV_CHECK_LAUNCH();
+          const DevMem& x = *xs[0];  // the checked call's input
           DevMem zero(batch * 4), flag(4);
           TKV_CUDA_CHECK(cudaMemsetAsync(zero.p, 0, batch * 4, s));
           TKV_CUDA_CHECK(cudaMemsetAsync(flag.p, 0, 4, s));
           // Timed with the bad-vector flag on (what a careful caller passes; its cost is one compare per
           // vector): the data is finite with small norms, so it must stay 0 (checked below).
-          const double enc_us = median_us(s, std::max(20, reps / 2), [&](int i) {
-            cuda::tq_mse_append(tab, x.p, batch, ctx, kvh, zero.as<std::int32_t>(), pt,
+          const double enc_us = median_us(s, reps, [&](int i) {
+            cuda::tq_mse_append(tab, xs[i % nx]->p, batch, ctx, kvh, zero.as<std::int32_t>(), pt,
                                 {kb[i % nrot]->as<std::uint8_t>(), stride}, st, xt, flag.as<std::int32_t>());
           });
           const std::size_t moved = in_bytes + std::size_t(batch) * ctx * kvh * (tab.code_bytes() + nb);
-          DevMem c1(moved / 2 + 16), c2(moved / 2 + 16);
-          const double copy_us = median_us(s, 20, [&](int) {
-            TKV_CUDA_CHECK(cudaMemcpyAsync(c2.p, c1.p, moved / 2, cudaMemcpyDeviceToDevice, s));
+          // The copy baseline moves the same bytes (half read, half written), its buffers rotated likewise.
+          const int nc = static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + moved - 1) / moved));
+          std::vector<std::unique_ptr<DevMem>> cs;
+          for (int i = 0; i < 2 * nc; ++i) cs.push_back(std::make_unique<DevMem>(moved / 2 + 16));
+          const double copy_us = median_us(s, reps, [&](int i) {
+            TKV_CUDA_CHECK(cudaMemcpyAsync(cs[2 * (i % nc) + 1]->p, cs[2 * (i % nc)]->p, moved / 2,
+                                           cudaMemcpyDeviceToDevice, s));
           });
           BenchRow e = proto;
           e.op = "encode", e.bits = bits_d;
@@ -737,10 +755,11 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           {  // the fast path: paged Prod keys through the fp16 tensor-core kernel
             const std::size_t pstride = cuda::tq_prod_page_stride(page_size, ptab.code_bytes());
             const std::size_t kpool_bytes = table.size() * kvh * pstride;
-            DevMem pk(kpool_bytes);
             const std::size_t noff = page_size * ptab.code_bytes(), nend = noff + 4 * page_size;
-            fill_pages<<<fill_grid(), 256, 0, s>>>(pk.as<std::uint8_t>(), kpool_bytes, pstride, noff, nend, 41 + bits + sd);
-            TKV_CHECK_LAUNCH();
+            // Key pools rotated as the value pools (make_pools' pairs; the value half is unused), so a call
+            // reads its keys from DRAM, not L2.
+            const PagePools ppools = make_pools(s, kpool_bytes, pstride, noff, nend, 41 + bits + sd);
+            const int nprot = ppools.size();
             // head_dim 256: also DecodeArgs::block_warps 8 ("tq-prod keys (8 warps)", as tq-mse's row)
             for (int warps : {0, 8}) {
               if (warps == 8 && d != 256) continue;
@@ -748,7 +767,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
               ak.kernel = 0;
               ak.block_warps = warps;
               auto run = [&](int i) {
-                cuda::tq_prod_paged_decode(ptab, tab, {pk.as<std::uint8_t>(), pstride},
+                cuda::tq_prod_paged_decode(ptab, tab, {ppools.k[i % nprot]->as<std::uint8_t>(), pstride},
                                            {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
               };
               const double us = median_us(s, reps, run);
@@ -760,7 +779,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
               if (opt.check) {
                 const BlockFmt pf{pstride, ptab.code_bytes(), 4, 0, d};
                 const auto pref = make_codec(pc);
-                check(r, run, rc.ref(*pref, rc.gather(pk.as<std::uint8_t>(), pf), *ref, vrow), kTolH16);
+                check(r, run, rc.ref(*pref, rc.gather(ppools.k[0]->as<std::uint8_t>(), pf), *ref, vrow), kTolH16);
               }
               rows.push_back(r);
             }
@@ -768,12 +787,21 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           const std::size_t kblk = ptab.block_bytes(ctx), vblk = std::size_t(ctx) * (tab.code_bytes() + 2);
           const std::size_t kb_bytes = std::size_t(batch) * kvh * kblk, vb_bytes = std::size_t(batch) * kvh * vblk;
           if (kb_bytes + vb_bytes < free_b / 3) {
-            DevMem pk(kb_bytes), pv(vb_bytes);
-            fill_pages<<<fill_grid(), 256, 0, s>>>(pk.as<std::uint8_t>(), kb_bytes, kblk, std::size_t(ctx) * ptab.code_bytes(),
-                                                    kblk, 31 + bits + sd);
-            fill_pages<<<fill_grid(), 256, 0, s>>>(pv.as<std::uint8_t>(), vb_bytes, vblk, std::size_t(ctx) * tab.code_bytes(),
-                                                    vblk, 37 + bits + sd);
-            TKV_CHECK_LAUNCH();
+            // Key and value blocks rotated past L2 (as make_pools does for the paged rows).
+            const int npr = static_cast<int>(
+                std::min<std::size_t>(64, (kRotateBytes + kb_bytes + vb_bytes - 1) / (kb_bytes + vb_bytes)));
+            std::vector<std::unique_ptr<DevMem>> pks, pvs;
+            for (int i = 0; i < npr; ++i) {
+              pks.push_back(std::make_unique<DevMem>(kb_bytes));
+              pvs.push_back(std::make_unique<DevMem>(vb_bytes));
+              fill_pages<<<fill_grid(), 256, 0, s>>>(pks.back()->as<std::uint8_t>(), kb_bytes, kblk,
+                                                      std::size_t(ctx) * ptab.code_bytes(), kblk, 31 + bits + 2 * i + sd);
+              fill_pages<<<fill_grid(), 256, 0, s>>>(pvs.back()->as<std::uint8_t>(), vb_bytes, vblk,
+                                                      std::size_t(ctx) * tab.code_bytes(), vblk, 37 + bits + 2 * i + sd);
+              TKV_CHECK_LAUNCH();
+            }
+            const DevMem& pk = *pks[0];  // the checked call's blocks
+            const DevMem& pv = *pvs[0];
             cuda::ProdDecodeArgs pa;
             pa.batch = batch, pa.num_heads = nh, pa.num_kv_heads = kvh;
             pa.q = q.as<float>(), pa.out = out.as<float>(), pa.keys = pk.as<std::uint8_t>(), pa.values = pv.as<std::uint8_t>();
@@ -781,8 +809,12 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             pa.softmax_scale = a.softmax_scale;
             DevMem pws(cuda::tq_prod_decode_workspace_bytes(pa, d));
             pa.workspace = pws.p;
-            auto run = [&](int) { cuda::tq_prod_decode(ptab, tab, pa, st); };
-            const double pus = median_us(s, std::max(10, reps / 5), run);
+            auto run = [&](int i) {
+              cuda::ProdDecodeArgs pi = pa;
+              pi.keys = pks[i % npr]->as<std::uint8_t>(), pi.values = pvs[i % npr]->as<std::uint8_t>();
+              cuda::tq_prod_decode(ptab, tab, pi, st);
+            };
+            const double pus = median_us(s, reps, run);
             BenchRow r = proto;
             r.op = "decode_attention", r.method = "tq-prod keys (cuda cores)", r.bits = bits;
             r.time_us = pus, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / pus;
@@ -799,10 +831,21 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             rows.push_back(r);
           }
           const std::size_t n_enc = std::min<std::size_t>(std::size_t(batch) * ctx * kvh, 1u << 20);
-          DevMem x(n_enc * d * 4), enc(ptab.block_bytes(n_enc));
-          fill_float<<<fill_grid(), 256, 0, s>>>(x.as<float>(), n_enc * d, 55 + bits + sd, 8.0f);
-          TKV_CHECK_LAUNCH();
-          const double eus = median_us(s, 20, [&](int) { cuda::tq_prod_encode(ptab, x.as<float>(), n_enc, enc.as<std::uint8_t>(), st); });
+          // Inputs and outputs rotated past L2 (nothing of one call left in L2 for the next).
+          const std::size_t pe_bytes = n_enc * d * 4 + ptab.block_bytes(n_enc);
+          const int ne = static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + pe_bytes - 1) / pe_bytes));
+          std::vector<std::unique_ptr<DevMem>> pxs, pes;
+          for (int i = 0; i < ne; ++i) {
+            pxs.push_back(std::make_unique<DevMem>(n_enc * d * 4));
+            pes.push_back(std::make_unique<DevMem>(ptab.block_bytes(n_enc)));
+            fill_float<<<fill_grid(), 256, 0, s>>>(pxs.back()->as<float>(), n_enc * d, 55 + bits + i + sd, 8.0f);
+            TKV_CHECK_LAUNCH();
+          }
+          const DevMem& x = *pxs[0];
+          const DevMem& enc = *pes[0];
+          const double eus = median_us(s, reps, [&](int i) {
+            cuda::tq_prod_encode(ptab, pxs[i % ne]->as<float>(), n_enc, pes[i % ne]->as<std::uint8_t>(), st);
+          });
           BenchRow e = proto;
           e.op = "encode", e.method = "tq-prod", e.bits = bits, e.context = n_enc, e.batch = 1;
           e.time_us = eus, e.gbps = (n_enc * d * 4 + ptab.block_bytes(n_enc)) / (eus * 1e3);

@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kThreads) qjl_encode_kernel(const float* __res
     const float norm = __fsqrt_rn(sumsq_row(xs + vv * tile_ld(d), d));
     if (lane == 0) store_half_le(out + n * code_bytes + 2 * (v0 + vv), norm);
   }
-  sketch_signs(xs, nv, d, m, st, sst, out, v0, code_bytes, 0);
+  sketch_signs(xs, nv, d, m, st, sst, detail::BlockDst{out, n, code_bytes, 2}, v0, 0);
 }
 
 // state[q][i] = sum_j S[i][j] q_j in fp64 (ascending j), stored fp32. One block per query.

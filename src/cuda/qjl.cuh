@@ -65,13 +65,15 @@ __device__ __forceinline__ void warp_pack_n(const std::uint8_t* cw, int count, i
   }
 }
 
-/// Loads vectors [v0, v0 + nv) of x (fp32 [*, d]) into the tile; rows nv.. are zero.
-__device__ __forceinline__ void load_tile(const float* __restrict__ x, std::size_t v0, int nv, int d, float* xs) {
+/// Loads vectors [v0, v0 + nv) of x ([*, d] of type XT: fp32, or fp16 / bf16 widened exactly) into the
+/// tile; rows nv.. are zero.
+template <class XT = float>
+__device__ __forceinline__ void load_tile(const void* __restrict__ x, std::size_t v0, int nv, int d, float* xs) {
   const int ld = tile_ld(d);
-  const float* xt = x + v0 * static_cast<std::size_t>(d);
+  const XT* xt = static_cast<const XT*>(x) + v0 * static_cast<std::size_t>(d);
   for (int idx = threadIdx.x; idx < kVecs * d; idx += kThreads) {
     const int v = idx / d, j = idx - v * d;
-    xs[v * ld + j] = v < nv ? __ldcs(xt + idx) : 0.0f;
+    xs[v * ld + j] = v < nv ? static_cast<float>(__ldcs(xt + idx)) : 0.0f;
   }
 }
 
@@ -89,10 +91,10 @@ __device__ __forceinline__ float sumsq_row(const float* row, int d) {
 
 /// Sign bits of S r for the tile's vectors r (see the file comment). st: device
 /// S^T [d][m]; sst: shared [kJChunk][kRowTile]. Vector v's m/8 sign bytes go to
-/// out + (v0 + v) * code_bytes + sign_off. Called by all threads of the block.
+/// dst.at(v0 + v).codes + sign_off (Dst: BlockDst or PagedDst, common.cuh). Called by all threads of the block.
+template <class Dst>
 __device__ __forceinline__ void sketch_signs(const float* xs, int nv, int d, int m, const float* __restrict__ st,
-                                             float* sst, std::uint8_t* out, std::size_t v0, std::size_t code_bytes,
-                                             std::size_t sign_off) {
+                                             float* sst, const Dst& dst, std::size_t v0, std::size_t sign_off) {
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int ld = tile_ld(d);
   const float* xw = xs + w * kVecsPerWarp * ld;
@@ -141,8 +143,7 @@ __device__ __forceinline__ void sketch_signs(const float* xs, int nv, int d, int
         mine = (lane >> 2) == v ? word : mine;
       }
       const int row = r0 + 32 * k + 8 * b;
-      if (vv < nv && row < m)
-        out[(v0 + vv) * code_bytes + sign_off + row / 8] = static_cast<std::uint8_t>(mine >> (8 * b));
+      if (vv < nv && row < m) dst.at(v0 + vv).codes[sign_off + row / 8] = static_cast<std::uint8_t>(mine >> (8 * b));
     }
   }
 }

@@ -30,7 +30,7 @@ using namespace detail::splitk;
 using namespace detail::qjl;
 
 struct ProdArgs {
-  const float* x;
+  const void* x;  // [n][D] of the kernel's XT
   std::size_t n;
   int m;
   const float* st;
@@ -38,12 +38,13 @@ struct ProdArgs {
   const float* centroids;
   const float* boundaries;
   float scale;
-  std::uint8_t* out;
-  std::size_t code_bytes, mse_bytes;
+  std::size_t mse_bytes;
 };
 
-template <int D, int MB>
-__global__ void __launch_bounds__(kThreads) tq_prod_encode_kernel(const ProdArgs a) {
+/// Writes vector v's codes and [||x||, gamma] through dst (detail::BlockDst: tq_prod_encode's block;
+/// detail::PagedDst: tq_prod_append's pages). XT: the input type (fp16 / bf16 widened exactly on load).
+template <int D, int MB, class XT, class Dst>
+__global__ void __launch_bounds__(kThreads) tq_prod_encode_kernel(const ProdArgs a, const Dst dst) {
   constexpr int E = D / 32;
   constexpr int NB = MB > 0 ? (1 << MB) - 1 : 0;
   constexpr int LD = tile_ld(D);
@@ -53,7 +54,7 @@ __global__ void __launch_bounds__(kThreads) tq_prod_encode_kernel(const ProdArgs
   std::uint8_t* cbuf = reinterpret_cast<std::uint8_t*>(sst + kJChunk * kRowTile);  // [kWarps][D] codes
   const std::size_t v0 = static_cast<std::size_t>(blockIdx.x) * kVecs;
   const int nv = a.n - v0 < static_cast<std::size_t>(kVecs) ? static_cast<int>(a.n - v0) : kVecs;
-  load_tile(a.x, v0, nv, D, xs);
+  load_tile<XT>(a.x, v0, nv, D, xs);
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float sgn[E];
 #pragma unroll
@@ -99,7 +100,8 @@ __global__ void __launch_bounds__(kThreads) tq_prod_encode_kernel(const ProdArgs
     }
     __syncwarp();
     const float gamma = __fsqrt_rn(sumsq_row(row, D));
-    std::uint8_t* tok = a.out + (v0 + vv) * a.code_bytes;
+    const detail::TokenDst to = dst.at(v0 + vv);
+    std::uint8_t* tok = to.codes;
     if constexpr (MB > 0) {
       for (int k = lane; k < D * MB / 8; k += 32) {  // stream byte k: bits 8k .. 8k + 7
         unsigned byte = 0;
@@ -112,32 +114,38 @@ __global__ void __launch_bounds__(kThreads) tq_prod_encode_kernel(const ProdArgs
       }
     }
     if (lane == 0) {
-      std::uint8_t* sc = a.out + a.n * a.code_bytes + 4 * (v0 + vv);
-      store_half_le(sc, norm);
-      store_half_le(sc + 2, gamma);
+      store_half_le(to.scalars, norm);
+      store_half_le(to.scalars + 2, gamma);
     }
     __syncwarp();  // cw is rewritten for the next vector
   }
-  sketch_signs(xs, nv, D, a.m, a.st, sst, a.out, v0, a.code_bytes, a.mse_bytes);
+  sketch_signs(xs, nv, D, a.m, a.st, sst, dst, v0, a.mse_bytes);
 }
 
-template <int D, int MB>
-void launch_encode(const ProdArgs& a, cudaStream_t s) {
+template <int D, int MB, class XT, class Dst>
+void launch_encode(const ProdArgs& a, const Dst& dst, cudaStream_t s) {
   const std::size_t smem = smem_bytes(D, static_cast<std::size_t>(kWarps) * D);
-  allow_smem(tq_prod_encode_kernel<D, MB>, smem);
+  allow_smem(tq_prod_encode_kernel<D, MB, XT, Dst>, smem);
   const std::size_t grid = (a.n + kVecs - 1) / kVecs;
-  tq_prod_encode_kernel<D, MB><<<static_cast<unsigned>(grid), kThreads, smem, s>>>(a);
+  tq_prod_encode_kernel<D, MB, XT, Dst><<<static_cast<unsigned>(grid), kThreads, smem, s>>>(a, dst);
   TKV_CHECK_LAUNCH();
 }
 
-template <int D>
-void launch_encode_d(int mse_bits, const ProdArgs& a, cudaStream_t s) {
-  switch (mse_bits) {
-    case 0: return launch_encode<D, 0>(a, s);
-    case 1: return launch_encode<D, 1>(a, s);
-    case 2: return launch_encode<D, 2>(a, s);
-    case 3: return launch_encode<D, 3>(a, s);
-  }
+/// The one dispatch from (head_dim, MSE bits, input type) to the encoder's compile-time constants.
+template <class Dst>
+void launch_encode_any(const QjlTables& tab, IoType x_type, const ProdArgs& a, const Dst& dst, cudaStream_t s) {
+  detail::with_pow2_head_dim(tab.head_dim(), [&](auto d_c) {
+    detail::with_io_type(x_type, [&](auto xt_c) {
+      constexpr int D = decltype(d_c)::value;
+      using XT = typename decltype(xt_c)::type;
+      switch (tab.mse_bits()) {
+        case 0: return launch_encode<D, 0, XT>(a, dst, s);
+        case 1: return launch_encode<D, 1, XT>(a, dst, s);
+        case 2: return launch_encode<D, 2, XT>(a, dst, s);
+        case 3: return launch_encode<D, 3, XT>(a, dst, s);
+      }
+    });
+  });
 }
 
 // state[q] = [Pi q, S Pi q] in fp64 (Rotation::forward(double) order), stored fp32.
@@ -306,13 +314,26 @@ void tq_prod_encode(const QjlTables& tab, const float* x, std::size_t n, std::ui
   check_arg(tab.method() == Method::kTurboProd, where, "tab.method", method_name(tab.method()), "must be tq-prod");
   if (!detail::check_block_io(where, n, x, "x", out)) return;
   const ProdArgs a{x, n, tab.rows(), tab.sketch_t(), tab.signs(), tab.centroids(), tab.boundaries(),
-                   tab.hadamard_scale(), out, tab.code_bytes(), tab.mse_bytes()};
+                   tab.hadamard_scale(), tab.mse_bytes()};
+  launch_encode_any(tab, IoType::kF32, a, detail::BlockDst{out, n, tab.code_bytes(), 4}, detail::stream_of(stream));
+}
+
+void tq_prod_append(const QjlTables& kcodec, const void* x, int batch, int num_new, int num_kv_heads,
+                    const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type,
+                    std::int32_t* bad) {
+  const char* where = "cuda::tq_prod_append";
+  check_arg(kcodec.method() == Method::kTurboProd, where, "kcodec.method", method_name(kcodec.method()),
+            "must be tq-prod");
+  long long total = 0;
+  const detail::PagedDst dst =
+      detail::paged_dst(where, x, batch, num_new, num_kv_heads, start, table, pool, x_type, kcodec.code_bytes(), 4,
+                        "must equal tq_prod_page_stride(page_size, kcodec.code_bytes())", total);
+  if (total == 0) return;
+  const ProdArgs a{x, static_cast<std::size_t>(total), kcodec.rows(), kcodec.sketch_t(), kcodec.signs(),
+                   kcodec.centroids(), kcodec.boundaries(), kcodec.hadamard_scale(), kcodec.mse_bytes()};
   const cudaStream_t s = detail::stream_of(stream);
-  switch (tab.head_dim()) {
-    case 64: return launch_encode_d<64>(tab.mse_bits(), a, s);
-    case 128: return launch_encode_d<128>(tab.mse_bits(), a, s);
-    case 256: return launch_encode_d<256>(tab.mse_bits(), a, s);
-  }
+  detail::flag_bad_vectors(x, x_type, total, kcodec.head_dim(), bad, s);
+  launch_encode_any(kcodec, x_type, a, dst, s);
 }
 
 void tq_prod_prepare_query(const QjlTables& tab, const float* q, int num_queries, float* state, Stream stream) {

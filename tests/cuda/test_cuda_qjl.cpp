@@ -137,6 +137,151 @@ TEST(CudaTqProd, EncodeBytesMatchReference) {
     check_bytes({Method::kTurboProd, 128, bits, 72, false}, seed + bits, {1, 65, 300});
 }
 
+// ---------------------------------------------------------------- append into pages
+
+/// tq_prod_append over three calls (a prefill chunk of 21 tokens, then two decode steps) of 3 sequences x
+/// 2 KV heads at different start positions, into a shuffled page table: every new token's bytes (codes
+/// and [||x||, gamma]) equal the reference's encode of the widened vector at its page slot, and no other
+/// pool byte changes (the pool starts as 0xA5).
+void check_append(const Case& c, int page_size, cuda::IoType io, std::uint64_t seed) {
+  SCOPED_TRACE(describe(c, seed) + " page_size=" + std::to_string(page_size) + " io=" +
+               (io == cuda::IoType::kF32 ? "f32" : io == cuda::IoType::kF16 ? "f16" : "bf16"));
+  const CodecConfig cfg = config_of(c, seed);
+  const auto ref = make_codec(cfg);
+  cuda::QjlTables tab(cfg);
+  const int d = c.head_dim, batch = 3, kvh = 2;
+  const std::vector<int> start = {0, 5, 33};
+  const int nn[3] = {21, 1, 1};
+  const int capacity = start.back() + nn[0] + nn[1] + nn[2], max_pages = (capacity + page_size - 1) / page_size;
+  const std::size_t cb = tab.code_bytes(), sb = 4, stride = cuda::tq_prod_page_stride(page_size, cb);
+  ASSERT_EQ(cb + sb, ref->encoded_bytes(1));
+  const auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 1);
+  DevBuf<std::int32_t> dtable(table);
+  DevBuf<std::uint8_t> pool(static_cast<std::size_t>(batch) * max_pages * kvh * stride);
+  pool.fill_byte(0xA5);
+  const cuda::PageTable pt{dtable.p, max_pages, page_size};
+  Rng r(seed);
+  std::vector<float> xs[3];
+  int pos0 = 0;
+  for (int part = 0; part < 3; ++part) {
+    xs[part] = awkward_rows(static_cast<std::size_t>(batch) * nn[part] * kvh, d, r);
+    const std::vector<std::uint16_t> h = round_to_io(xs[part], io);  // xs now holds what the kernel widens
+    DevBuf<float> dx(xs[part]);
+    DevBuf<std::uint16_t> dh(h);
+    std::vector<std::int32_t> st(start.begin(), start.end());
+    for (auto& v : st) v += pos0;
+    DevBuf<std::int32_t> ds(st);
+    cuda::tq_prod_append(tab, io == cuda::IoType::kF32 ? static_cast<const void*>(dx.p) : dh.p, batch, nn[part], kvh,
+                         ds.p, pt, {pool.p, stride}, nullptr, io);
+    pos0 += nn[part];
+  }
+  const auto got = pool.download();
+  std::vector<std::uint8_t> enc(ref->encoded_bytes(1));
+  std::vector<bool> written(got.size(), false);
+  int mismatches = 0;
+  pos0 = 0;
+  for (int part = 0; part < 3; ++part) {
+    for (int b = 0; b < batch; ++b)
+      for (int j = 0; j < nn[part]; ++j)
+        for (int g = 0; g < kvh; ++g) {
+          ref->encode(&xs[part][((static_cast<std::size_t>(b) * nn[part] + j) * kvh + g) * d], 1, enc.data());
+          const int pos = start[b] + pos0 + j;
+          const int page = table[static_cast<std::size_t>(b) * max_pages + pos / page_size];
+          const std::size_t off = pos % page_size, bo = (static_cast<std::size_t>(page) * kvh + g) * stride;
+          const std::size_t coff = bo + off * cb, soff = bo + page_size * cb + off * sb;
+          const bool codes_ok = std::memcmp(got.data() + coff, enc.data(), cb) == 0;
+          const bool scal_ok = std::memcmp(got.data() + soff, enc.data() + cb, sb) == 0;
+          std::fill_n(written.begin() + coff, cb, true);
+          std::fill_n(written.begin() + soff, sb, true);
+          if ((!codes_ok || !scal_ok) && ++mismatches <= 3)
+            ADD_FAILURE() << "b=" << b << " pos=" << pos << " head=" << g << " codes_ok=" << codes_ok
+                          << " scalars_ok=" << scal_ok;
+        }
+    pos0 += nn[part];
+  }
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_EQ(count_stray_bytes(got, written, 0xA5), 0);
+}
+
+TEST(CudaTqProd, AppendBytesMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  const cuda::IoType ios[3] = {cuda::IoType::kF32, cuda::IoType::kF16, cuda::IoType::kBf16};
+  const int pages[3] = {16, 1, 64};
+  int i = 0;
+  for (int d : {64, 128, 256})
+    for (int bits = 1; bits <= 4; ++bits) {
+      ++i;
+      check_append({Method::kTurboProd, d, bits, d, (bits % 2) == 0}, pages[i % 3], ios[i % 3], seed + i);
+    }
+  // Every input type at one shape; sketch rows 2 d and 72 (a partial ballot word).
+  for (cuda::IoType io : ios) check_append({Method::kTurboProd, 128, 3, 128, false}, 16, io, seed + 100 + int(io));
+  check_append({Method::kTurboProd, 128, 2, 256, true}, 8, cuda::IoType::kF16, seed + 200);
+  check_append({Method::kTurboProd, 64, 4, 72, false}, 32, cuda::IoType::kBf16, seed + 201);
+}
+
+TEST(CudaTqProd, AppendFlagsWhatTheReferenceRejects) {
+  CodecConfig cfg;
+  cfg.method = Method::kTurboProd;
+  cfg.bits = 3;
+  cfg.head_dim = 128;
+  cuda::QjlTables tab(cfg);
+  const int batch = 2, num_new = 3, kvh = 2, page_size = 16, d = 128;
+  const std::size_t stride = cuda::tq_prod_page_stride(page_size, tab.code_bytes());
+  DevBuf<std::int32_t> dtable(std::vector<std::int32_t>{0, 1});
+  DevBuf<std::int32_t> dstart(std::vector<std::int32_t>{0, 4});
+  DevBuf<std::uint8_t> pool(2 * kvh * stride);
+  const cuda::PageTable pt{dtable.p, 1, page_size};
+  Rng r(fresh_seed());
+  auto run = [&](const std::vector<float>& x) {
+    DevBuf<float> dx(x);
+    DevBuf<std::int32_t> bad(std::vector<std::int32_t>{0});
+    cuda::tq_prod_append(tab, dx.p, batch, num_new, kvh, dstart.p, pt, {pool.p, stride}, nullptr,
+                         cuda::IoType::kF32, bad.p);
+    return bad.download()[0];
+  };
+  const std::size_t n = static_cast<std::size_t>(batch) * num_new * kvh;
+  auto x = awkward_rows(n, d, r);
+  EXPECT_EQ(run(x), 0) << "clean vectors";
+  auto nan = x;
+  nan[7 * d + 5] = std::nanf("");
+  EXPECT_EQ(run(nan), 1) << "a NaN";
+  auto inf = x;
+  inf[3 * d] = -INFINITY;
+  EXPECT_EQ(run(inf), 1) << "an Inf";
+  auto big = x;
+  for (int i = 0; i < d; ++i) big[11 * d + i] = 4000.0f;  // norm 45255 >= 32768
+  EXPECT_EQ(run(big), 1) << "a norm the fp16 scalar cannot hold";
+}
+
+TEST(CudaTqProd, AppendRejectsBadArguments) {
+  CodecConfig cfg;
+  cfg.method = Method::kTurboProd;
+  cfg.bits = 2;
+  cuda::QjlTables prod(cfg);
+  CodecConfig qcfg;
+  qcfg.method = Method::kQjl;
+  qcfg.bits = 1;
+  cuda::QjlTables qjl(qcfg);
+  const std::size_t rs = cuda::tq_prod_page_stride(16, prod.code_bytes());
+  DevBuf<float> x(128 * 4);
+  DevBuf<std::int32_t> start(std::vector<std::int32_t>{0}), pages(std::vector<std::int32_t>{0});
+  DevBuf<std::uint8_t> pool(rs);
+  const cuda::PageTable pt{pages.p, 1, 16};
+  expect_invalid([&] { cuda::tq_prod_append(qjl, x.p, 1, 4, 1, start.p, pt, {pool.p, rs}, nullptr); }, "kcodec.method");
+  expect_invalid([&] { cuda::tq_prod_append(prod, x.p, 1, 4, 1, start.p, pt, {pool.p, rs + 32}, nullptr); },
+                 "pool.page_stride");
+  expect_invalid([&] { cuda::tq_prod_append(prod, x.p, 1, 4, 1, start.p, {pages.p, 1, 12}, {pool.p, rs}, nullptr); },
+                 "page_size");
+  expect_invalid([&] { cuda::tq_prod_append(prod, nullptr, 1, 4, 1, start.p, pt, {pool.p, rs}, nullptr); }, "pointers");
+  expect_invalid([&] { cuda::tq_prod_append(prod, x.p, 1, 4, 0, start.p, pt, {pool.p, rs}, nullptr); }, "num_kv_heads");
+  expect_invalid([&] { cuda::tq_prod_append(prod, x.p, -1, 4, 1, start.p, pt, {pool.p, rs}, nullptr); }, "batch");
+  expect_invalid(
+      [&] { cuda::tq_prod_append(prod, x.p, 1, 4, 1, start.p, pt, {pool.p, rs}, nullptr, static_cast<cuda::IoType>(7)); },
+      "x_type");
+  EXPECT_NO_THROW(cuda::tq_prod_append(prod, nullptr, 0, 4, 1, nullptr, pt, {pool.p, rs}, nullptr));  // no work
+  TKV_TEST_CUDA(cudaDeviceSynchronize());
+}
+
 /// Scores of num_queries queries over [t0, t1) vs the reference, plus a
 /// sensitivity control: one flipped sign bit must move its token's score
 /// beyond the tolerance.
