@@ -2,7 +2,10 @@
 # One device call: configure + build the CUDA targets, run the GPU tests,
 # compute-sanitizer (memcheck + racecheck on small cases), the benchmark and the
 # SDPA comparison. Logs under $OUT (or /tmp/tkv_out). Prints a short table last.
-#   bash bench/cuda/run_device.sh [all|test|bench|quick]    (default all)
+#   bash bench/cuda/run_device.sh [all|test|sanitize|bench|quick]    (default all)
+# sanitize: memcheck and racecheck over every CUDA test binary with TURBOKV_CUDA_TEST_SMALL=1, each run capped at
+# SAN_CAP seconds (default 300; racecheck of test_cuda_qjl, test_cuda_vq and test_cuda_real ran past 62-150 s on
+# an H200 in session 39).
 set -uo pipefail
 MODE=${1:-all}
 OUT=${OUT:-/tmp/tkv_out}
@@ -29,6 +32,16 @@ if [ "$MODE" = all ] || [ "$MODE" = test ]; then
   TURBOKV_CUDA_TEST_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/cuda/test_cuda_vq_paged >> "$OUT/sanitizer.log" 2>&1; echo "memcheck test_cuda_vq_paged (small) rc=$?"
   TURBOKV_CUDA_TEST_SMALL=1 compute-sanitizer --tool racecheck --error-exitcode 9 $B/tests/cuda/test_cuda_vq_paged --gtest_filter='*Decode*' >> "$OUT/sanitizer.log" 2>&1; echo "racecheck test_cuda_vq_paged (small) rc=$?"
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer.log" | head
+fi
+if [ "$MODE" = sanitize ]; then
+  for t in test_cuda_pack test_cuda_append test_cuda_attention test_cuda_qjl test_cuda_vq test_cuda_real test_cuda_fp8 \
+           test_cuda_kivi test_cuda_vq_paged; do
+    for tool in memcheck racecheck; do
+      TURBOKV_CUDA_TEST_SMALL=1 timeout ${SAN_CAP:-300} compute-sanitizer --tool $tool --error-exitcode 9 \
+        $B/tests/cuda/$t > "$OUT/$tool-$t.log" 2>&1
+      echo "$tool $t rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$OUT/$tool-$t.log" | tr '\n' ' ')"
+    done
+  done
 fi
 if [ "$MODE" = quick ]; then
   $B/turbokv_cuda_bench --configs 128:32:8 --batches 1,16 --contexts 32768,65536 --bits 3,4 --csv "$OUT/bench_quick.csv"
