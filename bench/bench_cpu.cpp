@@ -149,7 +149,7 @@ void BM_AttentionTq(benchmark::State& st) {
   st.SetItemsProcessed(static_cast<std::int64_t>(st.iterations() * c.n));
   st.counters["bits_per_element"] = 8.0 * c.bytes / (2.0 * c.n * c.kvh * c.d);
 }
-BENCHMARK(BM_AttentionTq)->ArgsProduct({{2, 3, 4}, {1024, 4096, 32768}, {1, 2}})->UseRealTime();
+BENCHMARK(BM_AttentionTq)->ArgsProduct({{2, 3, 4}, {1024, 4096, 16384, 32768, 131072}, {1, 2}})->UseRealTime();
 
 // args: fp16 (1) or fp32 (0), context, threads
 void BM_AttentionDense(benchmark::State& st) {
@@ -175,7 +175,7 @@ void BM_AttentionDense(benchmark::State& st) {
   st.SetItemsProcessed(static_cast<std::int64_t>(st.iterations() * n));
   st.counters["bits_per_element"] = f16 ? 16 : 32;
 }
-BENCHMARK(BM_AttentionDense)->ArgsProduct({{0, 1}, {1024, 4096, 32768}, {1, 2}})->UseRealTime();
+BENCHMARK(BM_AttentionDense)->ArgsProduct({{0, 1}, {1024, 4096, 16384, 32768, 131072}, {1, 2}})->UseRealTime();
 
 // The memory-stream baseline over the bytes of a 4-bit cache. args: context, threads
 void BM_Stream(benchmark::State& st) {
@@ -186,7 +186,7 @@ void BM_Stream(benchmark::State& st) {
   st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * bytes));
   st.counters["bits_per_element"] = 4.125;
 }
-BENCHMARK(BM_Stream)->ArgsProduct({{1024, 4096, 32768}, {1, 2}})->UseRealTime();
+BENCHMARK(BM_Stream)->ArgsProduct({{1024, 4096, 16384, 32768, 131072}, {1, 2}})->UseRealTime();
 
 }  // namespace
 
@@ -245,10 +245,11 @@ void method_args(benchmark::internal::Benchmark* b, const std::vector<std::int64
 }
 BENCHMARK(BM_EncodeMethod)->Apply([](benchmark::internal::Benchmark* b) { method_args(b, {64, 128, 256}); });
 
-// args: method, bits*10, context. head_dim 128, 32 query heads over 8 KV heads, 2 threads.
+// args: method, bits*10, context, threads. head_dim 128, 32 query heads over 8 KV heads.
 void BM_AttentionMethod(benchmark::State& st) {
   const int mi = static_cast<int>(st.range(0)), b10 = static_cast<int>(st.range(1));
   const std::size_t n = static_cast<std::size_t>(st.range(2));
+  const int threads = static_cast<int>(st.range(3));
   const int d = 128, kvh = 8, H = 32;
   std::vector<std::unique_ptr<Codec>> refs;
   std::vector<std::unique_ptr<cpu::CpuCodec>> codecs;
@@ -268,7 +269,7 @@ void BM_AttentionMethod(benchmark::State& st) {
   const auto q = normal(static_cast<std::size_t>(H) * d, 7);
   std::vector<float> out(q.size());
   for (auto _ : st) {
-    cpu::attention_codec(keys, values, n, q.data(), H, params(), out.data(), 0, 2);
+    cpu::attention_codec(keys, values, n, q.data(), H, params(), out.data(), 0, threads);
     benchmark::DoNotOptimize(out.data());
   }
   method_label(st, mi, b10);
@@ -276,7 +277,11 @@ void BM_AttentionMethod(benchmark::State& st) {
   st.SetItemsProcessed(static_cast<std::int64_t>(st.iterations() * n));
 }
 BENCHMARK(BM_AttentionMethod)
-    ->Apply([](benchmark::internal::Benchmark* b) { method_args(b, {4096, 32768}); })
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (const auto& c : method_cases())
+        for (std::int64_t n : {1024, 4096, 16384, 32768, 131072})
+          for (std::int64_t t : {1, 2}) b->Args({c[0], c[1], n, t});
+    })
     ->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -85,9 +85,10 @@ TEST(CpuCodec, EveryMethodMatchesTheReference) {
   for (SimdLevel lvl : available_simd_levels()) {
     LevelGuard guard(lvl);
     for (const MethodCase& c : all_cases()) {
-      for (int d : {64, 80, 128}) {
+      for (int d : {64, 80, 128, 256}) {
         if (c.method == Method::kPolar && d % 16 != 0) continue;
-        for (std::size_t n : {std::size_t{1}, std::size_t{31}, std::size_t{65}, std::size_t{300}}) {
+        for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{31}, std::size_t{64}, std::size_t{65},
+                              std::size_t{300}}) {
           const std::string name = case_name(c, d, lvl) + " n " + std::to_string(n);
           SCOPED_TRACE(name);
           for (Role role : {Role::kKey, Role::kValue}) {
@@ -188,6 +189,13 @@ TEST(CpuCodec, FusedAttentionMatchesReference) {
           cpu::attention_codec(fkeys, fvalues, n, q.data(), heads, p, got.data(), 0, 2);
           for (int h = 0; h < heads; ++h)
             ASSERT_LE(test::rel_err(got.data() + h * d, want.data() + h * d, d), kTol) << "head " << h;
+          // Unaligned query and output (one float past an aligned start): the same output bit for bit.
+          std::vector<float> qbuf(q.size() + 1), obuf(got.size() + 1, -9.0f);
+          std::copy(q.begin(), q.end(), qbuf.begin() + 1);
+          cpu::attention_codec(fkeys, fvalues, n, qbuf.data() + 1, heads, p, obuf.data() + 1, 0, 2);
+          ASSERT_EQ(0, std::memcmp(obuf.data() + 1, got.data(), got.size() * sizeof(float)))
+              << "unaligned q / out changed the output";
+          ASSERT_EQ(obuf[0], -9.0f) << "wrote before out";
         }
       }
     }

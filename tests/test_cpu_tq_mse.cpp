@@ -68,7 +68,8 @@ class CpuTqMse : public ::testing::TestWithParam<int> {};  // head_dim
 TEST_P(CpuTqMse, EncodeBytesAndDecodeMatchReference) {
   const int d = GetParam();
   for (int bits = 1; bits <= 4; ++bits)
-    for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{31}, std::size_t{65}, std::size_t{1000}}) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{31}, std::size_t{64}, std::size_t{65},
+                          std::size_t{1000}, std::size_t{4097}}) {
       const std::uint64_t seed = 1000 * d + 10 * bits + n;
       const CodecConfig cfg = tq_config(d, bits, seed);
       auto ref = make_codec(cfg);
@@ -142,7 +143,8 @@ TEST_P(CpuTqMse, AllZeroAndAllMaxCodes) {
 TEST_P(CpuTqMse, ScoresMatchReference) {
   const int d = GetParam();
   for (int bits = 1; bits <= 4; ++bits)
-    for (std::size_t n : {std::size_t{1}, std::size_t{31}, std::size_t{64}, std::size_t{65}, std::size_t{1000}}) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{31}, std::size_t{64}, std::size_t{65},
+                          std::size_t{1000}, std::size_t{4097}}) {
       const std::uint64_t seed = 77 + n + bits;
       const CodecConfig cfg = tq_config(d, bits, seed);
       auto ref = make_codec(cfg);

@@ -239,7 +239,10 @@ TEST(CpuVq, AllZeroAndAllOnesCodeBytes) {
 
 TEST(CpuVq, FusedAttentionMatchesReferenceForEveryGqaRatio) {
   for (const Case& c : cases()) {
-    for (auto [d, n] : std::vector<std::pair<int, std::size_t>>{{128, 300}, {96, 65}}) {
+    // head_dim 64..256 with lengths 1, 2, 31, 64, 65, 300 (1000 and 4097 tokens: CpuCodec.FusedAttentionMatchesReference,
+    // test_cpu_codec.cpp).
+    for (auto [d, n] : std::vector<std::pair<int, std::size_t>>{
+             {128, 300}, {96, 65}, {64, 1}, {80, 31}, {112, 2}, {256, 64}}) {
       const int kvh = 2;
       std::vector<std::unique_ptr<Codec>> rk, rv;
       std::vector<std::vector<std::uint8_t>> kb, vb;

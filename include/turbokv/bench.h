@@ -53,7 +53,8 @@ struct BenchOptions {
   std::vector<int> threads = {1, 2};                            ///< CPU only
   std::vector<int> batches = {1};                               ///< CUDA: sequences per call (CPU: unused)
   std::vector<double> bits = {2, 3, 4};
-  /// Empty = every method with a fast path. CPU: method names (default tq-mse). CUDA: parts to run,
+  /// Empty = every method with a fast path. CPU: method names (default: every method but the fp16
+  /// passthrough, each at the requested widths it supports, qjl and fp8 at their one width). CUDA: parts to run,
   /// any of "tq-mse" (fp16 tensor-core decode), "3xtf32", "encode", "tq-prod", "fp8", "kivi", "rvq", "pvq",
   /// "polar" (the fp16 baseline always runs).
   std::vector<std::string> methods;

@@ -142,16 +142,23 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
             opt.num_heads, "must be a positive multiple of num_kv_heads");
   check_arg(opt.head_dim % 16 == 0 && opt.head_dim >= 16 && opt.head_dim <= 512, where, "head_dim", opt.head_dim,
             "must be a multiple of 16 in 16..512");
-  // (method, bits) cases: every requested width the method supports.
+  // (method, bits) cases: every requested width the method supports. Without --methods: every method but the
+  // fp16 passthrough (the fp16 baselines are timed anyway), each at the requested widths it supports, or at its
+  // only width (qjl 1 bit, fp8 8 bits) when it has one and none was requested.
   std::vector<std::pair<Method, double>> cases;
-  const std::vector<std::string> methods = opt.methods.empty() ? std::vector<std::string>{"tq-mse"} : opt.methods;
+  std::vector<std::string> methods = opt.methods;
+  if (methods.empty())
+    for (Method m : all_methods())
+      if (m != Method::kFp16) methods.push_back(method_name(m));
   for (const auto& name : methods) {
     const Method m = parse_method(name);
     const auto sb = supported_bits(m);
     bool any = false;
     for (double b : opt.bits)
       if (std::find(sb.begin(), sb.end(), b) != sb.end()) cases.push_back({m, b}), any = true;
-    if (!any && (m == Method::kFp16 || m == Method::kFp8)) cases.push_back({m, sb.front()}), any = true;
+    if (!any && (m == Method::kFp16 || m == Method::kFp8 || (opt.methods.empty() && sb.size() == 1)))
+      cases.push_back({m, sb.front()}), any = true;
+    if (!any && opt.methods.empty()) continue;  // a default method without the requested widths
     check_arg(any, where, "bits", opt.bits.empty() ? 0.0 : opt.bits.front(),
               detail::concat("none of the requested widths is supported by ", name).c_str());
   }

@@ -216,6 +216,44 @@ inline int count_stray_bytes(const std::vector<std::uint8_t>& pool, const std::v
   return stray;
 }
 
+/// The appends' byte check (tq_prod_append, rvq / pvq / polar_append tests): three appends of nn[part] new
+/// tokens per sequence (inputs xs[part]: [batch][nn[part]][kvh][d], already rounded to what the kernel
+/// widens), sequence b's first new token of part 0 at start[b], into a pool that held `fill` bytes under the
+/// page table `table` ([batch][max_pages] page ids, pages of page_size tokens, blocks of `stride` bytes:
+/// cb code bytes per token, then sb scalar bytes per token). Every appended token's codes and scalars must be
+/// ref's encode of its vector (cb + sb bytes) at its page slot, and no other byte may differ from `fill`.
+inline void expect_appended_pool(const std::vector<std::uint8_t>& got, const Codec& ref, const std::vector<float>* xs,
+                                 const int* nn, const std::vector<int>& start, const std::vector<std::int32_t>& table,
+                                 int max_pages, int page_size, int kvh, int d, std::size_t stride, std::size_t cb,
+                                 std::size_t sb, std::uint8_t fill = 0xA5) {
+  const int batch = static_cast<int>(start.size());
+  std::vector<std::uint8_t> enc(ref.encoded_bytes(1));
+  ASSERT_EQ(enc.size(), cb + sb);
+  std::vector<bool> written(got.size(), false);
+  int mismatches = 0, pos0 = 0;
+  for (int part = 0; part < 3; ++part) {
+    for (int b = 0; b < batch; ++b)
+      for (int j = 0; j < nn[part]; ++j)
+        for (int g = 0; g < kvh; ++g) {
+          ref.encode(&xs[part][((static_cast<std::size_t>(b) * nn[part] + j) * kvh + g) * d], 1, enc.data());
+          const int pos = start[static_cast<std::size_t>(b)] + pos0 + j;
+          const int page = table[static_cast<std::size_t>(b) * max_pages + pos / page_size];
+          const std::size_t off = pos % page_size, bo = (static_cast<std::size_t>(page) * kvh + g) * stride;
+          const std::size_t coff = bo + off * cb, soff = bo + page_size * cb + off * sb;
+          const bool codes_ok = std::memcmp(got.data() + coff, enc.data(), cb) == 0;
+          const bool scal_ok = std::memcmp(got.data() + soff, enc.data() + cb, sb) == 0;
+          std::fill_n(written.begin() + coff, cb, true);
+          std::fill_n(written.begin() + soff, sb, true);
+          if ((!codes_ok || !scal_ok) && ++mismatches <= 3)
+            ADD_FAILURE() << "b=" << b << " pos=" << pos << " head=" << g << " codes_ok=" << codes_ok
+                          << " scalars_ok=" << scal_ok;
+        }
+    pos0 += nn[part];
+  }
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_EQ(count_stray_bytes(got, written, fill), 0);
+}
+
 /// Checks decode outputs out [batch][nh][d] against attention_compressed (fp64) on each sequence's
 /// encoded heads (blocks b * kvh + g of kblk / vblk, lens[b] tokens): every output finite (the
 /// tests poison the output buffers with NaN first), relative L2 error per sequence <= tol.

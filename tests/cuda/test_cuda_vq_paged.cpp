@@ -174,32 +174,7 @@ void run_append_case(const AppendCase& c, std::uint64_t seed) {
                pt, {pool.p, stride}, c.io);
     pos0 += nn[part];
   }
-  const auto got = pool.download();
-  std::vector<std::uint8_t> enc(ref.encoded_bytes(1));
-  std::vector<bool> written(got.size(), false);
-  int mismatches = 0;
-  pos0 = 0;
-  for (int part = 0; part < 3; ++part) {
-    for (int b = 0; b < batch; ++b)
-      for (int j = 0; j < nn[part]; ++j)
-        for (int g = 0; g < kvh; ++g) {
-          ref.encode(&xs[part][((static_cast<std::size_t>(b) * nn[part] + j) * kvh + g) * d], 1, enc.data());
-          const int pos = start[b] + pos0 + j;
-          const int page = table[static_cast<std::size_t>(b) * max_pages + pos / c.page_size];
-          const std::size_t off = pos % c.page_size, bo = (static_cast<std::size_t>(page) * kvh + g) * stride;
-          const std::size_t coff = bo + off * cb, soff = bo + c.page_size * cb + off * sb;
-          const bool codes_ok = std::memcmp(got.data() + coff, enc.data(), cb) == 0;
-          const bool scal_ok = std::memcmp(got.data() + soff, enc.data() + cb, sb) == 0;
-          std::fill_n(written.begin() + coff, cb, true);
-          std::fill_n(written.begin() + soff, sb, true);
-          if ((!codes_ok || !scal_ok) && ++mismatches <= 3)
-            ADD_FAILURE() << "b=" << b << " pos=" << pos << " head=" << g << " codes_ok=" << codes_ok
-                          << " scalars_ok=" << scal_ok;
-        }
-    pos0 += nn[part];
-  }
-  EXPECT_EQ(mismatches, 0);
-  EXPECT_EQ(count_stray_bytes(got, written, 0xA5), 0);
+  expect_appended_pool(pool.download(), ref, xs, nn, start, table, max_pages, c.page_size, kvh, d, stride, cb, sb);
 }
 
 TEST(CudaVqPaged, AppendBytesMatchReference) {
