@@ -154,28 +154,38 @@ double median_us(cudaStream_t s, int reps, F&& fn) {
 
 unsigned fill_grid() { return static_cast<unsigned>(cuda::detail::num_sms() * 8); }
 
-/// Key and value page pools of pool_bytes each, enough pairs (at most 64) to exceed kRotateBytes
-/// so that the timed calls read DRAM, not L2: random code bytes (ANDed with code_mask), scalars
-/// (bytes [norm_off, norm_end) of each stride-byte block) fp16 in [0.5, 1.5). Pair i's seeds: seed +
-/// 2i (keys), seed + 2i + 1 (values).
+/// How many copies of a buffer set of `bytes` the timed calls rotate through (at most 64) so that together they
+/// exceed kRotateBytes and each call reads DRAM, not L2.
+int rotations(std::size_t bytes) {
+  return static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + bytes - 1) / bytes));
+}
+
+/// n page pools of pool_bytes each: random code bytes (ANDed with code_mask), scalars (bytes [norm_off,
+/// norm_end) of each stride-byte block) fp16 in [0.5, 1.5). Pool i's seed: seed + seed_step * i.
+std::vector<std::unique_ptr<DevMem>> filled_pools(cudaStream_t s, int n, std::size_t pool_bytes, std::size_t stride,
+                                                  std::size_t norm_off, std::size_t norm_end, std::uint64_t seed,
+                                                  std::uint64_t seed_step, std::uint16_t code_mask = 0xffffu) {
+  std::vector<std::unique_ptr<DevMem>> p;
+  for (int i = 0; i < n; ++i) {
+    p.push_back(std::make_unique<DevMem>(pool_bytes));
+    fill_pages<<<fill_grid(), 256, 0, s>>>(p.back()->as<std::uint8_t>(), pool_bytes, stride, norm_off, norm_end,
+                                           seed + seed_step * i, code_mask);
+    TKV_CHECK_LAUNCH();
+  }
+  return p;
+}
+
+/// Key and value page pools of pool_bytes each (filled_pools), rotations(2 * pool_bytes) pairs. Pair i's
+/// seeds: seed + 2i (keys), seed + 2i + 1 (values).
 struct PagePools {
   std::vector<std::unique_ptr<DevMem>> k, v;
   int size() const { return static_cast<int>(k.size()); }
 };
 PagePools make_pools(cudaStream_t s, std::size_t pool_bytes, std::size_t stride, std::size_t norm_off,
                      std::size_t norm_end, std::uint64_t seed, std::uint16_t code_mask = 0xffffu) {
-  const int n = static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + 2 * pool_bytes - 1) / (2 * pool_bytes)));
-  PagePools p;
-  for (int i = 0; i < n; ++i) {
-    p.k.push_back(std::make_unique<DevMem>(pool_bytes));
-    p.v.push_back(std::make_unique<DevMem>(pool_bytes));
-    fill_pages<<<fill_grid(), 256, 0, s>>>(p.k.back()->as<std::uint8_t>(), pool_bytes, stride, norm_off, norm_end,
-                                           seed + 2 * i, code_mask);
-    fill_pages<<<fill_grid(), 256, 0, s>>>(p.v.back()->as<std::uint8_t>(), pool_bytes, stride, norm_off, norm_end,
-                                           seed + 2 * i + 1, code_mask);
-    TKV_CHECK_LAUNCH();
-  }
-  return p;
+  const int n = rotations(2 * pool_bytes);
+  return {filled_pools(s, n, pool_bytes, stride, norm_off, norm_end, seed, 2, code_mask),
+          filled_pools(s, n, pool_bytes, stride, norm_off, norm_end, seed + 1, 2, code_mask)};
 }
 
 /// A pool's (page, KV head) block (formats.h): cb code bytes per token, then the scalars: sb bytes per
@@ -380,7 +390,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
       // fp16 baseline.
       double base_us = std::numeric_limits<double>::quiet_NaN();
       if (fp16_fits) {
-        const int nrot = static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + fp16_bytes - 1) / fp16_bytes));
+        const int nrot = rotations(fp16_bytes);
         std::vector<std::unique_ptr<DevMem>> bufs;
         for (int i = 0; i < nrot; ++i) {
           bufs.push_back(std::make_unique<DevMem>(fp16_bytes));
@@ -676,7 +686,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           const std::size_t in_bytes = n_in * esz;
           if (in_bytes > (4ull << 30) || !want("encode")) continue;
           // Inputs rotated past L2 as the pools are (at small shapes one input would stay in L2 across calls).
-          const int nx = static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + in_bytes - 1) / in_bytes));
+          const int nx = rotations(in_bytes);
           std::vector<std::unique_ptr<DevMem>> xs;
           for (int i = 0; i < nx; ++i) {
             xs.push_back(std::make_unique<DevMem>(in_bytes));
@@ -700,7 +710,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           });
           const std::size_t moved = in_bytes + std::size_t(batch) * ctx * kvh * (tab.code_bytes() + nb);
           // The copy baseline moves the same bytes (half read, half written), its buffers rotated likewise.
-          const int nc = static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + moved - 1) / moved));
+          const int nc = rotations(moved);
           std::vector<std::unique_ptr<DevMem>> cs;
           for (int i = 0; i < 2 * nc; ++i) cs.push_back(std::make_unique<DevMem>(moved / 2 + 16));
           const double copy_us = median_us(s, reps, [&](int i) {
@@ -756,10 +766,9 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             const std::size_t pstride = cuda::tq_prod_page_stride(page_size, ptab.code_bytes());
             const std::size_t kpool_bytes = table.size() * kvh * pstride;
             const std::size_t noff = page_size * ptab.code_bytes(), nend = noff + 4 * page_size;
-            // Key pools rotated as the value pools (make_pools' pairs; the value half is unused), so a call
-            // reads its keys from DRAM, not L2.
-            const PagePools ppools = make_pools(s, kpool_bytes, pstride, noff, nend, 41 + bits + sd);
-            const int nprot = ppools.size();
+            // Key pools rotated like the value pools, so a call reads its keys from DRAM, not L2.
+            const auto pkp = filled_pools(s, rotations(kpool_bytes), kpool_bytes, pstride, noff, nend, 41 + bits + sd, 1);
+            const int nprot = static_cast<int>(pkp.size());
             // head_dim 256: also DecodeArgs::block_warps 8 ("tq-prod keys (8 warps)", as tq-mse's row)
             for (int warps : {0, 8}) {
               if (warps == 8 && d != 256) continue;
@@ -767,7 +776,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
               ak.kernel = 0;
               ak.block_warps = warps;
               auto run = [&](int i) {
-                cuda::tq_prod_paged_decode(ptab, tab, {ppools.k[i % nprot]->as<std::uint8_t>(), pstride},
+                cuda::tq_prod_paged_decode(ptab, tab, {pkp[i % nprot]->as<std::uint8_t>(), pstride},
                                            {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
               };
               const double us = median_us(s, reps, run);
@@ -779,7 +788,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
               if (opt.check) {
                 const BlockFmt pf{pstride, ptab.code_bytes(), 4, 0, d};
                 const auto pref = make_codec(pc);
-                check(r, run, rc.ref(*pref, rc.gather(ppools.k[0]->as<std::uint8_t>(), pf), *ref, vrow), kTolH16);
+                check(r, run, rc.ref(*pref, rc.gather(pkp[0]->as<std::uint8_t>(), pf), *ref, vrow), kTolH16);
               }
               rows.push_back(r);
             }
@@ -787,19 +796,12 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           const std::size_t kblk = ptab.block_bytes(ctx), vblk = std::size_t(ctx) * (tab.code_bytes() + 2);
           const std::size_t kb_bytes = std::size_t(batch) * kvh * kblk, vb_bytes = std::size_t(batch) * kvh * vblk;
           if (kb_bytes + vb_bytes < free_b / 3) {
-            // Key and value blocks rotated past L2 (as make_pools does for the paged rows).
-            const int npr = static_cast<int>(
-                std::min<std::size_t>(64, (kRotateBytes + kb_bytes + vb_bytes - 1) / (kb_bytes + vb_bytes)));
-            std::vector<std::unique_ptr<DevMem>> pks, pvs;
-            for (int i = 0; i < npr; ++i) {
-              pks.push_back(std::make_unique<DevMem>(kb_bytes));
-              pvs.push_back(std::make_unique<DevMem>(vb_bytes));
-              fill_pages<<<fill_grid(), 256, 0, s>>>(pks.back()->as<std::uint8_t>(), kb_bytes, kblk,
-                                                      std::size_t(ctx) * ptab.code_bytes(), kblk, 31 + bits + 2 * i + sd);
-              fill_pages<<<fill_grid(), 256, 0, s>>>(pvs.back()->as<std::uint8_t>(), vb_bytes, vblk,
-                                                      std::size_t(ctx) * tab.code_bytes(), vblk, 37 + bits + 2 * i + sd);
-              TKV_CHECK_LAUNCH();
-            }
+            // Key and value blocks rotated past L2 (as the paged rows' pools; a block is a "page" of ctx tokens).
+            const int npr = rotations(kb_bytes + vb_bytes);
+            const auto pks = filled_pools(s, npr, kb_bytes, kblk, std::size_t(ctx) * ptab.code_bytes(), kblk,
+                                          31 + bits + sd, 2);
+            const auto pvs = filled_pools(s, npr, vb_bytes, vblk, std::size_t(ctx) * tab.code_bytes(), vblk,
+                                          37 + bits + sd, 2);
             const DevMem& pk = *pks[0];  // the checked call's blocks
             const DevMem& pv = *pvs[0];
             cuda::ProdDecodeArgs pa;
@@ -833,7 +835,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           const std::size_t n_enc = std::min<std::size_t>(std::size_t(batch) * ctx * kvh, 1u << 20);
           // Inputs and outputs rotated past L2 (nothing of one call left in L2 for the next).
           const std::size_t pe_bytes = n_enc * d * 4 + ptab.block_bytes(n_enc);
-          const int ne = static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + pe_bytes - 1) / pe_bytes));
+          const int ne = rotations(pe_bytes);
           std::vector<std::unique_ptr<DevMem>> pxs, pes;
           for (int i = 0; i < ne; ++i) {
             pxs.push_back(std::make_unique<DevMem>(n_enc * d * 4));
