@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
   bench->add_option("--threads", bench_threads, "comma-separated thread counts (CPU; default 1,2)");
   bench->add_option("--contexts", bench_contexts, "comma-separated context lengths (default 1024,4096,16384,32768,131072)");
   bench->add_option("--bits", bench_bits, "comma-separated widths (default 2,3,4)");
-  bench->add_option("--methods", bench_methods, "comma-separated methods (CPU: any method, e.g. tq-mse,qjl,kivi,fp8; default every method but fp16; CUDA: the parts tq-mse,3xtf32,encode,tq-prod,fp8,kivi,rvq,pvq,polar; default all)");
+  bench->add_option("--methods", bench_methods, "comma-separated methods (CPU: any method, e.g. tq-mse,qjl,kivi,fp8; default every method but fp16; CUDA: the parts tq-mse,3xtf32,encode,dequantize,tq-prod,qjl,fp8,kivi,rvq,pvq,polar; default all)");
   bench->add_option("--repeats", bench_repeats, "timed runs per case (default: chosen by time)");
   bench->add_option("--head-dim", bench_head_dim,
                     "head_dim of every case (CPU: a multiple of 16 in 16..512; CUDA: a multiple of 16 in 64..256)")

@@ -55,7 +55,7 @@ struct BenchOptions {
   std::vector<double> bits = {2, 3, 4};
   /// Empty = every method with a fast path. CPU: method names (default: every method but the fp16
   /// passthrough, each at the requested widths it supports, qjl and fp8 at their one width). CUDA: parts to run,
-  /// any of "tq-mse" (fp16 tensor-core decode), "3xtf32", "encode", "tq-prod", "fp8", "kivi", "rvq", "pvq",
+  /// any of "tq-mse" (fp16 tensor-core decode), "3xtf32", "encode", "dequantize", "tq-prod", "qjl", "fp8", "kivi", "rvq", "pvq",
   /// "polar" (the fp16 baseline always runs).
   std::vector<std::string> methods;
   int head_dim = 128, num_heads = 32, num_kv_heads = 8;  ///< the shape of every case (CPU and CUDA)

@@ -230,6 +230,28 @@ void tq_mse_append(const TqMseTables& codec, const void* x, int batch, int num_n
                    const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream,
                    IoType x_type = IoType::kF32, std::int32_t* bad = nullptr);
 
+/**
+ * Dequantize: reads num_tokens tokens of every sequence back from TurboQuant-MSE pages, for code that
+ * wants the vectors themselves (a prefill or chunked-prefill attention kernel of the caller's over the
+ * cached prefix, an export). out[b][j][g][:] = the reference codec's decode of token start[b] + j of
+ * sequence b, KV head g (src/ref/tq_mse.cpp: ||x|| * Pi^T c[codes]; fractional widths: each part's
+ * norm * its inverse rotation, scattered back to its channels): with out_type fp32 bit-identical to
+ * Codec::decode of the same bytes (the same fp32 operations in the same order: the FWHT butterflies
+ * h = 1, 2, 4, ..., then x_i (scale sign_i), then norm x_i; dense rotations sum_i Pi[i][j] y_i in
+ * ascending i, multiply then add), with fp16 / bf16 its round-to-nearest-even conversion.
+ * codec: any TqMseTables (integer widths at head_dim 64..256, fractional at 128 / 256); pool: its
+ * pages (pool.page_stride must equal codec.page_stride(table.page_size)); start: device int32 [batch],
+ * each sequence's first position to read (the pages covering [start, start + num_tokens) must be in
+ * the table); out: device [batch][num_tokens][num_kv_heads][head_dim] of out_type (the layout of
+ * tq_mse_append's x, so appending x and dequantizing gives the reference's round trip). One warp per
+ * vector; dense rotations read Pi (head_dim^2 floats) per vector from cache: correct first, not tuned.
+ * Throws std::invalid_argument naming the argument (batch/num_tokens < 0, num_kv_heads, page_size,
+ * pool.page_stride, out_type, null pointers while there is work, more than 2^31 - 2^20 vectors).
+ */
+void tq_mse_dequantize(const TqMseTables& codec, PagedPool pool, const PageTable& table, int batch, int num_tokens,
+                       int num_kv_heads, const std::int32_t* start, void* out, Stream stream,
+                       IoType out_type = IoType::kF32);
+
 /// Shapes and options of one decode-attention call (one query token per sequence).
 struct DecodeArgs {
   /// head_dim: a multiple of 16 in 64..256; 64, 128, 256 for the tensor-core kernels (kernel 0 and 2,

@@ -8,6 +8,9 @@
 //            r = Pi u - c[code], signs = sign(S r), ||x|| and gamma = ||r|| (fp16);
 //            <q, x> ~= ||x|| * (<Pi q, c[code]> + kappa * gamma * <S Pi q, signs>).
 //
+// Both have an append into pages (qjl_append, tq_prod_append) and a fused paged decode with
+// TurboQuant-MSE values on the fp16 tensor-core kernel (qjl_paged_decode, tq_prod_paged_decode).
+//
 // Encoders write exactly the bytes of the reference codec (make_codec(cfg)->encode):
 // one formats.h block of n tokens, [codes: n * code_bytes][n * num_scalars fp16],
 // with the reference's float operation order (formats.h: sketch rows accumulate
@@ -58,6 +61,11 @@ class QjlTables {
   std::size_t num_scalars() const { return method_ == Method::kQjl ? 1 : 2; }
   /// Bytes of a block of n tokens (= the reference codec's encoded_bytes(n)).
   std::size_t block_bytes(std::size_t n) const { return n * (code_bytes() + 2 * num_scalars()); }
+  /// Bytes of one (page, KV head) block of a paged pool: block_bytes(page_size) rounded up to 32 (the
+  /// reference's block of page_size tokens: codes, then the fp16 scalars). qjl: tq_page_stride(page_size,
+  /// code_bytes()); tq-prod: tq_prod_page_stride(page_size, code_bytes()). Throws std::invalid_argument
+  /// naming page_size unless it is a power of two in 1..4096.
+  std::size_t page_stride(int page_size) const;
   /// Floats of one prepared query: m (qjl: S q) or head_dim + m (tq-prod: Pi q, then S Pi q).
   std::size_t query_state_size() const {
     return static_cast<std::size_t>(rows_) + (method_ == Method::kQjl ? 0 : static_cast<std::size_t>(head_dim_));
@@ -88,6 +96,27 @@ class QjlTables {
  * pointer is null while n > 0.
  */
 void qjl_encode(const QjlTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream);
+
+/**
+ * QJL append: encodes num_new new tokens of every sequence straight into the pages qjl_paged_decode
+ * reads, byte-identical to the reference codec's encode of each token (its sign bytes at the token's
+ * slot of its (page, KV head) block, its fp16 ||x|| at slot `off` of the block's norms: the reference's
+ * block of page_size tokens). The same kernel as qjl_encode (same float operations in the same order),
+ * writing through the page table.
+ * kcodec: qjl (any head_dim and qjl_rows it takes); x: device [batch][num_new][num_kv_heads][head_dim] of
+ * type x_type (fp32, or fp16 / bf16 widened exactly: the bytes equal the reference's encode of the
+ * widened values); start: device int32 [batch], each sequence's first new position (the pages covering
+ * [start, start + num_new) must be in the table); pool.page_stride must equal
+ * kcodec.page_stride(table.page_size). Nothing outside the new tokens' slots is written. bad: optional
+ * device int32 (nullptr = no check): every vector the reference rejects (a NaN or Inf, a norm >= 32768)
+ * sets *bad to 1, as tq_mse_append's flag (cuda.h: never cleared by the call; a flagged call's tokens
+ * must not be counted); a separate check kernel reads x once more (fp64 norms).
+ * Throws std::invalid_argument naming the argument (kcodec.method, shapes, page size, page stride,
+ * x_type, null pointers while there is work).
+ */
+void qjl_append(const QjlTables& kcodec, const void* x, int batch, int num_new, int num_kv_heads,
+                const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream,
+                IoType x_type = IoType::kF32, std::int32_t* bad = nullptr);
 
 /**
  * QJL query preparation: state[q] = S q (fp64 accumulation, stored fp32).
@@ -212,5 +241,23 @@ std::size_t tq_prod_page_stride(int page_size, std::size_t code_bytes);
  */
 void tq_prod_paged_decode(const QjlTables& kcodec, const TqMseTables& vcodec, PagedPool kpool, PagedPool vpool,
                           const PageTable& table, const DecodeArgs& args, Stream stream);
+
+/**
+ * Split-K flash-decoding on paged QJL keys (kcodec: qjl, head_dim 64, 128 or 256, qjl_rows 0 = head_dim)
+ * and TurboQuant-MSE values (vcodec, integer widths 1..4), through the fp16 tensor-core kernel of
+ * tq_mse_decode (decode_h16.cuh, H16Layout::QJL): the Prod kernel's sign chain with no MSE part. Per
+ * block, S q of its (up to 8) query heads once (fp32, times softmax_scale log2(e) kappa, then fp16
+ * fragments); per 16-token tile the (+-1 sign pairs) . (S q) MMA chain gives <S q, signs_t>, and
+ * logit_t = softmax_scale * kappa * ||k_t|| * <S q, signs_t> (QJL's estimate of <q, k_t>, Zandieh,
+ * Daliri, Han, arXiv 2406.03482, Lemma 3.2). Values, GQA, windows, soft-cap, io types, splits and
+ * workspace (decode_workspace_bytes) as in tq_mse_decode (cuda.h; args.kernel must be 0).
+ * Pages: key pool blocks of kcodec.page_stride(page_size) bytes, each the reference's qjl block of
+ * page_size tokens (sign bytes, then the fp16 norms), as qjl_append writes them; value pool as
+ * tq_mse_decode. fp16 operands, fp32 accumulation: tested against attention_compressed (fp64) with the
+ * MSE fp16 kernel's tolerance. Throws std::invalid_argument naming the argument (kcodec.method, head_dim,
+ * kcodec.rows, kernel, vcodec.bits at a fractional width, pools and page table as tq_mse_decode).
+ */
+void qjl_paged_decode(const QjlTables& kcodec, const TqMseTables& vcodec, PagedPool kpool, PagedPool vpool,
+                      const PageTable& table, const DecodeArgs& args, Stream stream);
 
 }  // namespace turbokv::cuda

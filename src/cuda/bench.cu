@@ -326,12 +326,12 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
   TKV_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const std::string base_name = "fp16-flash-decode (ours)";
   // opt.methods filters the parts (empty = all): "tq-mse" (fp16 tensor-core decode), "3xtf32",
-  // "encode", "tq-prod", "fp8", "kivi", "rvq", "pvq", "polar"; the fp16 baseline always runs (every row's
+  // "encode", "dequantize", "tq-prod", "qjl", "fp8", "kivi", "rvq", "pvq", "polar"; the fp16 baseline always runs (every row's
   // ratio is against it).
   for (const std::string& m : opt.methods)
-    check_arg(m == "tq-mse" || m == "3xtf32" || m == "encode" || m == "tq-prod" || m == "fp8" || m == "kivi" ||
+    check_arg(m == "tq-mse" || m == "3xtf32" || m == "encode" || m == "tq-prod" || m == "qjl" || m == "dequantize" || m == "fp8" || m == "kivi" ||
                   m == "rvq" || m == "pvq" || m == "polar",
-              "run_cuda_bench", "methods", m, "must be tq-mse, 3xtf32, encode, tq-prod, fp8, kivi, rvq, pvq or polar");
+              "run_cuda_bench", "methods", m, "must be tq-mse, 3xtf32, encode, dequantize, tq-prod, qjl, fp8, kivi, rvq, pvq or polar");
   auto want = [&](const char* m) {
     return opt.methods.empty() || std::find(opt.methods.begin(), opt.methods.end(), m) != opt.methods.end();
   };
@@ -677,6 +677,48 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           rows.push_back(r);
         }
 
+        // Dequantize (tq_mse_dequantize) of the first nt tokens of every sequence's value pages into fp16 (what
+        // a prefill attention over the cached prefix would read first), at most 2^21 vectors: compressed
+        // bytes in plus fp16 out count as moved. Checked: the row's tokens bit for bit against the fp16
+        // rounding of the reference decode of its gathered block.
+        if (want("dequantize")) {
+          const std::size_t per_tok = std::size_t(batch) * kvh;
+          const int nt = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(ctx, (1u << 21) / per_tok)));
+          const std::size_t nvec = per_tok * nt, out_bytes = nvec * d * 2;
+          DevMem dout16(out_bytes);
+          DevMem dzero(std::size_t(batch) * 4);
+          TKV_CUDA_CHECK(cudaMemsetAsync(dzero.p, 0, std::size_t(batch) * 4, s));
+          auto run = [&](int i) {
+            cuda::tq_mse_dequantize(tab, {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, batch, nt, kvh,
+                                    dzero.as<std::int32_t>(), dout16.p, st, cuda::IoType::kF16);
+          };
+          const double us = median_us(s, reps, run);
+          BenchRow r = proto;
+          r.op = "dequantize", r.method = "tq-mse (fp16 out)", r.bits = bits_d, r.context = std::size_t(nt);
+          r.time_us = us;
+          r.gbps = (nvec * (tab.code_bytes() + nb) + out_bytes) / (us * 1e3);
+          if (opt.check) {
+            run(0);
+            TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+            const std::size_t m = std::min<std::size_t>(std::size_t(nt), rc.n);
+            std::vector<float> dec(rc.n * d);
+            ref->decode(vrow.data(), rc.n, dec.data());
+            std::vector<std::uint8_t> got(m * d * 2), want_b(m * d * 2);
+            for (std::size_t j = 0; j < m; ++j) {
+              TKV_CUDA_CHECK(cudaMemcpy(got.data() + j * d * 2,
+                                        static_cast<std::uint8_t*>(dout16.p) + ((rc.b * std::size_t(nt) + j) * kvh + rc.g) * d * 2,
+                                        std::size_t(d) * 2, cudaMemcpyDeviceToHost));
+              for (int i = 0; i < d; ++i) {
+                const std::uint16_t h = float_to_half(dec[j * d + i]);
+                std::memcpy(want_b.data() + (j * d + i) * 2, &h, 2);
+              }
+            }
+            rc.compare_bytes(r, got, want_b);
+            ++checks;
+          }
+          rows.push_back(r);
+        }
+
         // Encode (prefill append of the whole context into the key pool), vs a d2d copy of the same bytes,
         // from fp32, fp16 and bf16 input (method "tq-mse", "tq-mse (fp16 in)", "tq-mse (bf16 in)"): what
         // an engine feeds is usually 16-bit. Input plus output bytes count as moved.
@@ -754,6 +796,37 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             ++checks;
           }
           rows.push_back(e);
+        }
+
+        // QJL keys (1-bit sketch, m = head_dim, fp16 norm) with MSE values at `bits`, paged, through the fp16
+        // tensor-core kernel (qjl_paged_decode). Key pools rotated like the value pools.
+        if (bits >= 2 && bits == bits_d && pow2 && want("qjl")) {
+          CodecConfig qc;
+          qc.method = Method::kQjl, qc.bits = 1, qc.head_dim = d;
+          cuda::QjlTables qtab(qc);
+          const std::size_t qstride = qtab.page_stride(page_size), qcb = qtab.code_bytes();
+          const std::size_t kpool_bytes = table.size() * kvh * qstride;
+          const std::size_t noff = page_size * qcb, nend = noff + 2 * page_size;
+          const auto qkp = filled_pools(s, rotations(kpool_bytes), kpool_bytes, qstride, noff, nend, 47 + bits + sd, 1);
+          const int nqrot = static_cast<int>(qkp.size());
+          cuda::DecodeArgs ak = a;
+          ak.kernel = 0;
+          ak.block_warps = 0;
+          auto run = [&](int i) {
+            cuda::qjl_paged_decode(qtab, tab, {qkp[i % nqrot]->as<std::uint8_t>(), qstride},
+                                   {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
+          };
+          const double us = median_us(s, reps, run);
+          BenchRow r = proto;
+          r.op = "decode_attention", r.method = "qjl keys", r.bits = bits;
+          r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
+          r.gbps = (std::size_t(batch) * ctx * kvh * (qcb + 2 + tab.code_bytes() + 2) + q_bytes) / (us * 1e3);
+          if (opt.check) {
+            const BlockFmt qf{qstride, qcb, 2, 0, d};
+            const auto qref = make_codec(qc);
+            check(r, run, rc.ref(*qref, rc.gather(qkp[0]->as<std::uint8_t>(), qf), *ref, vrow), kTolH16);
+          }
+          rows.push_back(r);
         }
 
         // TurboQuant-Prod keys (bits - 1 MSE + 1-bit QJL, m = head_dim) with MSE values at `bits`, on

@@ -625,6 +625,33 @@ void tq_prod_paged_decode(const QjlTables& kc, const TqMseTables& vc, PagedPool 
                   detail::launch_h16p_any, true);
 }
 
+void qjl_paged_decode(const QjlTables& kc, const TqMseTables& vc, PagedPool kpool, PagedPool vpool,
+                      const PageTable& table, const DecodeArgs& args, Stream stream) {
+  const char* where = "cuda::qjl_paged_decode";
+  check_arg(kc.method() == Method::kQjl, where, "kcodec.method", method_name(kc.method()), "must be qjl");
+  check_arg(kc.head_dim() == args.head_dim && vc.head_dim() == args.head_dim, where, "codec head_dim", kc.head_dim(),
+            "must equal args.head_dim for keys and values");
+  check_arg(detail::pow2_head_dim(args.head_dim), where, "head_dim", args.head_dim,
+            "must be 64, 128 or 256 for QJL keys on the GPU decode");
+  check_arg(kc.rows() == kc.head_dim(), where, "kcodec.rows", kc.rows(), "must equal head_dim (qjl_rows = 0)");
+  check_arg(args.kernel == 0, where, "kernel", args.kernel, "must be 0 (the fp16 tensor-core kernel)");
+  check_arg(!vc.split(), where, "vcodec.bits", vc.nominal_bits(), "must be an integer width (1..4) here");
+  detail::check_page_size(where, table.page_size);
+  detail::DecodeKernelArgs ka =
+      paged_args(where, kpool, vpool, table, args, kc.page_stride(table.page_size),
+                 "must equal kcodec.page_stride(page_size) (tq_page_stride(page_size, key code_bytes))",
+                 tq_page_stride(table.page_size, vc.code_bytes()));
+  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E);  // no key rotation: S q from q itself
+  ka.ksigns = nullptr;
+  ka.kcent = nullptr;
+  ka.vcent = vc.centroids();
+  ka.vtab_shared = 0;
+  ka.sketch = kc.sketch_t();
+  ka.kappa = static_cast<float>(kc.kappa());
+  detail::run_mma(where, args, 0, vc.bits(), ka, vc.signs(), vc.hadamard_scale(), detail::stream_of(stream),
+                  detail::launch_qjl_h16, true);
+}
+
 void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const DecodeArgs& args, Stream stream) {
   const char* where = "cuda::fp8_decode";
   detail::check_page_size(where, table.page_size);

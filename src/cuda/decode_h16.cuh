@@ -209,11 +209,17 @@ constexpr int kMaxBlockSmem = 232448;
 /// serves 2 G query heads instead of G (head_dim 128 since session 34: the d256 step's 4-bit rows are dense,
 /// as kD128's). A stage holds each sequence's page block as it is in the pool
 /// ([16 rows][16 fp16 norms], keys then values, sequence 0's block first): H16Layout::kH1 / vH1.
-constexpr int kModeTq = 0, kModeRvq = 1, kModeKivi = 2, kModePvq = 3, kModeRvq2 = 4, kModePair = 5;
+/// QJL (MODE kModeQjl; PROD with KB = 0, head_dim 64 / 128 / 256, m = head_dim): QJL keys (Zandieh, Daliri, Han,
+/// arXiv 2406.03482: signs of S k, fp16 ||k||) on the Prod kernel's sign chain with no MSE part: the query is not
+/// rotated (S q from q itself), a token's key scalar is its fp16 norm alone (2 bytes, the formats.h qjl block:
+/// NBK 2) and gamma is 1, so logit = scale * ||k|| * kappa <S q, signs>.
+constexpr int kModeTq = 0, kModeRvq = 1, kModeKivi = 2, kModePvq = 3, kModeRvq2 = 4, kModePair = 5, kModeQjl = 6;
 template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false, int MODE = kModeTq>
 struct H16Layout {
   static constexpr bool F8 = KB == 8, RVQ = MODE == kModeRvq, KIVI = MODE == kModeKivi, PVQ = MODE == kModePvq,
-                        RVQ2 = MODE == kModeRvq2, PAIR = MODE == kModePair;
+                        RVQ2 = MODE == kModeRvq2, PAIR = MODE == kModePair, QJL = MODE == kModeQjl;
+  static_assert(!QJL || (PROD && KB == 0 && !SPLIT && (D == 64 || D == 128 || D == 256)),
+                "qjl: the Prod kernel with no MSE part, head_dim 64 / 128 / 256");
   static_assert(!PAIR || ((D == 128 || D == 256) && KB >= 2 && KB <= 4 && VB >= 2 && VB <= 4 && !PROD && !SPLIT),
                 "pair: two head_dim-64 or head_dim-128 sequences, 2..4-bit keys and values");
   static_assert(!RVQ2 || ((KB == 3 || KB == 4) && VB == KB && !PROD && !SPLIT && (D == 64 || D == 128)),
@@ -275,7 +281,7 @@ struct H16Layout {
   /// PAIR: a row is one sequence's row (half of the step's D dims).
   static constexpr int rsK = PAIR ? cbK / 2 : kDenseK ? cbK : mma_row_stride(cbK),
                        rsV = PAIR ? cbV / 2 : kBulk ? cbV : mma_row_stride(cbV);
-  static constexpr int NBK = PVQ ? 0 : PROD || SPLIT ? 4 : 2;  // staged key-norm bytes per token (PVQ: none)
+  static constexpr int NBK = PVQ ? 0 : (PROD && !QJL) || SPLIT ? 4 : 2;  // staged key-scalar bytes per token (PVQ: none)
   static constexpr int NBV = PVQ ? 0 : SPLIT ? 4 : 2;          // staged value-norm bytes per token
   /// Bytes of a step's key-norm and value-norm slots (KIVI: the key group's and the tokens' scalars).
   /// KIVI's value slot: 16 tokens x head_dim / G_v words, G_v >= head_dim / 8 (>= 16 at 256: 16 groups).
@@ -768,7 +774,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   using Lay = H16Layout<D, KB, VB, NW, PROD, SPLIT, MODE>;
   static_assert(Lay::kFits, "block shared memory");
   constexpr bool F8 = Lay::F8, RVQ = Lay::RVQ, KIVI = Lay::KIVI, PVQ = Lay::PVQ, RVQ2 = Lay::RVQ2;
-  constexpr bool PAIR = Lay::PAIR;
+  constexpr bool PAIR = Lay::PAIR, QJL = Lay::QJL;
   constexpr int DR = PAIR ? D / 2 : D;  // the sequences' head_dim (PAIR: the step spans two rows of D / 2)
   static_assert(!KIVI || Lay::kBulk, "kivi: dense rows (bulk copies)");
   constexpr int H = Lay::H;
@@ -1050,7 +1056,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       const int i = SPLIT ? __ldg(a.kchan + il) : il;             // SPLIT: the parts' channels
       // (PVQ: the key smoothing first, Pi_k (lambda_k * q), as the reference's prepare_query)
       const float qi = PVQ ? __ldg(qh + i) * __ldg(a.klambda + i) : __ldg(qh + i);
-      qv[e] = has ? (F8 || KIVI ? qi : qi * __ldg(a.ksigns + il)) : 0.0f;
+      qv[e] = has ? (F8 || KIVI || QJL ? qi : qi * __ldg(a.ksigns + il)) : 0.0f;
     }
   }
 
@@ -1193,7 +1199,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       }
       s_qrot[idx] = y;
     }
-  } else if (F8 || KIVI) {
+  } else if (F8 || KIVI || QJL) {
     if (warp < kMmaHeads)
 #pragma unroll
       for (int e = 0; e < E; ++e) s_qrot[warp * D + E * lane + e] = qv[e];  // q itself (no rotation)
@@ -1617,13 +1623,18 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             const uint2 qf = s_qs[kk * 32 + lane];
             mma_f16(sg, af, qf.x, qf.y);
           }
-          const __half* s_kw = reinterpret_cast<const __half*>(s_kn);  // [||x||, gamma] per token
-          const float ga = __half2float(s_kw[2 * (tb + kr) + 1]);
-          const float gc = __half2float(s_kw[2 * (tb + kr + 8) + 1]);
-          s[0] += ga * sg[0];
-          s[1] += ga * sg[1];
-          s[2] += gc * sg[2];
-          s[3] += gc * sg[3];
+          if constexpr (QJL) {  // no MSE part (s is zero) and gamma 1
+#pragma unroll
+            for (int i = 0; i < 4; ++i) s[i] = sg[i];
+          } else {
+            const __half* s_kw = reinterpret_cast<const __half*>(s_kn);  // [||x||, gamma] per token
+            const float ga = __half2float(s_kw[2 * (tb + kr) + 1]);
+            const float gc = __half2float(s_kw[2 * (tb + kr + 8) + 1]);
+            s[0] += ga * sg[0];
+            s[1] += ga * sg[1];
+            s[2] += gc * sg[2];
+            s[3] += gc * sg[3];
+          }
         }
       }
       float pw[4];  // p * ||v|| of score rows gid / gid + 8 (tokens ta / tc), heads 2 tig + {0, 1}
@@ -1649,7 +1660,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           softmax_elems<D / 16>(a, s, ok, nk, nv, m, l, acc, pw);
         } else {
           const __half* s_kh = reinterpret_cast<const __half*>(s_kn);
-          const float nka = __half2float(s_kh[PROD ? 2 * ta : ta]), nkc = __half2float(s_kh[PROD ? 2 * tc : tc]);
+          constexpr bool kPairK = PROD && !QJL;  // Prod: [||x||, gamma] per token; qjl and the others: ||x||
+          const float nka = __half2float(s_kh[kPairK ? 2 * ta : ta]), nkc = __half2float(s_kh[kPairK ? 2 * tc : tc]);
           softmax_weights(a, s, va, vc, nka, nkc, __half2float(s_vn[ta]), __half2float(s_vn[tc]), m, l, acc, pw);
         }
         if constexpr (SPLIT) {
@@ -2110,7 +2122,8 @@ void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKerne
   // the warps' merge, H16Layout::kMergeInTab: 3 stages); in session 29 they kept 8 warps (with pair tables
   // instead of quad tables 12 warps measured 0.96-1.01x, run s29-4). Sequence pairs at head_dim 128 (kModePair
   // on this D = 256 step, decode_h16_pair128.cu) choose the same way (session 34).
-  constexpr bool kWideMode = MODE == kModeTq || MODE == kModeKivi || MODE == kModeRvq || MODE == kModePair;
+  constexpr bool kWideMode =
+      MODE == kModeTq || MODE == kModeKivi || MODE == kModeRvq || MODE == kModePair || MODE == kModeQjl;
   if constexpr (D == 256 && kWideMode && H16Layout<D, KB, VB, 12, PROD, false, MODE>::kFits)
     if (shape.wide) return launch_h16_nw<D, KB, VB, 12, PROD, false, MODE>(shape, stream, a);
   launch_h16_nw<D, KB, VB, (D == 256 ? 8 : 16), PROD, false, MODE>(shape, stream, a);
@@ -2170,5 +2183,8 @@ void launch_h16p_k0(int d, int vb, const LaunchShape&, cudaStream_t, const Decod
 void launch_h16p_k1(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16p_k2(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16p_k3(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
+/// QJL keys (H16Layout::QJL; m = head_dim 64 / 128 / 256) with TurboQuant-MSE values at vb = 1..4 bits (kb
+/// unused): qjl.cu.
+void launch_qjl_h16(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 
 }  // namespace turbokv::cuda::detail

@@ -1,10 +1,14 @@
 // QJL on the GPU (arXiv 2406.03482): QjlTables (shared with TurboQuant-Prod),
-// encode (sign bits of S x + fp16 ||x||, the reference's bytes), query
-// preparation (S q in fp64) and scores (kappa * ||k|| * <S q, signs>, fp32).
+// encode into a block or pages (sign bits of S x + fp16 ||x||, the reference's bytes), query
+// preparation (S q in fp64), scores (kappa * ||k|| * <S q, signs>, fp32), and the instances of the
+// fp16 tensor-core decode for QJL keys (decode_h16.cuh, H16Layout::QJL; qjl_paged_decode is in decode.cu
+// with the other paged decodes).
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "../ref/internal.h"
+#include "decode_h16.cuh"
 #include "qjl.cuh"
 #include "turbokv/codebook.h"
 #include "turbokv/cuda_qjl.h"
@@ -17,26 +21,41 @@ namespace {
 
 using namespace detail::qjl;
 
-// Norm of every vector (sumsq_spec order, one warp per vector), then the sketch signs.
-__global__ void __launch_bounds__(kThreads) qjl_encode_kernel(const float* __restrict__ x, std::size_t n, int d,
-                                                              int m, const float* __restrict__ st,
-                                                              std::uint8_t* __restrict__ out,
-                                                              std::size_t code_bytes) {
+// Norm of every vector (sumsq_spec order, one warp per vector), then the sketch signs; vector v's sign
+// bytes and fp16 norm go through dst (detail::BlockDst: qjl_encode's block; detail::PagedDst: qjl_append's
+// pages). XT: the input type (fp16 / bf16 widened exactly on load into the tile).
+template <class XT, class Dst>
+__global__ void __launch_bounds__(kThreads) qjl_encode_kernel(const void* __restrict__ x, std::size_t n, int d,
+                                                              int m, const float* __restrict__ st, const Dst dst) {
   extern __shared__ __align__(16) float smem[];
   float* xs = smem;
   float* sst = smem + kVecs * tile_ld(d);
   const std::size_t v0 = static_cast<std::size_t>(blockIdx.x) * kVecs;
   const int nv = n - v0 < static_cast<std::size_t>(kVecs) ? static_cast<int>(n - v0) : kVecs;
-  load_tile(x, v0, nv, d, xs);
+  load_tile<XT>(x, v0, nv, d, xs);
   __syncthreads();
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (int v = 0; v < kVecsPerWarp; ++v) {
     const int vv = w * kVecsPerWarp + v;
     if (vv >= nv) break;  // warp-uniform
     const float norm = __fsqrt_rn(sumsq_row(xs + vv * tile_ld(d), d));
-    if (lane == 0) store_half_le(out + n * code_bytes + 2 * (v0 + vv), norm);
+    if (lane == 0) store_half_le(dst.at(v0 + vv).scalars, norm);
   }
-  sketch_signs(xs, nv, d, m, st, sst, detail::BlockDst{out, n, code_bytes, 2}, v0, 0);
+  sketch_signs(xs, nv, d, m, st, sst, dst, v0, 0);
+}
+
+template <class Dst>
+void launch_qjl_encode(const QjlTables& tab, IoType x_type, const void* x, std::size_t n, const Dst& dst,
+                       cudaStream_t s) {
+  const int d = tab.head_dim();
+  const std::size_t smem = smem_bytes(d, 0);
+  const std::size_t grid = (n + kVecs - 1) / kVecs;
+  detail::with_io_type(x_type, [&](auto xt_c) {
+    auto kernel = qjl_encode_kernel<typename decltype(xt_c)::type, Dst>;
+    allow_smem(kernel, smem);
+    kernel<<<static_cast<unsigned>(grid), kThreads, smem, s>>>(x, n, d, tab.rows(), tab.sketch_t(), dst);
+  });
+  TKV_CHECK_LAUNCH();
 }
 
 // state[q][i] = sum_j S[i][j] q_j in fp64 (ascending j), stored fp32. One block per query.
@@ -120,13 +139,22 @@ void qjl_encode(const QjlTables& tab, const float* x, std::size_t n, std::uint8_
   const char* where = "cuda::qjl_encode";
   check_arg(tab.method() == Method::kQjl, where, "tab.method", method_name(tab.method()), "must be qjl");
   if (!detail::check_block_io(where, n, x, "x", out)) return;
-  const int d = tab.head_dim();
-  const std::size_t smem = smem_bytes(d, 0);
-  allow_smem(qjl_encode_kernel, smem);
-  const std::size_t grid = (n + kVecs - 1) / kVecs;
-  qjl_encode_kernel<<<static_cast<unsigned>(grid), kThreads, smem, detail::stream_of(stream)>>>(
-      x, n, d, tab.rows(), tab.sketch_t(), out, tab.code_bytes());
-  TKV_CHECK_LAUNCH();
+  launch_qjl_encode(tab, IoType::kF32, x, n, detail::BlockDst{out, n, tab.code_bytes(), 2}, detail::stream_of(stream));
+}
+
+void qjl_append(const QjlTables& kcodec, const void* x, int batch, int num_new, int num_kv_heads,
+                const std::int32_t* start, const PageTable& table, PagedPool pool, Stream stream, IoType x_type,
+                std::int32_t* bad) {
+  const char* where = "cuda::qjl_append";
+  check_arg(kcodec.method() == Method::kQjl, where, "kcodec.method", method_name(kcodec.method()), "must be qjl");
+  long long total = 0;
+  const detail::PagedDst dst =
+      detail::paged_dst(where, x, batch, num_new, num_kv_heads, start, table, pool, x_type, kcodec.code_bytes(), 2,
+                        "must equal kcodec.page_stride(page_size)", total);
+  if (total == 0) return;
+  const cudaStream_t s = detail::stream_of(stream);
+  detail::flag_bad_vectors(x, x_type, total, kcodec.head_dim(), bad, s);
+  launch_qjl_encode(kcodec, x_type, x, static_cast<std::size_t>(total), dst, s);
 }
 
 void qjl_prepare_query(const QjlTables& tab, const float* q, int num_queries, float* state, Stream stream) {
@@ -161,4 +189,31 @@ void qjl_scores(const QjlTables& tab, const float* state, int num_queries, const
   TKV_CHECK_LAUNCH();
 }
 
+std::size_t QjlTables::page_stride(int page_size) const {
+  detail::check_page_size("cuda::QjlTables::page_stride", page_size);
+  return detail::token_page_stride(page_size, code_bytes(), 2 * num_scalars());
+}
+
+namespace detail {
+
+void launch_qjl_h16(int /*kb*/, int d, int vb, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+  auto by_d = [&](auto vbc) {
+    constexpr int VB = decltype(vbc)::value;
+    switch (d) {
+      case 64: return launch_h16<64, 0, VB, true, kModeQjl>(shape, s, a);
+      case 128: return launch_h16<128, 0, VB, true, kModeQjl>(shape, s, a);
+      case 256: return launch_h16<256, 0, VB, true, kModeQjl>(shape, s, a);
+    }
+    throw std::logic_error("launch_qjl_h16: head_dim out of range");
+  };
+  switch (vb) {
+    case 1: return by_d(std::integral_constant<int, 1>{});
+    case 2: return by_d(std::integral_constant<int, 2>{});
+    case 3: return by_d(std::integral_constant<int, 3>{});
+    case 4: return by_d(std::integral_constant<int, 4>{});
+  }
+  throw std::logic_error("launch_qjl_h16: value bits out of range");
+}
+
+}  // namespace detail
 }  // namespace turbokv::cuda

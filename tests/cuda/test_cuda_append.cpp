@@ -393,6 +393,135 @@ TEST(CudaAppend, OtherAppendsFlagWhatTheReferenceRejects) {
   EXPECT_GT(clean, 0);
 }
 
+// ---------------------------------------------------------------- tq_mse_dequantize
+
+/// Pages holding the reference's encode of awkward rows (or, random_bytes, uniform random code bytes and
+/// finite random fp16 norms), 3 sequences x 3 KV heads in a shuffled page table; the
+/// window [start_b, start_b + num_tokens) of each sequence dequantized into [batch][num_tokens][kvh][d]:
+/// fp32 output equal to the reference decode of the same bytes bit for bit, fp16 / bf16 its nearest-even
+/// rounding; every output written (the buffer starts as NaN bits).
+void run_dequant_case(int d, double bits, int page_size, int num_tokens, cuda::IoType io, bool random_bytes,
+                      std::uint64_t seed) {
+  SCOPED_TRACE("dequantize head_dim=" + std::to_string(d) + " bits=" + std::to_string(bits) + " page_size=" +
+               std::to_string(page_size) + " num_tokens=" + std::to_string(num_tokens) + " io=" +
+               std::to_string(static_cast<int>(io)) + " random_bytes=" + std::to_string(random_bytes) +
+               " seed=" + std::to_string(seed));
+  const int batch = 3, kvh = 3;
+  const std::vector<std::int32_t> start = {0, 7, 40};
+  const int cap = 40 + num_tokens, max_pages = (cap + page_size - 1) / page_size;
+  CodecConfig cfg;
+  cfg.method = Method::kTurboMse;
+  cfg.bits = bits;
+  cfg.head_dim = d;
+  cfg.seed = seed ^ 0x3c3c;
+  const auto ref = make_codec(cfg);
+  Rng r(seed);
+  if (ref->needs_calibration()) {
+    const auto cal = awkward_rows(64, d, r);
+    ref->calibrate(cal.data(), 64);
+  }
+  const cuda::TqMseTables tab(*ref);
+  const std::size_t cb = tab.code_bytes(), nb = 2 * static_cast<std::size_t>(tab.num_norms());
+  const std::size_t stride = tab.page_stride(page_size);
+  const auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 3);
+  std::vector<std::uint8_t> pool(table.size() * kvh * stride, 0xA5);
+  // want[b][g]: the reference decode of sequence b's block of KV head g (cap tokens)
+  std::vector<std::vector<float>> want(static_cast<std::size_t>(batch) * kvh);
+  for (int b = 0; b < batch; ++b)
+    for (int g = 0; g < kvh; ++g) {
+      std::vector<std::uint8_t> blk(ref->encoded_bytes(cap));
+      if (random_bytes) {  // uniform code bytes; norms from bounded_random_bytes (finite, |norm| < 2)
+        blk = bounded_random_bytes(blk.size(), seed + 17 * b + g);
+        for (std::size_t k = 0; k < static_cast<std::size_t>(cap) * cb; ++k)
+          blk[k] = static_cast<std::uint8_t>(r.uniform() * 256.0);
+      } else {
+        const auto x = awkward_rows(cap, d, r);
+        ref->encode(x.data(), cap, blk.data());
+      }
+      scatter_block(pool, stride, &table[static_cast<std::size_t>(b) * max_pages], page_size, kvh, g, blk.data(), cap,
+                    cb, nb);
+      auto& w = want[static_cast<std::size_t>(b) * kvh + g];
+      w.resize(static_cast<std::size_t>(cap) * d);
+      ref->decode(blk.data(), cap, w.data());
+    }
+  DevBuf<std::uint8_t> dpool(pool);
+  DevBuf<std::int32_t> dtable(table), dstart(start);
+  const std::size_t n_out = static_cast<std::size_t>(batch) * num_tokens * kvh * d;
+  DevBuf<float> out32(n_out);
+  DevBuf<std::uint16_t> out16(n_out);
+  out32.fill_byte(0xFF);
+  out16.fill_byte(0xFF);
+  void* out = io == cuda::IoType::kF32 ? static_cast<void*>(out32.p) : out16.p;
+  cuda::tq_mse_dequantize(tab, {dpool.p, stride}, {dtable.p, max_pages, page_size}, batch, num_tokens, kvh, dstart.p,
+                          out, nullptr, io);
+  const auto got32 = out32.download();
+  const auto got16 = out16.download();
+  int mismatches = 0;
+  for (int b = 0; b < batch; ++b)
+    for (int j = 0; j < num_tokens; ++j)
+      for (int g = 0; g < kvh; ++g)
+        for (int i = 0; i < d; ++i) {
+          const std::size_t o = ((static_cast<std::size_t>(b) * num_tokens + j) * kvh + g) * d + i;
+          const float w = want[static_cast<std::size_t>(b) * kvh + g][static_cast<std::size_t>(start[b] + j) * d + i];
+          bool ok;
+          if (io == cuda::IoType::kF32)
+            ok = std::memcmp(&got32[o], &w, 4) == 0;
+          else
+            ok = got16[o] == (io == cuda::IoType::kF16 ? float_to_half(w) : float_to_bf16(w));
+          if (!ok && ++mismatches <= 3)
+            ADD_FAILURE() << "b=" << b << " token=" << start[b] + j << " head=" << g << " dim=" << i << " want " << w
+                          << " got " << (io == cuda::IoType::kF32 ? got32[o] : float(got16[o]));
+        }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(CudaDequantize, MatchesReferenceDecode) {
+  const std::uint64_t seed = fresh_seed();
+  const cuda::IoType ios[3] = {cuda::IoType::kF32, cuda::IoType::kF16, cuda::IoType::kBf16};
+  const int pages[3] = {16, 1, 64};
+  int i = 0;
+  // every integer width at the Hadamard and the dense head_dims
+  for (int d : {64, 80, 96, 112, 128, 256})
+    for (int bits = 1; bits <= 4; ++bits, ++i)
+      run_dequant_case(d, bits, pages[i % 3], 1 + (i % 4) * 10, ios[i % 3], false, seed + i);
+  // fractional widths (the outlier split: two parts, channels scattered back)
+  for (int d : {128, 256})
+    for (double bits : {1.5, 2.5, 3.5}) {
+      ++i;
+      run_dequant_case(d, bits, pages[i % 3], 33, ios[i % 3], false, seed + i);
+    }
+  // any bytes (all code values, norms of any finite size), more tokens, odd page sizes of the window
+  for (double bits : {1.0, 3.0, 4.0, 2.5}) run_dequant_case(128, bits, 8, 129, cuda::IoType::kF32, true, seed + 100 + int(bits * 2));
+  run_dequant_case(96, 2, 32, 65, cuda::IoType::kF32, true, seed + 200);
+  run_dequant_case(256, 3, 16, 1000, cuda::IoType::kF16, false, seed + 201);
+}
+
+TEST(CudaDequantize, RejectsBadArguments) {
+  const cuda::TqMseTables tab(CodecConfig{});
+  const std::size_t st = tab.page_stride(16);
+  DevBuf<std::uint8_t> pool(4 * st);
+  DevBuf<std::int32_t> pages(std::vector<std::int32_t>{0}), start(std::vector<std::int32_t>{0});
+  DevBuf<float> out(16 * 128);
+  const cuda::PageTable pt{pages.p, 1, 16};
+  expect_invalid([&] { cuda::tq_mse_dequantize(tab, {pool.p, st + 32}, pt, 1, 4, 1, start.p, out.p, nullptr); },
+                 "pool.page_stride");
+  expect_invalid([&] { cuda::tq_mse_dequantize(tab, {pool.p, st}, {pages.p, 1, 12}, 1, 4, 1, start.p, out.p, nullptr); },
+                 "page_size");
+  expect_invalid([&] { cuda::tq_mse_dequantize(tab, {pool.p, st}, pt, -1, 4, 1, start.p, out.p, nullptr); },
+                 "batch/num_tokens");
+  expect_invalid([&] { cuda::tq_mse_dequantize(tab, {pool.p, st}, pt, 1, 4, 0, start.p, out.p, nullptr); },
+                 "num_kv_heads");
+  expect_invalid([&] { cuda::tq_mse_dequantize(tab, {pool.p, st}, pt, 1, 4, 1, start.p, nullptr, nullptr); },
+                 "pointers");
+  expect_invalid(
+      [&] {
+        cuda::tq_mse_dequantize(tab, {pool.p, st}, pt, 1, 4, 1, start.p, out.p, nullptr, static_cast<cuda::IoType>(9));
+      },
+      "out_type");
+  EXPECT_NO_THROW(cuda::tq_mse_dequantize(tab, {pool.p, st}, pt, 0, 4, 1, nullptr, nullptr, nullptr));  // no work
+  TKV_TEST_CUDA(cudaDeviceSynchronize());
+}
+
 TEST(CudaAppend, RejectsUnsupportedConfig) {
   CodecConfig cfg;
   for (int d : {48, 72, 100, 272}) {  // below 64, not a multiple of 16, above 256

@@ -440,11 +440,13 @@ TEST(CudaDecode, H16DenseHeadDimsEveryWidth) {
               worst_err[0], worst_err[1]);
 }
 
-/// TurboQuant-Prod keys (bits kb: (kb-1)-bit MSE + 1-bit QJL, m = d) with TurboQuant-MSE values,
-/// paged, through the fp16 tensor-core kernel (tq_prod_paged_decode), against attention_compressed.
-double run_prod_case(int d, int kb, int vb, int nh, int kvh, int page_size, std::vector<int> lens, int window,
-                     bool orthogonal, std::uint64_t seed, int splits = 0, int block_warps = 0) {
-  SCOPED_TRACE("prod d=" + std::to_string(d) + " kb=" + std::to_string(kb) + " vb=" + std::to_string(vb) +
+/// Sketch keys with TurboQuant-MSE values, paged, through the fp16 tensor-core kernel, against
+/// attention_compressed: TurboQuant-Prod keys (km kTurboProd, bits kb: (kb-1)-bit MSE + 1-bit QJL, m = d;
+/// tq_prod_paged_decode) or QJL keys (km kQjl, kb 1, m = d; qjl_paged_decode). Pools filled from the
+/// reference's encode (the appends have their own byte tests in test_cuda_qjl).
+double run_prod_case(Method km, int d, int kb, int vb, int nh, int kvh, int page_size, std::vector<int> lens,
+                     int window, bool orthogonal, std::uint64_t seed, int splits = 0, int block_warps = 0) {
+  SCOPED_TRACE(std::string(method_name(km)) + " d=" + std::to_string(d) + " kb=" + std::to_string(kb) + " vb=" + std::to_string(vb) +
                " block_warps=" + std::to_string(block_warps) +
                " heads=" + std::to_string(nh) + "/" + std::to_string(kvh) + " page=" + std::to_string(page_size) +
                " window=" + std::to_string(window) + " orth=" + std::to_string(orthogonal) + " splits=" + std::to_string(splits) +
@@ -453,7 +455,7 @@ double run_prod_case(int d, int kb, int vb, int nh, int kvh, int page_size, std:
   const int max_len = *std::max_element(lens.begin(), lens.end());
   const int max_pages = (max_len + page_size - 1) / page_size;
   CodecConfig kcfg, vcfg;
-  kcfg.method = Method::kTurboProd;
+  kcfg.method = km;
   kcfg.head_dim = vcfg.head_dim = d;
   kcfg.bits = kb;
   vcfg.bits = vb;
@@ -465,7 +467,9 @@ double run_prod_case(int d, int kb, int vb, int nh, int kvh, int page_size, std:
   cuda::QjlTables ktab(kcfg);
   cuda::TqMseTables vtab(vcfg);
   const std::size_t kcb = ktab.code_bytes(), vcb = vtab.code_bytes();
-  const std::size_t kstride = cuda::tq_prod_page_stride(page_size, kcb), vstride = cuda::tq_page_stride(page_size, vcb);
+  const std::size_t ksb = 2 * ktab.num_scalars();  // [||x||, gamma] (Prod) or ||x|| (qjl)
+  const std::size_t kstride = ktab.page_stride(page_size), vstride = cuda::tq_page_stride(page_size, vcb);
+  EXPECT_EQ(kstride, km == Method::kQjl ? cuda::tq_page_stride(page_size, kcb) : cuda::tq_prod_page_stride(page_size, kcb));
   const auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 5);
   std::vector<std::uint8_t> kpool(table.size() * kvh * kstride, 0x5A), vpool(table.size() * kvh * vstride, 0x5A);
   Rng r(seed);
@@ -490,7 +494,7 @@ double run_prod_case(int d, int kb, int vb, int nh, int kvh, int page_size, std:
         std::uint8_t* kp = &kpool[(static_cast<std::size_t>(page) * kvh + g) * kstride];
         std::uint8_t* vp = &vpool[(static_cast<std::size_t>(page) * kvh + g) * vstride];
         std::memcpy(kp + off * kcb, kbk.data() + t * kcb, kcb);
-        std::memcpy(kp + page_size * kcb + 4 * off, kbk.data() + n * kcb + 4 * t, 4);  // [||x||, gamma]
+        std::memcpy(kp + page_size * kcb + ksb * off, kbk.data() + n * kcb + ksb * t, ksb);
         std::memcpy(vp + off * vcb, vbk.data() + t * vcb, vcb);
         std::memcpy(vp + page_size * vcb + 2 * off, vbk.data() + n * vcb + 2 * t, 2);
       }
@@ -508,13 +512,19 @@ double run_prod_case(int d, int kb, int vb, int nh, int kvh, int page_size, std:
   a.block_warps = block_warps;
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
-  cuda::tq_prod_paged_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, page_size}, a, nullptr);
+  auto decode = [&] {
+    if (km == Method::kQjl)
+      cuda::qjl_paged_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, page_size}, a, nullptr);
+    else
+      cuda::tq_prod_paged_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, page_size}, a,
+                                 nullptr);
+  };
+  decode();
   const auto out = dout.download();
   if (block_warps == 12 && (window == 0 || window >= 1000) && max_len >= 1000) {
     // 8 warps split the tokens otherwise: over 1,000 tokens the fp32 rounding differs (proves the routing)
     a.block_warps = 8;
-    cuda::tq_prod_paged_decode(ktab, vtab, {dk.p, kstride}, {dv.p, vstride}, {dtable.p, max_pages, page_size}, a,
-                               nullptr);
+    decode();
     const auto out8 = dout.download();
     EXPECT_NE(std::memcmp(out.data(), out8.data(), out.size() * sizeof(float)), 0)
         << "block_warps 12 and 8 are identical (12 must run its own instance)";
@@ -534,22 +544,51 @@ TEST(CudaDecode, TqProdKeysMatchReference) {
     return v;
   };
   double worst = 0;
-  worst = std::max(worst, run_prod_case(128, 4, 4, 32, 8, 16, L({1, 17, 1000, 4097}), 0, false, seed));
-  worst = std::max(worst, run_prod_case(128, 3, 3, 10, 2, 1, L({4097, 65}), 0, true, seed + 1));
-  worst = std::max(worst, run_prod_case(64, 2, 4, 9, 3, 64, L({1000, 1}), 0, false, seed + 2));
-  worst = std::max(worst, run_prod_case(256, 1, 2, 8, 1, 16, L({2000}), 100, true, seed + 3));
-  worst = std::max(worst, run_prod_case(128, 1, 4, 16, 2, 16, L({300, 77}), 0, false, seed + 4));
-  worst = std::max(worst, run_prod_case(64, 4, 1, 40, 8, 16, L({999}), 0, false, seed + 5));
-  worst = std::max(worst, run_prod_case(128, 2, 3, 16, 4, 256, L({1000, 3000}), 700, false, seed + 6));
-  worst = std::max(worst, run_prod_case(128, 4, 4, 8, 2, 8, L({777}), 0, false, seed + 7));
+  worst = std::max(worst, run_prod_case(Method::kTurboProd, 128, 4, 4, 32, 8, 16, L({1, 17, 1000, 4097}), 0, false, seed));
+  worst = std::max(worst, run_prod_case(Method::kTurboProd, 128, 3, 3, 10, 2, 1, L({4097, 65}), 0, true, seed + 1));
+  worst = std::max(worst, run_prod_case(Method::kTurboProd, 64, 2, 4, 9, 3, 64, L({1000, 1}), 0, false, seed + 2));
+  worst = std::max(worst, run_prod_case(Method::kTurboProd, 256, 1, 2, 8, 1, 16, L({2000}), 100, true, seed + 3));
+  worst = std::max(worst, run_prod_case(Method::kTurboProd, 128, 1, 4, 16, 2, 16, L({300, 77}), 0, false, seed + 4));
+  worst = std::max(worst, run_prod_case(Method::kTurboProd, 64, 4, 1, 40, 8, 16, L({999}), 0, false, seed + 5));
+  worst = std::max(worst, run_prod_case(Method::kTurboProd, 128, 2, 3, 16, 4, 256, L({1000, 3000}), 700, false, seed + 6));
+  worst = std::max(worst, run_prod_case(Method::kTurboProd, 128, 4, 4, 8, 2, 8, L({777}), 0, false, seed + 7));
   // one split: the kernel's FUSE instance (no combine kernel), groups of 4 and 12 heads
-  worst = std::max(worst, run_prod_case(128, 4, 4, 32, 8, 16, L({1000, 3}), 0, false, seed + 8, 1));
-  worst = std::max(worst, run_prod_case(64, 3, 2, 24, 2, 16, L({500}), 60, false, seed + 9, 1));
+  worst = std::max(worst, run_prod_case(Method::kTurboProd, 128, 4, 4, 32, 8, 16, L({1000, 3}), 0, false, seed + 8, 1));
+  worst = std::max(worst, run_prod_case(Method::kTurboProd, 64, 3, 2, 24, 2, 16, L({500}), 60, false, seed + 9, 1));
   // head_dim 256 with 12 warps per block (DecodeArgs::block_warps; MSE parts of 0, 2, 3 bits), one split too
-  worst = std::max(worst, run_prod_case(256, 4, 4, 4, 1, 16, L({4097, 1000, 17}), 0, false, seed + 10, 0, 12));
-  worst = std::max(worst, run_prod_case(256, 1, 3, 8, 2, 32, L({2000, 1}), 300, true, seed + 11, 0, 12));
-  worst = std::max(worst, run_prod_case(256, 3, 2, 16, 1, 16, L({3000}), 0, false, seed + 12, 1, 12));
+  worst = std::max(worst, run_prod_case(Method::kTurboProd, 256, 4, 4, 4, 1, 16, L({4097, 1000, 17}), 0, false, seed + 10, 0, 12));
+  worst = std::max(worst, run_prod_case(Method::kTurboProd, 256, 1, 3, 8, 2, 32, L({2000, 1}), 300, true, seed + 11, 0, 12));
+  worst = std::max(worst, run_prod_case(Method::kTurboProd, 256, 3, 2, 16, 1, 16, L({3000}), 0, false, seed + 12, 1, 12));
   std::printf("tq-prod keys (fp16 tensor cores): worst relative error vs fp64 %.3g\n", worst);
+}
+
+// QJL keys (m = head_dim) with TurboQuant-MSE values on the same kernel (qjl_paged_decode): every head_dim and
+// value width, GQA 1..16 (5 and 7 too), pages 1..256, windows, one split (FUSE), 8 and 12 warps at 256.
+TEST(CudaDecode, QjlKeysMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
+  auto L = [&](std::vector<int> v) {
+    if (small)
+      for (int& l : v) l = std::min(l, 130);
+    return v;
+  };
+  const Method q = Method::kQjl;
+  double worst = 0;
+  worst = std::max(worst, run_prod_case(q, 128, 1, 4, 32, 8, 16, L({1, 17, 1000, 4097}), 0, false, seed));
+  worst = std::max(worst, run_prod_case(q, 128, 1, 3, 10, 2, 1, L({4097, 65}), 0, true, seed + 1));
+  worst = std::max(worst, run_prod_case(q, 64, 1, 2, 9, 3, 64, L({1000, 1, 31}), 0, false, seed + 2));
+  worst = std::max(worst, run_prod_case(q, 256, 1, 1, 8, 1, 16, L({2000}), 100, true, seed + 3));
+  worst = std::max(worst, run_prod_case(q, 64, 1, 4, 16, 1, 16, L({300, 77}), 0, false, seed + 4));
+  worst = std::max(worst, run_prod_case(q, 128, 1, 2, 35, 5, 8, L({999, 2}), 0, false, seed + 5));
+  worst = std::max(worst, run_prod_case(q, 128, 1, 3, 14, 2, 256, L({1000, 3000}), 700, false, seed + 6));
+  worst = std::max(worst, run_prod_case(q, 64, 1, 1, 4, 4, 32, L({513}), 0, true, seed + 7));
+  // one split: the FUSE instance (no combine kernel)
+  worst = std::max(worst, run_prod_case(q, 128, 1, 4, 32, 8, 16, L({1000, 3}), 0, false, seed + 8, 1));
+  worst = std::max(worst, run_prod_case(q, 256, 1, 2, 8, 1, 16, L({65}), 0, false, seed + 9, 1));
+  // head_dim 256 with 12 warps per block, one split too
+  worst = std::max(worst, run_prod_case(q, 256, 1, 4, 4, 1, 16, L({4097, 1000, 17}), 0, false, seed + 10, 0, 12));
+  worst = std::max(worst, run_prod_case(q, 256, 1, 3, 8, 2, 32, L({2000, 1}), 300, true, seed + 11, 1, 12));
+  std::printf("qjl keys (fp16 tensor cores): worst relative error vs fp64 %.3g\n", worst);
 }
 
 /// Fractional TurboQuant-MSE widths (bits + 0.5: the outlier split) for keys and values, calibrated
@@ -736,6 +775,38 @@ TEST(CudaDecode, FractionalRejectsMixedWidths) {
   pa.batch = 1, pa.num_heads = 1, pa.num_kv_heads = 1, pa.q = q.p, pa.out = out.p, pa.keys = pool.p, pa.values = pool.p;
   pa.capacity = 1, pa.seq_lens = lens.p, pa.max_seq_len = 1, pa.softmax_scale = 0.1f, pa.workspace = ws.p;
   expect_invalid([&] { cuda::tq_prod_decode(ptab, vtab, pa, nullptr); }, "vtab.bits = 2.5");
+  // QJL keys: qjl tables only, m = head_dim, head_dim 64 / 128 / 256, integer value widths, kernel 0.
+  CodecConfig qcfg;
+  qcfg.method = Method::kQjl;
+  qcfg.head_dim = 128;
+  const cuda::QjlTables qtab(qcfg);
+  const std::size_t qst = qtab.page_stride(16), ist = itab.page_stride(16);
+  EXPECT_EQ(qst, cuda::tq_page_stride(16, qtab.code_bytes()));
+  expect_invalid([&] { cuda::qjl_paged_decode(qtab, vtab, {pool.p, qst}, {pool.p, vtab.page_stride(16)}, pt, a, nullptr); },
+                 "vcodec.bits = 2.5");
+  expect_invalid([&] { cuda::qjl_paged_decode(ptab, itab, {pool.p, qst}, {pool.p, ist}, pt, a, nullptr); },
+                 "kcodec.method = tq-prod");
+  expect_invalid([&] { cuda::qjl_paged_decode(qtab, itab, {pool.p, qst + 32}, {pool.p, ist}, pt, a, nullptr); },
+                 "kpool.page_stride");
+  cuda::DecodeArgs ak = a;
+  ak.kernel = 1;
+  expect_invalid([&] { cuda::qjl_paged_decode(qtab, itab, {pool.p, qst}, {pool.p, ist}, pt, ak, nullptr); }, "kernel");
+  qcfg.qjl_rows = 256;
+  const cuda::QjlTables qwide(qcfg);
+  expect_invalid([&] { cuda::qjl_paged_decode(qwide, itab, {pool.p, qwide.page_stride(16)}, {pool.p, ist}, pt, a, nullptr); },
+                 "kcodec.rows = 256");
+  qcfg.qjl_rows = 0;
+  qcfg.head_dim = 96;
+  CodecConfig v96;
+  v96.head_dim = 96;
+  const cuda::QjlTables q96(qcfg);
+  const cuda::TqMseTables t96(v96);
+  cuda::DecodeArgs a96 = a;
+  a96.head_dim = 96;
+  expect_invalid([&] { cuda::qjl_paged_decode(q96, t96, {pool.p, q96.page_stride(16)}, {pool.p, t96.page_stride(16)}, pt, a96, nullptr); },
+                 "head_dim = 96");
+  EXPECT_NO_THROW(cuda::qjl_paged_decode(qtab, itab, {pool.p, qst}, {pool.p, ist}, pt, a, nullptr));
+  TKV_TEST_CUDA(cudaDeviceSynchronize());
 }
 
 // Pools off 16-byte alignment are rejected before any launch (the kernels copy pages by 16-byte cp.async and

@@ -139,10 +139,10 @@ TEST(CudaTqProd, EncodeBytesMatchReference) {
 
 // ---------------------------------------------------------------- append into pages
 
-/// tq_prod_append over three calls (a prefill chunk of 21 tokens, then two decode steps) of 3 sequences x
-/// 2 KV heads at different start positions, into a shuffled page table: every new token's bytes (codes
-/// and [||x||, gamma]) equal the reference's encode of the widened vector at its page slot, and no other
-/// pool byte changes (the pool starts as 0xA5).
+/// tq_prod_append / qjl_append (by c.method) over three calls (a prefill chunk of 21 tokens, then two
+/// decode steps) of 3 sequences x 2 KV heads at different start positions, into a shuffled page table:
+/// every new token's bytes (codes and [||x||, gamma], or qjl's ||x||) equal the reference's encode of the
+/// widened vector at its page slot, and no other pool byte changes (the pool starts as 0xA5).
 void check_append(const Case& c, int page_size, cuda::IoType io, std::uint64_t seed) {
   SCOPED_TRACE(describe(c, seed) + " page_size=" + std::to_string(page_size) + " io=" +
                (io == cuda::IoType::kF32 ? "f32" : io == cuda::IoType::kF16 ? "f16" : "bf16"));
@@ -153,8 +153,10 @@ void check_append(const Case& c, int page_size, cuda::IoType io, std::uint64_t s
   const std::vector<int> start = {0, 5, 33};
   const int nn[3] = {21, 1, 1};
   const int capacity = start.back() + nn[0] + nn[1] + nn[2], max_pages = (capacity + page_size - 1) / page_size;
-  const std::size_t cb = tab.code_bytes(), sb = 4, stride = cuda::tq_prod_page_stride(page_size, cb);
+  const bool qjl = c.method == Method::kQjl;
+  const std::size_t cb = tab.code_bytes(), sb = qjl ? 2 : 4, stride = tab.page_stride(page_size);
   ASSERT_EQ(cb + sb, ref->encoded_bytes(1));
+  ASSERT_EQ(stride, qjl ? cuda::tq_page_stride(page_size, cb) : cuda::tq_prod_page_stride(page_size, cb));
   const auto table = permutation(static_cast<std::size_t>(batch) * max_pages, seed + 1);
   DevBuf<std::int32_t> dtable(table);
   DevBuf<std::uint8_t> pool(static_cast<std::size_t>(batch) * max_pages * kvh * stride);
@@ -171,8 +173,11 @@ void check_append(const Case& c, int page_size, cuda::IoType io, std::uint64_t s
     std::vector<std::int32_t> st(start.begin(), start.end());
     for (auto& v : st) v += pos0;
     DevBuf<std::int32_t> ds(st);
-    cuda::tq_prod_append(tab, io == cuda::IoType::kF32 ? static_cast<const void*>(dx.p) : dh.p, batch, nn[part], kvh,
-                         ds.p, pt, {pool.p, stride}, nullptr, io);
+    const void* x = io == cuda::IoType::kF32 ? static_cast<const void*>(dx.p) : dh.p;
+    if (qjl)
+      cuda::qjl_append(tab, x, batch, nn[part], kvh, ds.p, pt, {pool.p, stride}, nullptr, io);
+    else
+      cuda::tq_prod_append(tab, x, batch, nn[part], kvh, ds.p, pt, {pool.p, stride}, nullptr, io);
     pos0 += nn[part];
   }
   expect_appended_pool(pool.download(), *ref, xs, nn, start, table, max_pages, page_size, kvh, d, stride, cb, sb);
@@ -194,14 +199,30 @@ TEST(CudaTqProd, AppendBytesMatchReference) {
   check_append({Method::kTurboProd, 64, 4, 72, false}, 32, cuda::IoType::kBf16, seed + 201);
 }
 
-TEST(CudaTqProd, AppendFlagsWhatTheReferenceRejects) {
+// qjl_append: every head_dim the reference's qjl takes (non-powers of two included), sketch rows d, 2 d and 72,
+// every input type and page sizes 1..64.
+TEST(CudaQjl, AppendBytesMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  const cuda::IoType ios[3] = {cuda::IoType::kF32, cuda::IoType::kF16, cuda::IoType::kBf16};
+  const int pages[4] = {16, 1, 64, 8};
+  int i = 0;
+  for (int d : {64, 80, 96, 112, 128, 256})
+    for (int rows : {0, 2 * d}) {
+      ++i;
+      check_append({Method::kQjl, d, 1, rows, (i % 2) == 0}, pages[i % 4], ios[i % 3], seed + i);
+    }
+  check_append({Method::kQjl, 64, 1, 72, false}, 32, cuda::IoType::kBf16, seed + 100);
+}
+
+void check_append_flags(Method method) {
+  SCOPED_TRACE(method_name(method));
   CodecConfig cfg;
-  cfg.method = Method::kTurboProd;
-  cfg.bits = 3;
+  cfg.method = method;
+  cfg.bits = method == Method::kQjl ? 1 : 3;
   cfg.head_dim = 128;
   cuda::QjlTables tab(cfg);
   const int batch = 2, num_new = 3, kvh = 2, page_size = 16, d = 128;
-  const std::size_t stride = cuda::tq_prod_page_stride(page_size, tab.code_bytes());
+  const std::size_t stride = tab.page_stride(page_size);
   DevBuf<std::int32_t> dtable(std::vector<std::int32_t>{0, 1});
   DevBuf<std::int32_t> dstart(std::vector<std::int32_t>{0, 4});
   DevBuf<std::uint8_t> pool(2 * kvh * stride);
@@ -210,8 +231,12 @@ TEST(CudaTqProd, AppendFlagsWhatTheReferenceRejects) {
   auto run = [&](const std::vector<float>& x) {
     DevBuf<float> dx(x);
     DevBuf<std::int32_t> bad(std::vector<std::int32_t>{0});
-    cuda::tq_prod_append(tab, dx.p, batch, num_new, kvh, dstart.p, pt, {pool.p, stride}, nullptr,
-                         cuda::IoType::kF32, bad.p);
+    if (method == Method::kQjl)
+      cuda::qjl_append(tab, dx.p, batch, num_new, kvh, dstart.p, pt, {pool.p, stride}, nullptr, cuda::IoType::kF32,
+                       bad.p);
+    else
+      cuda::tq_prod_append(tab, dx.p, batch, num_new, kvh, dstart.p, pt, {pool.p, stride}, nullptr,
+                           cuda::IoType::kF32, bad.p);
     return bad.download()[0];
   };
   const std::size_t n = static_cast<std::size_t>(batch) * num_new * kvh;
@@ -227,6 +252,9 @@ TEST(CudaTqProd, AppendFlagsWhatTheReferenceRejects) {
   for (int i = 0; i < d; ++i) big[11 * d + i] = 4000.0f;  // norm 45255 >= 32768
   EXPECT_EQ(run(big), 1) << "a norm the fp16 scalar cannot hold";
 }
+
+TEST(CudaTqProd, AppendFlagsWhatTheReferenceRejects) { check_append_flags(Method::kTurboProd); }
+TEST(CudaQjl, AppendFlagsWhatTheReferenceRejects) { check_append_flags(Method::kQjl); }
 
 TEST(CudaTqProd, AppendRejectsBadArguments) {
   CodecConfig cfg;
@@ -254,6 +282,19 @@ TEST(CudaTqProd, AppendRejectsBadArguments) {
       [&] { cuda::tq_prod_append(prod, x.p, 1, 4, 1, start.p, pt, {pool.p, rs}, nullptr, static_cast<cuda::IoType>(7)); },
       "x_type");
   EXPECT_NO_THROW(cuda::tq_prod_append(prod, nullptr, 0, 4, 1, nullptr, pt, {pool.p, rs}, nullptr));  // no work
+  // qjl_append: the same checks against qjl's page stride (one fp16 norm per token)
+  const std::size_t qs = qjl.page_stride(16);
+  EXPECT_EQ(qs, cuda::tq_page_stride(16, qjl.code_bytes()));
+  expect_invalid([&] { cuda::qjl_append(prod, x.p, 1, 4, 1, start.p, pt, {pool.p, qs}, nullptr); }, "kcodec.method");
+  expect_invalid([&] { cuda::qjl_append(qjl, x.p, 1, 4, 1, start.p, pt, {pool.p, rs}, nullptr); }, "pool.page_stride");
+  expect_invalid([&] { cuda::qjl_append(qjl, x.p, 1, 4, 1, start.p, {pages.p, 1, 12}, {pool.p, qs}, nullptr); },
+                 "page_size");
+  expect_invalid([&] { cuda::qjl_append(qjl, x.p, 1, 4, 1, nullptr, pt, {pool.p, qs}, nullptr); }, "pointers");
+  expect_invalid(
+      [&] { cuda::qjl_append(qjl, x.p, 1, 4, 1, start.p, pt, {pool.p, qs}, nullptr, static_cast<cuda::IoType>(7)); },
+      "x_type");
+  expect_invalid([&] { (void)qjl.page_stride(12); }, "page_size");
+  EXPECT_NO_THROW(cuda::qjl_append(qjl, nullptr, 0, 4, 1, nullptr, pt, {pool.p, qs}, nullptr));  // no work
   TKV_TEST_CUDA(cudaDeviceSynchronize());
 }
 
