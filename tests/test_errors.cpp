@@ -6,6 +6,7 @@
 
 #include "test_util.h"
 #include "turbokv/attention.h"
+#include "turbokv/bench.h"
 #include "turbokv/codec.h"
 
 using namespace turbokv;
@@ -117,4 +118,30 @@ TEST(Errors, KiviScaleOverflowRejectedBeforeWriting) {
   const auto before = codes;
   expect_message([&] { c->encode(x.data(), 2, codes.data()); }, {"kivi", "scale"});
   EXPECT_EQ(codes, before);
+}
+
+// `turbokv bench --configs`: shapes parsed in order; a malformed item is named.
+TEST(BenchConfigs, ParsesShapesAndNamesBadItems) {
+  const auto v = parse_bench_configs("128:32:8,64:9:3,256:4:1");
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v[1].head_dim, 64);
+  EXPECT_EQ(v[1].num_heads, 9);
+  EXPECT_EQ(v[1].num_kv_heads, 3);
+  EXPECT_EQ(v[2].head_dim, 256);
+  for (const char* bad : {"64:3:2", "64:3", "", "128:32:8,", "128:32:8x", "0:4:1", "128:-8:-8"})
+    expect_message([&] { (void)parse_bench_configs(bad); }, {"--configs"});
+  expect_message([&] { (void)parse_bench_configs("128:32:8,64:9"); }, {"--configs", "'64:9'"});
+}
+
+// The CSV (turbokv bench --csv, turbokv_cuda_bench --csv): the header's columns and one row's values in order.
+TEST(BenchConfigs, CsvLineHasTheHeaderColumns) {
+  BenchRow r;
+  r.op = "decode_attention", r.method = "tq-mse", r.bits = 3.5, r.context = 4096, r.head_dim = 128;
+  r.num_heads = 32, r.num_kv_heads = 8, r.batch = 16, r.threads = 0, r.time_us = 12.25, r.baseline = "fp16";
+  r.baseline_time_us = 49, r.speedup = 4, r.gbps = 3800.5, r.max_err = 1e-3, r.rel_err = 2e-4, r.check_tol = 3e-3;
+  EXPECT_EQ(bench_csv_header(),
+            "op,method,bits,context,head_dim,num_heads,num_kv_heads,batch,threads,time_us,baseline,baseline_time_us,"
+            "speedup,gbps,max_err,rel_err,check_tol\n");
+  EXPECT_EQ(bench_csv_line(r), "decode_attention,tq-mse,3.5,4096,128,32,8,16,0,12.250,fp16,49.000,4.0000,3800.50,0.001,"
+                               "0.0002,0.003\n");
 }

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
 
   auto* bench = app.add_subcommand("bench", "time decode attention on the compressed cache against dense fp16/fp32 and a byte stream");
   std::string bench_device = "cpu", bench_threads, bench_contexts, bench_bits, bench_methods, bench_json_path,
-              bench_batches;
+              bench_batches, bench_configs, bench_csv_path;
   int bench_repeats = 0, bench_head_dim = 128, bench_heads = 32, bench_kv_heads = 8;
   unsigned long long bench_seed = 0;
   bool bench_no_check = false;
@@ -118,7 +118,13 @@ int main(int argc, char** argv) {
   bench->add_option("--heads", bench_heads, "query heads (a multiple of --kv-heads)")->capture_default_str();
   bench->add_option("--kv-heads", bench_kv_heads, "KV heads")->capture_default_str();
   bench->add_option("--batches", bench_batches, "CUDA: comma-separated batch sizes (sequences per call; default 1)");
+  bench->add_option("--configs", bench_configs,
+                    "comma-separated head_dim:heads:kv_heads shapes, each run in turn (e.g. 128:32:8,64:9:3,256:4:1; "
+                    "default: --head-dim, --heads, --kv-heads)");
   bench->add_option("--json", bench_json_path, "write {\"results\": [...]} to this file");
+  bench->add_option("--csv", bench_csv_path,
+                    "write the rows as CSV to this file (each shape's rows as soon as it is done; the columns "
+                    "bench/cuda/compare_sdpa.py reads)");
   bench->add_option("--seed", bench_seed, "CUDA: seed of the random caches and queries (default: from the clock)");
   bench->add_flag("--no-check", bench_no_check,
                   "CUDA: skip checking each result against the CPU reference (max_err, rel_err in the JSON)");
@@ -141,7 +147,23 @@ int main(int argc, char** argv) {
         bo.batches = split_list<int>(bench_batches, [](const std::string& s) { return std::stoi(s); }, "--batches");
       if (!bench_bits.empty()) bo.bits = split_list<double>(bench_bits, [](const std::string& s) { return std::stod(s); }, "--bits");
       bo.methods = split_list<std::string>(bench_methods, [](const std::string& s) { return s; }, "--methods");
-      const auto rows = bench_device == "cuda" ? run_cuda_bench(bo) : run_cpu_bench(bo);
+      const std::vector<BenchShape> shapes =
+          bench_configs.empty() ? std::vector<BenchShape>{{bo.head_dim, bo.num_heads, bo.num_kv_heads}}
+                                : parse_bench_configs(bench_configs);
+      std::ofstream csv;
+      if (!bench_csv_path.empty()) {
+        csv.open(bench_csv_path);
+        if (!csv) throw std::invalid_argument("--csv: cannot write " + bench_csv_path);
+        csv << bench_csv_header() << std::flush;
+      }
+      std::vector<BenchRow> rows;
+      for (const BenchShape& sh : shapes) {
+        bo.head_dim = sh.head_dim, bo.num_heads = sh.num_heads, bo.num_kv_heads = sh.num_kv_heads;
+        const auto part = bench_device == "cuda" ? run_cuda_bench(bo) : run_cpu_bench(bo);
+        for (const BenchRow& r : part) csv << bench_csv_line(r);
+        csv << std::flush;
+        rows.insert(rows.end(), part.begin(), part.end());
+      }
       std::cout << bench_table(rows) << std::flush;
       if (!bench_json_path.empty()) {
         std::ofstream(bench_json_path) << bench_json(rows);

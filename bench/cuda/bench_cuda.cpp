@@ -4,7 +4,8 @@
 //
 //   turbokv_cuda_bench [--csv FILE] [--configs 128:32:8,64:9:3,256:4:1]
 //                      [--batches 1,8,16,64] [--contexts 4096,32768,65536,131072]
-//                      [--bits 2,3,4] [--repeats 50] [--methods tq-mse,3xtf32,encode,tq-prod,fp8,kivi,rvq,pvq,polar]
+//                      [--bits 2,3,4] [--repeats 50]
+//                      [--methods tq-mse,3xtf32,encode,dequantize,tq-prod,qjl,fp8,kivi,rvq,pvq,polar]
 //                      [--seed N] [--no-check] [--splits N]
 //   Every result is checked against the CPU reference on one (sequence, KV head) row (columns max_err,
 //   rel_err, tol; encode rows: differing bytes); exit status 3 if any exceeds its bound. --csv: each shape's
@@ -12,8 +13,9 @@
 //   seed (default: from the clock, printed to stderr); --no-check: timings only; --splits: the split-K
 //   count of every paged decode (default 0: the planner's).
 //   --methods: the parts to run (default all): tq-mse = the fp16 tensor-core decode ("tq-mse" rows),
-//   3xtf32 ("tq-mse (3xtf32)" rows), encode (the tq-mse encode rows), tq-prod (every "tq-prod" row,
-//   decode and encode), fp8 (the "fp8" rows: fp8_decode's fp16 tensor-core
+//   3xtf32 ("tq-mse (3xtf32)" rows), encode (the tq-mse encode rows), dequantize (tq_mse_dequantize of the
+//   value pages into fp16), tq-prod (every "tq-prod" row, decode and encode), qjl ("qjl keys": QJL keys with
+//   tq-mse values, qjl_paged_decode), fp8 (the "fp8" rows: fp8_decode's fp16 tensor-core
 //   kernel on e4m3 pages, head_dim 64, 80, 96, 112, 128, 256; "fp8 (cuda cores)": its CUDA-core kernel),
 //   kivi, rvq, pvq and polar (kivi_decode with groups of 16, rvq_paged_decode, pvq_paged_decode,
 //   polar_paged_decode on pages of 16 tokens, keys and values at the same width: the "kivi" / "rvq" /
@@ -85,21 +87,22 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cannot write %s\n", csv.c_str());
       return 1;
     }
-    std::fprintf(f, "op,method,bits,context,head_dim,num_heads,num_kv_heads,batch,threads,time_us,baseline,"
-                    "baseline_time_us,speedup,gbps,max_err,rel_err,check_tol\n");
+    std::fputs(turbokv::bench_csv_header().c_str(), f);
     std::fflush(f);
   }
   std::vector<turbokv::BenchRow> rows;
   int rc = 0;
-  std::stringstream ss(configs);
-  std::string c;
-  while (std::getline(ss, c, ',')) {
-    int d = 0, h = 0, kv = 0;
-    if (std::sscanf(c.c_str(), "%d:%d:%d", &d, &h, &kv) != 3) {
-      std::fprintf(stderr, "bad config %s (want head_dim:heads:kv_heads)\n", c.c_str());
-      return 2;
-    }
-    opt.head_dim = d, opt.num_heads = h, opt.num_kv_heads = kv;
+  std::vector<turbokv::BenchShape> shapes;
+  try {
+    shapes = turbokv::parse_bench_configs(configs);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
+  for (const turbokv::BenchShape& sh : shapes) {
+    const std::string c = std::to_string(sh.head_dim) + ":" + std::to_string(sh.num_heads) + ":" +
+                          std::to_string(sh.num_kv_heads);
+    opt.head_dim = sh.head_dim, opt.num_heads = sh.num_heads, opt.num_kv_heads = sh.num_kv_heads;
     const std::vector<int> batches = opt.batches;
     const std::vector<std::size_t> contexts = opt.contexts;
     for (int batch : batches)
@@ -110,11 +113,7 @@ int main(int argc, char** argv) {
           const auto r = turbokv::run_cuda_bench(one);
           rows.insert(rows.end(), r.begin(), r.end());
           for (const auto& x : r)
-            if (f)
-              std::fprintf(f, "%s,%s,%g,%zu,%d,%d,%d,%d,%d,%.3f,%s,%.3f,%.4f,%.2f,%.3g,%.3g,%.3g\n", x.op.c_str(),
-                           x.method.c_str(), x.bits, x.context, x.head_dim, x.num_heads, x.num_kv_heads, x.batch,
-                           x.threads, x.time_us, x.baseline.c_str(), x.baseline_time_us, x.speedup, x.gbps,
-                           x.max_err, x.rel_err, x.check_tol);
+            if (f) std::fputs(turbokv::bench_csv_line(x).c_str(), f);
           if (f) std::fflush(f);
         } catch (const std::exception& e) {
           std::fprintf(stderr, "turbokv_cuda_bench: config %s batch %d context %zu: %s\n", c.c_str(), batch, ctx,

@@ -75,8 +75,22 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt);
 /// CUDA benchmark (src/cuda); throws std::runtime_error if built without CUDA or no GPU is present.
 std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt);
 
+/// One attention shape of a bench run.
+struct BenchShape {
+  int head_dim = 128, num_heads = 32, num_kv_heads = 8;
+};
+/// Parses `--configs`: comma-separated head_dim:heads:kv_heads items (e.g. "128:32:8,64:9:3,256:4:1").
+/// Throws std::invalid_argument naming --configs and the item unless each has three positive integers
+/// with heads a multiple of kv_heads, and unless there is at least one.
+std::vector<BenchShape> parse_bench_configs(const std::string& s);
+
 /// {"results": [...]} with the BenchRow keys.
 std::string bench_json(const std::vector<BenchRow>& rows);
+/// CSV of the rows, the header line first (op, method, bits, context, head_dim, num_heads, num_kv_heads,
+/// batch, threads, time_us, baseline, baseline_time_us, speedup, gbps, max_err, rel_err, check_tol: the
+/// columns bench/cuda/compare_sdpa.py reads). bench_csv_line is one row's line (with its newline).
+std::string bench_csv_header();
+std::string bench_csv_line(const BenchRow& r);
 /// A fixed-width table.
 std::string bench_table(const std::vector<BenchRow>& rows);
 
