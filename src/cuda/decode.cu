@@ -601,55 +601,49 @@ std::size_t tq_prod_page_stride(int page_size, std::size_t code_bytes) {
   return (static_cast<std::size_t>(page_size) * (code_bytes + 4) + 31) / 32 * 32;  // 32-byte sector aligned
 }
 
-void tq_prod_paged_decode(const QjlTables& kc, const TqMseTables& vc, PagedPool kpool, PagedPool vpool,
-                          const PageTable& table, const DecodeArgs& args, Stream stream) {
-  const char* where = "cuda::tq_prod_paged_decode";
-  check_arg(kc.method() == Method::kTurboProd, where, "kcodec.method", method_name(kc.method()), "must be tq-prod");
-  check_arg(kc.head_dim() == args.head_dim && vc.head_dim() == args.head_dim, where, "codec head_dim", kc.head_dim(),
-            "must equal args.head_dim for keys and values");
-  check_arg(kc.rows() == kc.head_dim(), where, "kcodec.rows", kc.rows(), "must equal head_dim (qjl_rows = 0)");
-  check_arg(args.kernel == 0, where, "kernel", args.kernel, "must be 0 (the fp16 tensor-core kernel)");
-  check_arg(!vc.split(), where, "vcodec.bits", vc.nominal_bits(), "must be an integer width (1..4) here");
-  detail::DecodeKernelArgs ka =
-      paged_args(where, kpool, vpool, table, args, tq_prod_page_stride(table.page_size, kc.code_bytes()),
-                 "must equal tq_prod_page_stride(page_size, key code_bytes)",
-                 tq_page_stride(table.page_size, vc.code_bytes()));
-  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E * kc.hadamard_scale());
-  ka.ksigns = kc.signs();
-  ka.kcent = kc.centroids();
-  ka.vcent = vc.centroids();
-  ka.vtab_shared = 0;
-  ka.sketch = kc.sketch_t();
-  ka.kappa = static_cast<float>(kc.kappa());
-  detail::run_mma(where, args, kc.mse_bits(), vc.bits(), ka, vc.signs(), vc.hadamard_scale(), detail::stream_of(stream),
-                  detail::launch_h16p_any, true);
-}
-
-void qjl_paged_decode(const QjlTables& kc, const TqMseTables& vc, PagedPool kpool, PagedPool vpool,
-                      const PageTable& table, const DecodeArgs& args, Stream stream) {
-  const char* where = "cuda::qjl_paged_decode";
-  check_arg(kc.method() == Method::kQjl, where, "kcodec.method", method_name(kc.method()), "must be qjl");
+namespace {
+/// tq_prod_paged_decode and qjl_paged_decode: sketch keys (kc: tq-prod or qjl, m = head_dim) with
+/// TurboQuant-MSE values on the fp16 tensor-core kernel's PROD instances (decode_h16.cuh; qjl: H16Layout::QJL,
+/// no key rotation, one fp16 norm per token).
+void sketch_paged_decode(const char* where, Method method, const QjlTables& kc, const TqMseTables& vc,
+                         PagedPool kpool, PagedPool vpool, const PageTable& table, const DecodeArgs& args,
+                         Stream stream) {
+  const bool qjl = method == Method::kQjl;
+  check_arg(kc.method() == method, where, "kcodec.method", method_name(kc.method()), qjl ? "must be qjl" : "must be tq-prod");
   check_arg(kc.head_dim() == args.head_dim && vc.head_dim() == args.head_dim, where, "codec head_dim", kc.head_dim(),
             "must equal args.head_dim for keys and values");
   check_arg(detail::pow2_head_dim(args.head_dim), where, "head_dim", args.head_dim,
-            "must be 64, 128 or 256 for QJL keys on the GPU decode");
+            "must be 64, 128 or 256 for sketch keys on the GPU decode");
   check_arg(kc.rows() == kc.head_dim(), where, "kcodec.rows", kc.rows(), "must equal head_dim (qjl_rows = 0)");
   check_arg(args.kernel == 0, where, "kernel", args.kernel, "must be 0 (the fp16 tensor-core kernel)");
   check_arg(!vc.split(), where, "vcodec.bits", vc.nominal_bits(), "must be an integer width (1..4) here");
   detail::check_page_size(where, table.page_size);
   detail::DecodeKernelArgs ka =
       paged_args(where, kpool, vpool, table, args, kc.page_stride(table.page_size),
-                 "must equal kcodec.page_stride(page_size) (tq_page_stride(page_size, key code_bytes))",
+                 qjl ? "must equal kcodec.page_stride(page_size) (tq_page_stride(page_size, key code_bytes))"
+                     : "must equal tq_prod_page_stride(page_size, key code_bytes)",
                  tq_page_stride(table.page_size, vc.code_bytes()));
-  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E);  // no key rotation: S q from q itself
-  ka.ksigns = nullptr;
-  ka.kcent = nullptr;
+  // Prod: Pi q by the unnormalised FWHT (the Hadamard scale in qscale); qjl: S q from q itself.
+  ka.qscale = static_cast<float>(args.softmax_scale * M_LOG2E * (qjl ? 1.0 : kc.hadamard_scale()));
+  ka.ksigns = qjl ? nullptr : kc.signs();
+  ka.kcent = qjl ? nullptr : kc.centroids();
   ka.vcent = vc.centroids();
   ka.vtab_shared = 0;
   ka.sketch = kc.sketch_t();
   ka.kappa = static_cast<float>(kc.kappa());
-  detail::run_mma(where, args, 0, vc.bits(), ka, vc.signs(), vc.hadamard_scale(), detail::stream_of(stream),
-                  detail::launch_qjl_h16, true);
+  detail::run_mma(where, args, kc.mse_bits(), vc.bits(), ka, vc.signs(), vc.hadamard_scale(), detail::stream_of(stream),
+                  qjl ? detail::launch_qjl_h16 : detail::launch_h16p_any, true);
+}
+}  // namespace
+
+void tq_prod_paged_decode(const QjlTables& kc, const TqMseTables& vc, PagedPool kpool, PagedPool vpool,
+                          const PageTable& table, const DecodeArgs& args, Stream stream) {
+  sketch_paged_decode("cuda::tq_prod_paged_decode", Method::kTurboProd, kc, vc, kpool, vpool, table, args, stream);
+}
+
+void qjl_paged_decode(const QjlTables& kc, const TqMseTables& vc, PagedPool kpool, PagedPool vpool,
+                      const PageTable& table, const DecodeArgs& args, Stream stream) {
+  sketch_paged_decode("cuda::qjl_paged_decode", Method::kQjl, kc, vc, kpool, vpool, table, args, stream);
 }
 
 void fp8_decode(PagedPool kpool, PagedPool vpool, const PageTable& table, const DecodeArgs& args, Stream stream) {

@@ -2129,14 +2129,16 @@ void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKerne
   launch_h16_nw<D, KB, VB, (D == 256 ? 8 : 16), PROD, false, MODE>(shape, stream, a);
 }
 
-template <int KB, bool PROD = false>
+/// The runtime head_dim and value width -> instance dispatch of the TurboQuant-key families (MODE kModeTq:
+/// MSE keys at KB bits, or Prod keys with a KB-bit MSE part; kModeQjl: QJL keys, KB = 0, PROD).
+template <int KB, bool PROD = false, int MODE = kModeTq>
 void launch_h16_kb(int d, int vb, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
   auto by_d = [&](auto vbc) {
     constexpr int VB = decltype(vbc)::value;
     switch (d) {
-      case 64: return launch_h16<64, KB, VB, PROD>(shape, s, a);
-      case 128: return launch_h16<128, KB, VB, PROD>(shape, s, a);
-      case 256: return launch_h16<256, KB, VB, PROD>(shape, s, a);
+      case 64: return launch_h16<64, KB, VB, PROD, MODE>(shape, s, a);
+      case 128: return launch_h16<128, KB, VB, PROD, MODE>(shape, s, a);
+      case 256: return launch_h16<256, KB, VB, PROD, MODE>(shape, s, a);
     }
     if constexpr (!PROD) {  // dense rotations (h16_dense_head_dim), TurboQuant-MSE keys only
       switch (d) {

@@ -197,22 +197,7 @@ std::size_t QjlTables::page_stride(int page_size) const {
 namespace detail {
 
 void launch_qjl_h16(int /*kb*/, int d, int vb, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
-  auto by_d = [&](auto vbc) {
-    constexpr int VB = decltype(vbc)::value;
-    switch (d) {
-      case 64: return launch_h16<64, 0, VB, true, kModeQjl>(shape, s, a);
-      case 128: return launch_h16<128, 0, VB, true, kModeQjl>(shape, s, a);
-      case 256: return launch_h16<256, 0, VB, true, kModeQjl>(shape, s, a);
-    }
-    throw std::logic_error("launch_qjl_h16: head_dim out of range");
-  };
-  switch (vb) {
-    case 1: return by_d(std::integral_constant<int, 1>{});
-    case 2: return by_d(std::integral_constant<int, 2>{});
-    case 3: return by_d(std::integral_constant<int, 3>{});
-    case 4: return by_d(std::integral_constant<int, 4>{});
-  }
-  throw std::logic_error("launch_qjl_h16: value bits out of range");
+  launch_h16_kb<0, true, kModeQjl>(d, vb, shape, s, a);
 }
 
 }  // namespace detail

@@ -8,8 +8,7 @@
 //
 // One warp per (sequence, token, KV head) vector, grid-stride. Power-of-two parts (head_dim 64, 128, 256 at
 // integer widths; the head_dim / 2 parts of fractional widths): lane L holds part elements [E L, E L + E),
-// E = part size / 32; stages h < E in registers, the others across lanes by shuffles (the lower partner
-// computes u + w, the upper u - w: the reference's operands either way). Dense parts (80, 96, 112): y in
+// E = part size / 32, rotated by splitk.cuh's warp_fwht (the reference's butterflies and operands). Dense parts (80, 96, 112): y in
 // shared memory, lane L computes x_j for j = L, L + 32, ... (Pi from global memory, cached).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -17,6 +16,7 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "splitk.cuh"
 #include "turbokv/cuda.h"
 #include "turbokv/error.h"
 #include "turbokv/fastdiv.h"
@@ -74,24 +74,7 @@ __device__ __forceinline__ void hadamard_part(const std::uint8_t* codes, int bit
   float x[E];
 #pragma unroll
   for (int e = 0; e < E; ++e) x[e] = c[code_at(codes, E * lane + e, bits)];
-#pragma unroll
-  for (int h = 1; h < E; h <<= 1)
-#pragma unroll
-    for (int e = 0; e < E; ++e)
-      if ((e & h) == 0) {
-        const float u = x[e], w = x[e + h];
-        x[e] = __fadd_rn(u, w);
-        x[e + h] = __fsub_rn(u, w);
-      }
-#pragma unroll
-  for (int h = 1; h < 32; h <<= 1) {
-    const bool upper = (lane & h) != 0;
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const float other = __shfl_xor_sync(0xffffffffu, x[e], h);
-      x[e] = upper ? __fsub_rn(other, x[e]) : __fadd_rn(x[e], other);
-    }
-  }
+  detail::splitk::warp_fwht<E>(x);
 #pragma unroll
   for (int e = 0; e < E; ++e) {
     const int i = E * lane + e;
