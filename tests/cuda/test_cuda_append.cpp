@@ -483,12 +483,12 @@ TEST(CudaDequantize, MatchesReferenceDecode) {
   // every integer width at the Hadamard and the dense head_dims
   for (int d : {64, 80, 96, 112, 128, 256})
     for (int bits = 1; bits <= 4; ++bits, ++i)
-      run_dequant_case(d, bits, pages[i % 3], 1 + (i % 4) * 10, ios[i % 3], false, seed + i);
+      run_dequant_case(d, bits, pages[(i / 3) % 3], 1 + (i % 4) * 10, ios[i % 3], false, seed + i);
   // fractional widths (the outlier split: two parts, channels scattered back)
   for (int d : {128, 256})
     for (double bits : {1.5, 2.5, 3.5}) {
       ++i;
-      run_dequant_case(d, bits, pages[i % 3], 33, ios[i % 3], false, seed + i);
+      run_dequant_case(d, bits, pages[(i / 3) % 3], 33, ios[i % 3], false, seed + i);
     }
   // any bytes (all code values, norms of any finite size), more tokens, odd page sizes of the window
   for (double bits : {1.0, 3.0, 4.0, 2.5}) run_dequant_case(128, bits, 8, 129, cuda::IoType::kF32, true, seed + 100 + int(bits * 2));

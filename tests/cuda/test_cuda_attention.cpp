@@ -778,6 +778,7 @@ TEST(CudaDecode, FractionalRejectsMixedWidths) {
   // QJL keys: qjl tables only, m = head_dim, head_dim 64 / 128 / 256, integer value widths, kernel 0.
   CodecConfig qcfg;
   qcfg.method = Method::kQjl;
+  qcfg.bits = 1;
   qcfg.head_dim = 128;
   const cuda::QjlTables qtab(qcfg);
   const std::size_t qst = qtab.page_stride(16), ist = itab.page_stride(16);

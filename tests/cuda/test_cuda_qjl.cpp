@@ -209,7 +209,7 @@ TEST(CudaQjl, AppendBytesMatchReference) {
   for (int d : {64, 80, 96, 112, 128, 256})
     for (int rows : {0, 2 * d}) {
       ++i;
-      check_append({Method::kQjl, d, 1, rows, (i % 2) == 0}, pages[i % 4], ios[i % 3], seed + i);
+      check_append({Method::kQjl, d, 1, rows, ((i / 2) % 2) == 0}, pages[i % 4], ios[i % 3], seed + i);
     }
   check_append({Method::kQjl, 64, 1, 72, false}, 32, cuda::IoType::kBf16, seed + 100);
 }
