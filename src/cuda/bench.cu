@@ -704,14 +704,14 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             std::vector<float> dec(rc.n * d);
             ref->decode(vrow.data(), rc.n, dec.data());
             std::vector<std::uint8_t> got(m * d * 2), want_b(m * d * 2);
-            for (std::size_t j = 0; j < m; ++j) {
-              TKV_CUDA_CHECK(cudaMemcpy(got.data() + j * d * 2,
-                                        static_cast<std::uint8_t*>(dout16.p) + ((rc.b * std::size_t(nt) + j) * kvh + rc.g) * d * 2,
-                                        std::size_t(d) * 2, cudaMemcpyDeviceToHost));
-              for (int i = 0; i < d; ++i) {
-                const std::uint16_t h = float_to_half(dec[j * d + i]);
-                std::memcpy(want_b.data() + (j * d + i) * 2, &h, 2);
-              }
+            // The row's m tokens in one strided copy: token j of (rc.b, rc.g) at ((rc.b nt + j) kvh + rc.g) d.
+            const std::size_t row_bytes = std::size_t(d) * 2;
+            TKV_CUDA_CHECK(cudaMemcpy2D(got.data(), row_bytes,
+                                        static_cast<std::uint8_t*>(dout16.p) + (rc.b * std::size_t(nt) * kvh + rc.g) * row_bytes,
+                                        kvh * row_bytes, row_bytes, m, cudaMemcpyDeviceToHost));
+            for (std::size_t k = 0; k < m * d; ++k) {
+              const std::uint16_t h = float_to_half(dec[k]);
+              std::memcpy(want_b.data() + k * 2, &h, 2);
             }
             rc.compare_bytes(r, got, want_b);
             ++checks;
