@@ -38,8 +38,11 @@ namespace turbokv::cuda {
  * i.i.d. Gaussian or orthogonalised rows, seed cfg.seed ^ 0x51) and, for
  * tq-prod, the Hadamard signs and the (b-1)-bit Lloyd-Max codebook.
  * Supported: method qjl (bits 1, head_dim a multiple of 8 in 8..1024) or tq-prod
- * (integer bits 1..4, head_dim 64, 128 or 256, Hadamard rotation); qjl_rows
- * (0 = head_dim) a multiple of 8 in 8..8192; center off.
+ * (integer bits 1..4, head_dim a multiple of 16 in 64..256, Hadamard rotation); qjl_rows
+ * (0 = head_dim) a multiple of 8 in 8..8192; center off. tq-prod at a head_dim that is not a
+ * power of two (80, 96, 112, 160, ...) rotates by the reference's dense Haar matrix (rotation.h: what a
+ * Hadamard rotation is at such sizes): dense() is true, rotation() / rotation_t() hold Pi / Pi^T,
+ * signs() is null and hadamard_scale() is 1.
  * Throws std::invalid_argument naming the field for other configurations.
  */
 class QjlTables {
@@ -74,7 +77,13 @@ class QjlTables {
   float hadamard_scale() const { return scale_; }
   const float* sketch() const { return sketch_.get(); }      ///< device, [m][head_dim]
   const float* sketch_t() const { return sketch_t_.get(); }  ///< device, [head_dim][m]
-  const float* signs() const { return signs_.get(); }        ///< tq-prod: device, size head_dim; else null
+  const float* signs() const { return signs_.get(); }        ///< tq-prod, !dense(): device, size head_dim; else null
+  /// tq-prod at a head_dim that is not a power of two: the rotation is the reference's dense Haar matrix.
+  bool dense() const { return rotation_.get() != nullptr; }
+  /// dense(): Pi, device fp32 [head_dim][head_dim] row-major (Rotation::matrix()); nullptr otherwise.
+  const float* rotation() const { return rotation_.get(); }
+  /// dense(): Pi^T, device fp32 [head_dim][head_dim] row-major; nullptr otherwise.
+  const float* rotation_t() const { return rotation_t_.get(); }
   /// tq-prod, bits >= 2: device, size 2^(bits-1); else null
   const float* centroids() const { return centroids_.get(); }
   /// tq-prod, bits >= 2: device, size 2^(bits-1) - 1
@@ -87,6 +96,7 @@ class QjlTables {
   float scale_ = 0;
   DeviceArray<float> sketch_, sketch_t_;
   DeviceArray<float> signs_, centroids_, boundaries_;  // tq-prod only (centroids_, boundaries_: bits >= 2)
+  DeviceArray<float> rotation_, rotation_t_;           // tq-prod at a dense head_dim only
 };
 
 /**

@@ -610,12 +610,13 @@ void sketch_paged_decode(const char* where, Method method, const QjlTables& kc, 
                          Stream stream) {
   const bool qjl = method == Method::kQjl;
   check_arg(kc.method() == method, where, "kcodec.method", method_name(kc.method()), qjl ? "must be qjl" : "must be tq-prod");
+  check_arg(args.head_dim >= 64 && args.head_dim <= 256 && args.head_dim % 16 == 0, where, "head_dim", args.head_dim,
+            "must be a multiple of 16 in 64..256 for sketch keys on the GPU decode");
   check_arg(kc.head_dim() == args.head_dim && vc.head_dim() == args.head_dim, where, "codec head_dim", kc.head_dim(),
             "must equal args.head_dim for keys and values");
-  check_arg(detail::pow2_head_dim(args.head_dim), where, "head_dim", args.head_dim,
-            "must be 64, 128 or 256 for sketch keys on the GPU decode");
   check_arg(kc.rows() == kc.head_dim(), where, "kcodec.rows", kc.rows(), "must equal head_dim (qjl_rows = 0)");
-  check_arg(args.kernel == 0, where, "kernel", args.kernel, "must be 0 (the fp16 tensor-core kernel)");
+  check_arg(args.kernel == 0 || args.kernel == 1, where, "kernel", args.kernel,
+            "must be 0 (fp16 tensor cores at head_dim 64, 128, 256; the CUDA-core kernel elsewhere) or 1 (CUDA cores)");
   check_arg(!vc.split(), where, "vcodec.bits", vc.nominal_bits(), "must be an integer width (1..4) here");
   detail::check_page_size(where, table.page_size);
   detail::DecodeKernelArgs ka =
@@ -631,8 +632,27 @@ void sketch_paged_decode(const char* where, Method method, const QjlTables& kc, 
   ka.vtab_shared = 0;
   ka.sketch = kc.sketch_t();
   ka.kappa = static_cast<float>(kc.kappa());
-  detail::run_mma(where, args, kc.mse_bits(), vc.bits(), ka, vc.signs(), vc.hadamard_scale(), detail::stream_of(stream),
-                  qjl ? detail::launch_qjl_h16 : detail::launch_h16p_any, true);
+  const cudaStream_t s = detail::stream_of(stream);
+  if (args.kernel == 0 && detail::pow2_head_dim(args.head_dim)) {
+    detail::run_mma(where, args, kc.mse_bits(), vc.bits(), ka, vc.signs(), vc.hadamard_scale(), s,
+                    qjl ? detail::launch_qjl_h16 : detail::launch_h16p_any, true);
+    return;
+  }
+  // The CUDA-core kernel (decode.cuh, SketchKeyFmt): fp32, any multiple of 16 in 64..256. Dense rotations
+  // (head_dim not a power of two): Pi q by the keys' Pi^T in the set-up, Pi^T by the combine kernel.
+  if (kc.dense()) {
+    ka.ksigns = nullptr;
+    ka.krot_t = kc.rotation_t();
+  }
+  ka.vrot = vc.rotation();
+  const int kmb = kc.mse_bits(), vb = vc.bits();
+  auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {
+    if (qjl) return detail::launch_qjl_decode(vb, hpw, shape, smem, s, a);
+    if (kmb < 2) return detail::launch_prod_decode_k01(kmb, vb, hpw, shape, smem, s, a);
+    detail::launch_prod_decode_k23(kmb, vb, hpw, shape, smem, s, a);
+  };
+  detail::run(where, args, static_cast<int>(kc.code_bytes()), static_cast<int>(vc.code_bytes()),
+              detail::TqFmt<4>::kStages, ka, vc.signs(), vc.hadamard_scale(), s, launch);
 }
 }  // namespace
 

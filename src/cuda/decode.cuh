@@ -171,6 +171,7 @@ __device__ __forceinline__ void ldsm_x4_trans(std::uint32_t r[4], std::uint32_t 
 template <int B>
 struct TqFmt {
   static constexpr bool kRotated = true, kHasNorm = true, kContiguous = false;
+  static constexpr bool kSketch = false;  // keys scored by a QJL sign sketch too (SketchKeyFmt)
   static constexpr int kEntries = 1 << B;
   static constexpr int kStages = 4;  // cp.async pipeline depth (tiles in flight per block)
   __host__ __device__ static int code_bytes(int d) { return d * B / 8; }
@@ -195,6 +196,7 @@ struct TqFmt {
 /// fp16 values: 16 dims = 32 bytes per thread.
 struct F16Fmt {
   static constexpr bool kRotated = false, kHasNorm = false, kContiguous = true;
+  static constexpr bool kSketch = false;  // keys scored by a QJL sign sketch too (SketchKeyFmt)
   static constexpr int kEntries = 0;
   static constexpr int kStages = 2;  // 64 tokens x 2 x head_dim x 2 bytes per stage
   __host__ __device__ static int code_bytes(int d) { return 2 * d; }
@@ -215,6 +217,7 @@ struct F16Fmt {
 /// fp16 (hardware cvt, exact) -> fp32 (exact), so the values are e4m3_to_float's (turbokv/half.h).
 struct F8Fmt {
   static constexpr bool kRotated = false, kHasNorm = true, kContiguous = false;
+  static constexpr bool kSketch = false;  // keys scored by a QJL sign sketch too (SketchKeyFmt)
   static constexpr int kEntries = 0;
   static constexpr int kStages = 3;  // 64 tokens x 2 x head_dim bytes per stage
   __host__ __device__ static int code_bytes(int d) { return d; }
@@ -230,6 +233,40 @@ struct F8Fmt {
         const float2 f = __half22float2(__half2(hr));
         v[4 * i + 2 * k] = f.x, v[4 * i + 2 * k + 1] = f.y;
       }
+  }
+};
+
+/// Sketch keys in the CUDA-core kernel (tq_prod_paged_decode / qjl_paged_decode where the fp16
+/// tensor-core kernel does not apply: kernel 1, head_dim 80, 96, 112, 160, ...; m = head_dim sketch rows).
+/// A token's row: [MSE codes, head_dim MB / 8 bytes][head_dim sign bits, LSB-first] (formats.h "qjl" /
+/// "tq-prod"); lane r's 16 dims are its MSE codes at bytes 2 MB r.. (TqFmt<MB>::load16) and sign bits
+/// 16 r .. 16 r + 15 (bytes head_dim MB / 8 + 2 r, 2 r + 1). PROD (TurboQuant-Prod, Zandieh et al.,
+/// arXiv 2504.19874, Alg. 2): rotated query, scalars [||x||, gamma] per token (4 bytes at page_size *
+/// code_bytes + 4 slot: read from global memory in the token loop, kHasNorm false), logit = ||x|| (<Pi q,
+/// c> + kappa gamma <S Pi q, signs>). !PROD (QJL, arXiv 2406.03482): unrotated query, the fp16 norm as
+/// TqFmt's (staged), logit = ||x|| kappa <S q, signs>.
+template <int MB, bool PROD>
+struct SketchKeyFmt {
+  static constexpr bool kRotated = PROD, kHasNorm = !PROD, kContiguous = false, kSketch = true;
+  static constexpr int kMseBits = MB;
+  static constexpr int kEntries = MB > 0 ? 1 << MB : 0;
+  static constexpr int kStages = 4;
+  __host__ __device__ static int code_bytes(int d) { return d * MB / 8 + d / 8; }
+  /// As TqFmt<MB>::load16, by 2-byte loads: a row of d MB / 8 + d / 8 bytes is only 2-byte aligned in the
+  /// stage where that is 2 mod 4 (MB 2 at head_dim 80, 112, 176, ...).
+  __device__ __forceinline__ static void load16(const std::uint8_t* row, int r, const float* tab, float v[16]) {
+    if constexpr (MB > 0) {
+      const std::uint16_t* p16 = reinterpret_cast<const std::uint16_t*>(row + r * 2 * MB);
+      std::uint64_t w = 0;
+#pragma unroll
+      for (int k = 0; k < MB; ++k) w |= static_cast<std::uint64_t>(p16[k]) << (16 * k);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) v[i] = tab[static_cast<unsigned>(w >> (MB * i)) & ((1u << MB) - 1u)];
+    }
+  }
+  /// Sign bits 16 r .. 16 r + 15 of the token's sketch (bit i: dim 16 r + i; 1 = +1).
+  __device__ __forceinline__ static unsigned signs16(const std::uint8_t* row, int r, int d) {
+    return *reinterpret_cast<const std::uint16_t*>(row + d * MB / 8 + 2 * r);
   }
 };
 
@@ -467,6 +504,25 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
   for (int h = 0; h < HPW; ++h)
 #pragma unroll
     for (int i = 0; i < 16; ++i) q[h][i] = r < nl ? scratch[(sub_local * HPW + h) * D + r * 16 + i] * a.qscale : 0.0f;
+  // Sketch keys: S q' (q' = Pi q or q; a.sketch = S^T [D][D]) into the scratch's second part, then the
+  // lane's 16 rows times qscale kappa in registers.
+  float sq[KF::kSketch ? HPW : 1][16];
+  if constexpr (KF::kSketch) {
+    float* y = scratch + nq * D;
+    for (int idx = tid; idx < nq * D; idx += nthr) {
+      const int vec = idx / D, i = idx - vec * D;
+      const float* x = scratch + vec * D;
+      float acc = 0.0f;
+      for (int j = 0; j < D; ++j) acc = fmaf(__ldg(a.sketch + static_cast<std::size_t>(j) * D + i), x[j], acc);
+      y[idx] = acc;
+    }
+    __syncthreads();
+    const float f = a.qscale * a.kappa;
+#pragma unroll
+    for (int h = 0; h < HPW; ++h)
+#pragma unroll
+      for (int i = 0; i < 16; ++i) sq[h][i] = r < nl ? y[(sub_local * HPW + h) * D + r * 16 + i] * f : 0.0f;
+  }
 
   float m[HPW], l[HPW], acc[HPW][16];
 #pragma unroll
@@ -492,7 +548,7 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
       for (int tt = slot; tt < kTile; tt += nslots) {
         const bool valid = tt < n;
         float kv[16];
-        if (r < nl) {
+        if (r < nl && (!KF::kSketch || KF::kEntries > 0)) {
           KF::load16(s_kc + tt * cbK, r, s_ktab, kv);
         } else {
 #pragma unroll
@@ -505,11 +561,34 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
 #pragma unroll
           for (int i = 0; i < 16; ++i) dot[h] = fmaf(q[h][i], kv[i], dot[h]);
         }
+        float kn_sk = 1.0f;  // sketch keys with [||x||, gamma] scalars (PROD): ||x||
+        if constexpr (KF::kSketch) {
+          float gamma = 1.0f;
+          if constexpr (!KF::kHasNorm) {  // the token's scalars from its page (global memory)
+            gamma = 0.0f;
+            if (valid) {
+              const int pos = t0 + tt, pmask = (1 << a.page_shift) - 1;
+              const int page = ring.slot(it)[(pos >> a.page_shift) - ring.first(it)];
+              const std::uint8_t* sc = a.kpool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * a.kstride +
+                                       static_cast<std::size_t>(pmask + 1) * cbK + 4 * static_cast<std::size_t>(pos & pmask);
+              kn_sk = __half2float(__ushort_as_half(__ldg(reinterpret_cast<const unsigned short*>(sc))));
+              gamma = __half2float(__ushort_as_half(__ldg(reinterpret_cast<const unsigned short*>(sc + 2))));
+            }
+          }
+          const unsigned bits = r < nl ? KF::signs16(s_kc + tt * cbK, r, D) : 0u;
+#pragma unroll
+          for (int h = 0; h < HPW; ++h) {
+            float sd = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 16; ++i) sd += (bits >> i) & 1u ? sq[h][i] : -sq[h][i];
+            dot[h] = fmaf(gamma, sd, dot[h]);
+          }
+        }
         for (int off = tpt >> 1; off > 0; off >>= 1)
 #pragma unroll
           for (int h = 0; h < HPW; ++h) dot[h] += __shfl_xor_sync(0xffffffffu, dot[h], off);
         if (valid) {
-          const float kn = KF::kHasNorm ? norm_at_cb(s_kn[tt], t0 + tt, a.page_shift, cbK) : 1.0f;
+          const float kn = KF::kHasNorm ? norm_at_cb(s_kn[tt], t0 + tt, a.page_shift, cbK) : kn_sk;
           const float vn = VF::kHasNorm ? norm_at_cb(s_vn[tt], t0 + tt, a.page_shift, cbV) : 1.0f;
           float vv[16];
           if (r < nl) {
@@ -642,7 +721,25 @@ void launch_decode(int hpw, const LaunchShape& shape, std::size_t smem, cudaStre
   throw std::logic_error("launch_decode: hpw out of range");
 }
 
+/// The CUDA-core instances of sketch keys (SketchKeyFmt) with TurboQuant-MSE values of vb bits.
+template <int MB, bool PROD>
+void launch_sketch_decode_kb(int vb, int hpw, const LaunchShape& shape, std::size_t smem, cudaStream_t s,
+                             const DecodeKernelArgs& a) {
+  switch (vb) {
+    case 1: return launch_decode<SketchKeyFmt<MB, PROD>, TqFmt<1>>(hpw, shape, smem, s, a);
+    case 2: return launch_decode<SketchKeyFmt<MB, PROD>, TqFmt<2>>(hpw, shape, smem, s, a);
+    case 3: return launch_decode<SketchKeyFmt<MB, PROD>, TqFmt<3>>(hpw, shape, smem, s, a);
+    case 4: return launch_decode<SketchKeyFmt<MB, PROD>, TqFmt<4>>(hpw, shape, smem, s, a);
+  }
+  throw std::logic_error("launch_sketch_decode: value bits out of range");
+}
+
 /// Instance entry points (one file per key width, plus fp16).
+void launch_prod_decode_k01(int kmb, int vb, int hpw, const LaunchShape&, std::size_t, cudaStream_t,
+                            const DecodeKernelArgs&);
+void launch_prod_decode_k23(int kmb, int vb, int hpw, const LaunchShape&, std::size_t, cudaStream_t,
+                            const DecodeKernelArgs&);
+void launch_qjl_decode(int vb, int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
 void launch_tq_decode_k1(int vb, int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
 void launch_tq_decode_k2(int vb, int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);
 void launch_tq_decode_k3(int vb, int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&);

@@ -108,8 +108,8 @@ QjlTables::QjlTables(const CodecConfig& cfg) {
   } else {
     check_arg(cfg.bits == 1 || cfg.bits == 2 || cfg.bits == 3 || cfg.bits == 4, where, "bits", cfg.bits,
               "must be an integer width 1..4 for tq-prod on the GPU");
-    check_arg(cfg.head_dim == 64 || cfg.head_dim == 128 || cfg.head_dim == 256, where, "head_dim", cfg.head_dim,
-              "must be 64, 128 or 256 for tq-prod on the GPU");
+    check_arg(cfg.head_dim >= 64 && cfg.head_dim <= 256 && cfg.head_dim % 16 == 0, where, "head_dim", cfg.head_dim,
+              "must be a multiple of 16 in 64..256 for tq-prod on the GPU");
     check_arg(cfg.rotation == RotationKind::kHadamard, where, "rotation", rotation_name(cfg.rotation),
               "must be hadamard for tq-prod on the GPU");
   }
@@ -125,8 +125,18 @@ QjlTables::QjlTables(const CodecConfig& cfg) {
   sketch_t_ = detail::upload(sk.st);
   if (method_ == Method::kTurboProd) {
     const Rotation rot(head_dim_, cfg.rotation, cfg.seed);
-    scale_ = Rotation::hadamard_scale(head_dim_);
-    signs_ = detail::upload(rot.signs());
+    if (rot.kind() == RotationKind::kHaar) {  // not a power of two: the reference's dense rotation
+      scale_ = 1.0f;
+      const std::vector<float>& mat = rot.matrix();
+      std::vector<float> mt(mat.size());
+      for (int i = 0; i < head_dim_; ++i)
+        for (int j = 0; j < head_dim_; ++j) mt[std::size_t(j) * head_dim_ + i] = mat[std::size_t(i) * head_dim_ + j];
+      rotation_ = detail::upload(mat);
+      rotation_t_ = detail::upload(mt);
+    } else {
+      scale_ = Rotation::hadamard_scale(head_dim_);
+      signs_ = detail::upload(rot.signs());
+    }
     if (mse_bits_ > 0) {
       const ScalarCodebook& cb = lloyd_max_codebook(head_dim_, mse_bits_, cfg.codebook);
       centroids_ = detail::upload(cb.centroids);
@@ -198,6 +208,11 @@ namespace detail {
 
 void launch_qjl_h16(int /*kb*/, int d, int vb, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
   launch_h16_kb<0, true, kModeQjl>(d, vb, shape, s, a);
+}
+
+void launch_qjl_decode(int vb, int hpw, const LaunchShape& shape, std::size_t smem, cudaStream_t s,
+                       const DecodeKernelArgs& a) {
+  launch_sketch_decode_kb<0, false>(vb, hpw, shape, smem, s, a);
 }
 
 }  // namespace detail

@@ -57,6 +57,21 @@ __device__ __forceinline__ void rotate_shared(float* y, int d, const float* __re
   __syncthreads();
 }
 
+/// Dense rotation of y[0..d) in shared memory (fp32, head_dim not a power of two): y_i <- sum_j
+/// m[j][i] y_j (m row-major [d][d], ascending j, one fma each; forward Pi y with m = Pi^T, inverse
+/// Pi^T y with m = Pi); tmp: shared scratch of d floats. All threads of the block take part.
+__device__ __forceinline__ void rotate_dense_shared(float* y, float* tmp, int d, const float* __restrict__ m) {
+  __syncthreads();
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    float acc = 0.0f;
+    for (int j = 0; j < d; ++j) acc = __fmaf_rn(__ldg(m + static_cast<std::size_t>(j) * d + i), y[j], acc);
+    tmp[i] = acc;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < d; i += blockDim.x) y[i] = tmp[i];
+  __syncthreads();
+}
+
 /// In-register FWHT of a warp's D = 32 E values (lane l: [lE, lE + E)), the
 /// reference's stage order h = 1, 2, ..., D/2; every butterfly one rounded add.
 template <int E>
@@ -135,17 +150,21 @@ __device__ __forceinline__ void store_partial(float* ws, int bh, int d, float m,
 }
 
 /// Log-sum-exp merge of the splits, then the inverse value rotation Pi^T = D H / sqrt(d) once
-/// (rotate_shared) and, for product VQ, its per-channel smoothing vlambda (nullptr: none). One
-/// block per (sequence, head) row, kDecThreads threads, d floats of dynamic shared memory.
-/// out: fp32 [rows][d].
+/// (rotate_shared; vrot != nullptr: the dense Pi^T y by rotate_dense_shared with vrot = Pi [d][d]) and,
+/// for product VQ, its per-channel smoothing vlambda (nullptr: none). One block per (sequence, head)
+/// row, kDecThreads threads, 2 d floats of dynamic shared memory. out: fp32 [rows][d].
 static __global__ void __launch_bounds__(kDecThreads)
     merge_rotate_kernel(const float* __restrict__ ws, int splits, int rows, int d, const float* __restrict__ vsigns,
-                        float vscale, const float* __restrict__ vlambda, float* __restrict__ out) {
-  extern __shared__ float merge_y[];  // [d]
+                        float vscale, const float* __restrict__ vrot, const float* __restrict__ vlambda,
+                        float* __restrict__ out) {
+  extern __shared__ float merge_y[];  // [2 d]
   const int bh = blockIdx.x;
   merge_partials(ws, splits, rows, d, bh, merge_y);
   __syncthreads();
-  rotate_shared(merge_y, d, vsigns, vscale, true);
+  if (vrot != nullptr)
+    rotate_dense_shared(merge_y, merge_y + d, d, vrot);
+  else
+    rotate_shared(merge_y, d, vsigns, vscale, true);
   for (int i = threadIdx.x; i < d; i += blockDim.x)
     out[static_cast<std::size_t>(bh) * d + i] = vlambda ? merge_y[i] * __ldg(vlambda + i) : merge_y[i];
 }

@@ -39,6 +39,8 @@ struct ProdArgs {
   const float* boundaries;
   float scale;
   std::size_t mse_bytes;
+  const float* rot_t;  // dense rotations (head_dim not a power of two): Pi^T [D][D] row-major; else nullptr
+  int d;               // head_dim (the dense kernel's runtime D)
 };
 
 /// Writes vector v's codes and [||x||, gamma] through dst (detail::BlockDst: tq_prod_encode's block;
@@ -122,6 +124,99 @@ __global__ void __launch_bounds__(kThreads) tq_prod_encode_kernel(const ProdArgs
   sketch_signs(xs, nv, D, a.m, a.st, sst, dst, v0, a.mse_bytes);
 }
 
+/// The encoder at a head_dim that is not a power of two (80, 96, 112, 160, ...): the reference's dense
+/// Haar rotation y_i = sum_j Pi[i][j] x_j in ascending j, each product and sum rounded on its own
+/// (rotation.h; __fmul_rn / __fadd_rn, no FMA), then u = y * (1 / ||x||) (no Hadamard scale) and the
+/// rest as tq_prod_encode_kernel: codes, residual, gamma, packing, sketch signs. Phase 1: thread i < D
+/// accumulates coordinate i of 8 of the tile's vectors at a time (Pi^T row j read once per 8 vectors,
+/// x_j broadcast from the tile) into ys; phase 2: one warp per vector, lane l holding elements l + 32k.
+/// Correct first: the d^2 multiply-adds per vector are not tuned.
+template <int MB, class XT, class Dst>
+__global__ void __launch_bounds__(kThreads) tq_prod_encode_dense_kernel(const ProdArgs a, const Dst dst) {
+  constexpr int NB = MB > 0 ? (1 << MB) - 1 : 0;
+  constexpr int kV = 8;
+  const int D = a.d, LD = tile_ld(D);
+  extern __shared__ __align__(16) float smem[];
+  float* xs = smem;
+  float* sst = smem + kVecs * LD;
+  float* ys = sst + kJChunk * kRowTile;                                    // [kVecs][D]: Pi x
+  std::uint8_t* cbuf = reinterpret_cast<std::uint8_t*>(ys + kVecs * D);  // [kWarps][D] codes
+  const std::size_t v0 = static_cast<std::size_t>(blockIdx.x) * kVecs;
+  const int nv = a.n - v0 < static_cast<std::size_t>(kVecs) ? static_cast<int>(a.n - v0) : kVecs;
+  load_tile<XT>(a.x, v0, nv, D, xs);
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float bnd[NB > 0 ? NB : 1], cen[NB + 1];
+#pragma unroll
+  for (int k = 0; k < NB; ++k) bnd[k] = __ldg(a.boundaries + k);
+  if constexpr (MB > 0) {
+#pragma unroll
+    for (int k = 0; k <= NB; ++k) cen[k] = __ldg(a.centroids + k);
+  } else {
+    cen[0] = 0.0f;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < D; i += kThreads)
+    for (int vb = 0; vb < nv; vb += kV) {
+      float y[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) y[v] = 0.0f;
+      for (int j = 0; j < D; ++j) {
+        const float m = __ldg(a.rot_t + static_cast<std::size_t>(j) * D + i);
+#pragma unroll
+        for (int v = 0; v < kV; ++v) y[v] = __fadd_rn(y[v], __fmul_rn(m, xs[(vb + v) * LD + j]));  // rows >= nv: 0
+      }
+#pragma unroll
+      for (int v = 0; v < kV; ++v)
+        if (vb + v < nv) ys[(vb + v) * D + i] = y[v];
+    }
+  __syncthreads();
+  std::uint8_t* cw = cbuf + w * D;
+  for (int v = 0; v < kVecsPerWarp; ++v) {
+    const int vv = w * kVecsPerWarp + v;
+    if (vv >= nv) break;  // warp-uniform
+    float* row = xs + vv * LD;
+    const float sum = sumsq_row(row, D);
+    const float norm = __fsqrt_rn(sum);
+    const float inv = norm > 0.0f ? __fdiv_rn(1.0f, norm) : 0.0f;
+    __syncwarp();  // every lane has read the row
+    for (int i = lane; i < D; i += 32) {
+      const float u = __fmul_rn(ys[vv * D + i], inv);
+      float r = u;
+      if constexpr (MB > 0) {
+        unsigned code = 0;
+#pragma unroll
+        for (int k = 0; k < NB; ++k) code += u > bnd[k] ? 1u : 0u;
+        float c = cen[0];
+#pragma unroll
+        for (int k = 1; k <= NB; ++k) c = code == static_cast<unsigned>(k) ? cen[k] : c;
+        r = __fsub_rn(u, c);
+        cw[i] = static_cast<std::uint8_t>(code);
+      }
+      row[i] = r;
+    }
+    __syncwarp();
+    const float gamma = __fsqrt_rn(sumsq_row(row, D));
+    const detail::TokenDst to = dst.at(v0 + vv);
+    if constexpr (MB > 0) warp_pack_n(cw, D, MB, to.codes);
+    if (lane == 0) {
+      store_half_le(to.scalars, norm);
+      store_half_le(to.scalars + 2, gamma);
+    }
+    __syncwarp();  // cw is rewritten for the next vector
+  }
+  sketch_signs(xs, nv, D, a.m, a.st, sst, dst, v0, a.mse_bytes);
+}
+
+template <int MB, class XT, class Dst>
+void launch_encode_dense(const ProdArgs& a, const Dst& dst, cudaStream_t s) {
+  const std::size_t smem = smem_bytes(a.d, static_cast<std::size_t>(kVecs) * a.d * sizeof(float) +
+                                               static_cast<std::size_t>(kWarps) * a.d);
+  allow_smem(tq_prod_encode_dense_kernel<MB, XT, Dst>, smem);
+  const std::size_t grid = (a.n + kVecs - 1) / kVecs;
+  tq_prod_encode_dense_kernel<MB, XT, Dst><<<static_cast<unsigned>(grid), kThreads, smem, s>>>(a, dst);
+  TKV_CHECK_LAUNCH();
+}
+
 template <int D, int MB, class XT, class Dst>
 void launch_encode(const ProdArgs& a, const Dst& dst, cudaStream_t s) {
   const std::size_t smem = smem_bytes(D, static_cast<std::size_t>(kWarps) * D);
@@ -134,6 +229,18 @@ void launch_encode(const ProdArgs& a, const Dst& dst, cudaStream_t s) {
 /// The one dispatch from (head_dim, MSE bits, input type) to the encoder's compile-time constants.
 template <class Dst>
 void launch_encode_any(const QjlTables& tab, IoType x_type, const ProdArgs& a, const Dst& dst, cudaStream_t s) {
+  if (tab.dense()) {
+    detail::with_io_type(x_type, [&](auto xt_c) {
+      using XT = typename decltype(xt_c)::type;
+      switch (tab.mse_bits()) {
+        case 0: return launch_encode_dense<0, XT>(a, dst, s);
+        case 1: return launch_encode_dense<1, XT>(a, dst, s);
+        case 2: return launch_encode_dense<2, XT>(a, dst, s);
+        case 3: return launch_encode_dense<3, XT>(a, dst, s);
+      }
+    });
+    return;
+  }
   detail::with_pow2_head_dim(tab.head_dim(), [&](auto d_c) {
     detail::with_io_type(x_type, [&](auto xt_c) {
       constexpr int D = decltype(d_c)::value;
@@ -148,14 +255,29 @@ void launch_encode_any(const QjlTables& tab, IoType x_type, const ProdArgs& a, c
   });
 }
 
-// state[q] = [Pi q, S Pi q] in fp64 (Rotation::forward(double) order), stored fp32.
+// state[q] = [Pi q, S Pi q] in fp64 (Rotation::forward(double) order), stored fp32. rot_t (dense
+// rotations): Pi^T [d][d]; y_i = sum_j Pi[i][j] q_j in ascending j (2 d doubles of shared memory).
 __global__ void tq_prod_prepare_kernel(const float* __restrict__ q, int d, int m, const float* __restrict__ signs,
-                                       double scale, const float* __restrict__ st, float* __restrict__ state) {
+                                       double scale, const float* __restrict__ rot_t, const float* __restrict__ st,
+                                       float* __restrict__ state) {
   extern __shared__ double y[];
   const float* qq = q + static_cast<std::size_t>(blockIdx.x) * d;
   float* out = state + static_cast<std::size_t>(blockIdx.x) * (d + m);
-  for (int j = threadIdx.x; j < d; j += blockDim.x) y[j] = static_cast<double>(qq[j]) * signs[j];
-  for (int h = 1; h < d; h <<= 1) {
+  if (rot_t != nullptr) {
+    double* qd = y + d;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) qd[j] = qq[j];
+    __syncthreads();
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+      double acc = 0;
+      for (int j = 0; j < d; ++j)
+        acc = __dadd_rn(acc, __dmul_rn(static_cast<double>(__ldg(rot_t + static_cast<std::size_t>(j) * d + i)), qd[j]));
+      y[i] = acc;
+    }
+    scale = 1.0;
+  } else {
+    for (int j = threadIdx.x; j < d; j += blockDim.x) y[j] = static_cast<double>(qq[j]) * signs[j];
+  }
+  for (int h = 1; rot_t == nullptr && h < d; h <<= 1) {
     __syncthreads();
     for (int p = threadIdx.x; p < d / 2; p += blockDim.x) {
       const int j = (p / h) * 2 * h + p % h;
@@ -249,6 +371,7 @@ struct DecArgs {
   const float* vcent;
   float vscale;
   float* ws;  // [splits][batch * num_heads][d + 2]: m, l, acc[d]
+  const float* krot_t;  // dense key rotation (head_dim not a power of two): Pi^T [d][d]; else nullptr
 };
 
 
@@ -261,6 +384,7 @@ __global__ void __launch_bounds__(kDecThreads) prod_decode_split_kernel(const De
   float* vcent = pw + kDecTile;  // [16]
   float* kcent = vcent + 16;     // [8]
   float* red = kcent + 8;        // [32]
+  float* tmp = red + 32;         // [d]: the dense rotation's scratch
   const int bh = blockIdx.y, b = bh / a.num_heads, h = bh % a.num_heads, g = h / a.group;
   const int d = a.d, m = a.m;
   const int len = __ldg(a.lens + b);
@@ -270,7 +394,10 @@ __global__ void __launch_bounds__(kDecThreads) prod_decode_split_kernel(const De
   if (threadIdx.x < (1 << a.vb)) vcent[threadIdx.x] = __ldg(a.vcent + threadIdx.x);
   if (a.kmb > 0 && threadIdx.x < (1 << a.kmb)) kcent[threadIdx.x] = __ldg(a.kcent + threadIdx.x);
   __syncthreads();
-  rotate_shared(rq, d, a.ksigns, a.kscale, false);
+  if (a.krot_t != nullptr)
+    rotate_dense_shared(rq, tmp, d, a.krot_t);
+  else
+    rotate_shared(rq, d, a.ksigns, a.kscale, false);
   for (int i = threadIdx.x; i < m; i += blockDim.x) {
     float acc = 0.0f;
     for (int j = 0; j < d; ++j) acc = __fmaf_rn(__ldg(a.st + static_cast<std::size_t>(j) * m + i), rq[j], acc);
@@ -314,7 +441,7 @@ void tq_prod_encode(const QjlTables& tab, const float* x, std::size_t n, std::ui
   check_arg(tab.method() == Method::kTurboProd, where, "tab.method", method_name(tab.method()), "must be tq-prod");
   if (!detail::check_block_io(where, n, x, "x", out)) return;
   const ProdArgs a{x, n, tab.rows(), tab.sketch_t(), tab.signs(), tab.centroids(), tab.boundaries(),
-                   tab.hadamard_scale(), tab.mse_bytes()};
+                   tab.hadamard_scale(), tab.mse_bytes(), tab.rotation_t(), tab.head_dim()};
   launch_encode_any(tab, IoType::kF32, a, detail::BlockDst{out, n, tab.code_bytes(), 4}, detail::stream_of(stream));
 }
 
@@ -330,7 +457,8 @@ void tq_prod_append(const QjlTables& kcodec, const void* x, int batch, int num_n
                         "must equal tq_prod_page_stride(page_size, kcodec.code_bytes())", total);
   if (total == 0) return;
   const ProdArgs a{x, static_cast<std::size_t>(total), kcodec.rows(), kcodec.sketch_t(), kcodec.signs(),
-                   kcodec.centroids(), kcodec.boundaries(), kcodec.hadamard_scale(), kcodec.mse_bytes()};
+                   kcodec.centroids(), kcodec.boundaries(), kcodec.hadamard_scale(), kcodec.mse_bytes(),
+                   kcodec.rotation_t(), kcodec.head_dim()};
   const cudaStream_t s = detail::stream_of(stream);
   detail::flag_bad_vectors(x, x_type, total, kcodec.head_dim(), bad, s);
   launch_encode_any(kcodec, x_type, a, dst, s);
@@ -344,8 +472,9 @@ void tq_prod_prepare_query(const QjlTables& tab, const float* q, int num_queries
   check_arg(q != nullptr, where, "q", static_cast<const void*>(q), "must be a non-null device pointer");
   check_arg(state != nullptr, where, "state", static_cast<const void*>(state), "must be a non-null device pointer");
   const int d = tab.head_dim();
-  tq_prod_prepare_kernel<<<num_queries, 256, sizeof(double) * d, detail::stream_of(stream)>>>(
-      q, d, tab.rows(), tab.signs(), static_cast<double>(tab.hadamard_scale()), tab.sketch_t(), state);
+  tq_prod_prepare_kernel<<<num_queries, 256, 2 * sizeof(double) * d, detail::stream_of(stream)>>>(
+      q, d, tab.rows(), tab.signs(), static_cast<double>(tab.hadamard_scale()), tab.rotation_t(), tab.sketch_t(),
+      state);
   TKV_CHECK_LAUNCH();
 }
 
@@ -401,13 +530,13 @@ void tq_prod_decode(const QjlTables& ktab, const TqMseTables& vtab, const ProdDe
             static_cast<std::size_t>(a.capacity) * (vtab.code_bytes() + 2), ktab.signs(), ktab.centroids(),
             ktab.sketch_t(), ktab.hadamard_scale(), static_cast<float>(ktab.kappa()),
             a.softmax_scale * 1.4426950408889634f, vtab.signs(), vtab.centroids(), vtab.hadamard_scale(),
-            static_cast<float*>(a.workspace)};
+            static_cast<float*>(a.workspace), ktab.rotation_t()};
   const cudaStream_t s = detail::stream_of(stream);
-  const std::size_t smem = sizeof(float) * (d + m + kDecTile + 16 + 8 + 32);
+  const std::size_t smem = sizeof(float) * (2 * d + m + kDecTile + 16 + 8 + 32);
   prod_decode_split_kernel<<<dim3(splits, static_cast<unsigned>(rows)), kDecThreads, smem, s>>>(k);
   TKV_CHECK_LAUNCH();
-  merge_rotate_kernel<<<static_cast<unsigned>(rows), kDecThreads, sizeof(float) * d, s>>>(
-      k.ws, splits, static_cast<int>(rows), d, vtab.signs(), vtab.hadamard_scale(), nullptr, a.out);
+  merge_rotate_kernel<<<static_cast<unsigned>(rows), kDecThreads, 2 * sizeof(float) * d, s>>>(
+      k.ws, splits, static_cast<int>(rows), d, vtab.signs(), vtab.hadamard_scale(), vtab.rotation(), nullptr, a.out);
   TKV_CHECK_LAUNCH();
 }
 

@@ -30,6 +30,11 @@ constexpr double kTqDecodeRelTol = 2e-5;
 /// O(1e-2) or more: a 1% norm error alone moves the output by ~1e-2).
 constexpr double kTqDecodeH16RelTol = 3e-3;
 constexpr double kF16DecodeRelTol = 2e-5;
+/// Sketch keys (TurboQuant-Prod, QJL) on the CUDA-core kernel (fp32 throughout, as tq_prod_decode's
+/// kProdDecodeRelTol in test_cuda_qjl.cpp): the sign sums add m terms of S q' of both signs, whose fp32
+/// rounding is ~m ulps of sum |S q'|, larger than the MSE part's; a wrong sign bit, norm or gamma moves
+/// the output by O(1e-2).
+constexpr double kSketchDecodeRelTol = 1e-4;
 
 struct DecodeCase {
   int head_dim, key_bits, value_bits, num_heads, num_kv_heads, page_size, window, num_splits;
@@ -445,9 +450,10 @@ TEST(CudaDecode, H16DenseHeadDimsEveryWidth) {
 /// tq_prod_paged_decode) or QJL keys (km kQjl, kb 1, m = d; qjl_paged_decode). Pools filled from the
 /// reference's encode (the appends have their own byte tests in test_cuda_qjl).
 double run_prod_case(Method km, int d, int kb, int vb, int nh, int kvh, int page_size, std::vector<int> lens,
-                     int window, bool orthogonal, std::uint64_t seed, int splits = 0, int block_warps = 0) {
+                     int window, bool orthogonal, std::uint64_t seed, int splits = 0, int block_warps = 0,
+                     int kernel = 0) {
   SCOPED_TRACE(std::string(method_name(km)) + " d=" + std::to_string(d) + " kb=" + std::to_string(kb) + " vb=" + std::to_string(vb) +
-               " block_warps=" + std::to_string(block_warps) +
+               " block_warps=" + std::to_string(block_warps) + " kernel=" + std::to_string(kernel) +
                " heads=" + std::to_string(nh) + "/" + std::to_string(kvh) + " page=" + std::to_string(page_size) +
                " window=" + std::to_string(window) + " orth=" + std::to_string(orthogonal) + " splits=" + std::to_string(splits) +
                " seed=" + std::to_string(seed));
@@ -510,6 +516,7 @@ double run_prod_case(Method km, int d, int kb, int vb, int nh, int kvh, int page
   a.window = window;
   a.num_splits = splits;
   a.block_warps = block_warps;
+  a.kernel = kernel;
   DevBuf<std::uint8_t> ws(cuda::decode_workspace_bytes(a));
   a.workspace = ws.p;
   auto decode = [&] {
@@ -521,7 +528,8 @@ double run_prod_case(Method km, int d, int kb, int vb, int nh, int kvh, int page
   };
   decode();
   const auto out = dout.download();
-  if (block_warps == 12 && (window == 0 || window >= 1000) && max_len >= 1000) {
+  const bool cuda_cores = kernel == 1 || (d != 64 && d != 128 && d != 256);
+  if (!cuda_cores && block_warps == 12 && (window == 0 || window >= 1000) && max_len >= 1000) {
     // 8 warps split the tokens otherwise: over 1,000 tokens the fp32 rounding differs (proves the routing)
     a.block_warps = 8;
     decode();
@@ -532,7 +540,8 @@ double run_prod_case(Method km, int d, int kb, int vb, int nh, int kvh, int page
   AttentionParams p;
   p.softmax_scale = a.softmax_scale;
   p.window = window;
-  return check_decode_outputs(*kref, *vref, kblk, vblk, lens, kvh, nh, d, q, out, p, kTqDecodeH16RelTol);
+  return check_decode_outputs(*kref, *vref, kblk, vblk, lens, kvh, nh, d, q, out, p,
+                              cuda_cores ? kSketchDecodeRelTol : kTqDecodeH16RelTol);
 }
 
 TEST(CudaDecode, TqProdKeysMatchReference) {
@@ -589,6 +598,49 @@ TEST(CudaDecode, QjlKeysMatchReference) {
   worst = std::max(worst, run_prod_case(q, 256, 1, 4, 4, 1, 16, L({4097, 1000, 17}), 0, false, seed + 10, 0, 12));
   worst = std::max(worst, run_prod_case(q, 256, 1, 3, 8, 2, 32, L({2000, 1}), 300, true, seed + 11, 1, 12));
   std::printf("qjl keys (fp16 tensor cores): worst relative error vs fp64 %.3g\n", worst);
+}
+
+// Sketch keys on the CUDA-core kernel (decode.cuh SketchKeyFmt): TurboQuant-Prod and QJL keys at head_dims
+// without a tensor-core instance (80, 96, 112, 160, 192, 240: Prod's dense rotation) and kernel 1 at 64 / 128 /
+// 256, every MSE part and value width, GQA 1..16 (5, 6, 7 too), pages 1..256 (page 1: scalars at 2 mod 4 bytes
+// where code_bytes is), windows, forced split counts.
+TEST(CudaDecode, SketchKeysCudaCoresMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
+  auto L = [&](std::vector<int> v) {
+    if (small)
+      for (int& l : v) l = std::min(l, 130);
+    return v;
+  };
+  const Method pr = Method::kTurboProd, qj = Method::kQjl;
+  const int gqa[8][2] = {{8, 8}, {10, 2}, {12, 2}, {14, 2}, {16, 1}, {32, 8}, {9, 3}, {6, 6}};  // 1, 5, 6, 7, 16, 4, 3, 1
+  const int pages[5] = {16, 1, 8, 64, 256};
+  double worst[2] = {0, 0};
+  int i = 0;
+  for (int d : {80, 96, 112, 160, 192, 240})
+    for (int kb = 1; kb <= 4; ++kb) {
+      ++i;
+      const int* h = gqa[i % 8];
+      const int vb = 1 + (kb + i) % 4;
+      const std::vector<int> lens = L(i % 3 == 0 ? std::vector<int>{1, 65, 1000} : std::vector<int>{257, 31});
+      worst[0] = std::max(worst[0], run_prod_case(pr, d, kb, vb, h[0], h[1], pages[i % 5], lens, i % 4 == 0 ? 100 : 0,
+                                                  i % 2 == 0, seed + 11 * i, i % 5 == 0 ? 3 : 0));
+      if (kb == 1)
+        worst[1] = std::max(worst[1], run_prod_case(qj, d, 1, vb, h[0], h[1], pages[(i + 2) % 5], lens, 0, i % 2 == 1,
+                                                    seed + 11 * i + 5));
+    }
+  for (int d : {64, 128, 256})  // kernel 1 where the tensor-core kernel also runs
+    for (int kb = 1; kb <= 4; ++kb) {
+      ++i;
+      const int* h = gqa[i % 8];
+      worst[0] = std::max(worst[0], run_prod_case(pr, d, kb, 1 + (kb + 1) % 4, h[0], h[1], pages[i % 5],
+                                                  L({4097, 2, 130}), i % 3 == 0 ? 700 : 0, i % 2 == 0, seed + 13 * i,
+                                                  0, 0, 1));
+      if (kb == 4)
+        worst[1] = std::max(worst[1], run_prod_case(qj, d, 1, 3, h[0], h[1], pages[(i + 1) % 5], L({1000, 17}), 0, false,
+                                                    seed + 13 * i + 3, 5, 0, 1));
+    }
+  std::printf("sketch keys (CUDA cores): worst relative error vs fp64: tq-prod %.3g, qjl %.3g\n", worst[0], worst[1]);
 }
 
 /// Fractional TurboQuant-MSE widths (bits + 0.5: the outlier split) for keys and values, calibrated
@@ -790,22 +842,21 @@ TEST(CudaDecode, FractionalRejectsMixedWidths) {
   expect_invalid([&] { cuda::qjl_paged_decode(qtab, itab, {pool.p, qst + 32}, {pool.p, ist}, pt, a, nullptr); },
                  "kpool.page_stride");
   cuda::DecodeArgs ak = a;
-  ak.kernel = 1;
+  ak.kernel = 2;
   expect_invalid([&] { cuda::qjl_paged_decode(qtab, itab, {pool.p, qst}, {pool.p, ist}, pt, ak, nullptr); }, "kernel");
+  expect_invalid([&] { cuda::tq_prod_paged_decode(ptab, itab, {pool.p, cuda::tq_prod_page_stride(16, ptab.code_bytes())},
+                                                  {pool.p, ist}, pt, ak, nullptr); }, "kernel");
   qcfg.qjl_rows = 256;
   const cuda::QjlTables qwide(qcfg);
   expect_invalid([&] { cuda::qjl_paged_decode(qwide, itab, {pool.p, qwide.page_stride(16)}, {pool.p, ist}, pt, a, nullptr); },
                  "kcodec.rows = 256");
   qcfg.qjl_rows = 0;
-  qcfg.head_dim = 96;
-  CodecConfig v96;
-  v96.head_dim = 96;
-  const cuda::QjlTables q96(qcfg);
-  const cuda::TqMseTables t96(v96);
-  cuda::DecodeArgs a96 = a;
-  a96.head_dim = 96;
-  expect_invalid([&] { cuda::qjl_paged_decode(q96, t96, {pool.p, q96.page_stride(16)}, {pool.p, t96.page_stride(16)}, pt, a96, nullptr); },
-                 "head_dim = 96");
+  qcfg.head_dim = 264;  // qjl tables take it (a multiple of 8); the decode takes multiples of 16 in 64..256
+  const cuda::QjlTables q264(qcfg);
+  cuda::DecodeArgs a264 = a;
+  a264.head_dim = 264;
+  expect_invalid([&] { cuda::qjl_paged_decode(q264, itab, {pool.p, q264.page_stride(16)}, {pool.p, ist}, pt, a264, nullptr); },
+                 "head_dim = 264: must be a multiple of 16 in 64..256 for sketch keys");
   EXPECT_NO_THROW(cuda::qjl_paged_decode(qtab, itab, {pool.p, qst}, {pool.p, ist}, pt, a, nullptr));
   TKV_TEST_CUDA(cudaDeviceSynchronize());
 }

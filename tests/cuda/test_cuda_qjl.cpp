@@ -135,6 +135,14 @@ TEST(CudaTqProd, EncodeBytesMatchReference) {
           check_bytes({Method::kTurboProd, d, bits, rows, orth}, seed + d * 13 + bits * 5 + rows + orth, kNs);
   for (int bits = 1; bits <= 4; ++bits)  // sketch rows not a multiple of 32 / 128
     check_bytes({Method::kTurboProd, 128, bits, 72, false}, seed + bits, {1, 65, 300});
+  // head_dims that are not powers of two: the dense Haar rotation (tq_prod_encode_dense_kernel).
+  int i = 0;
+  for (int d : {80, 96, 112, 160, 240})
+    for (int bits = 1; bits <= 4; ++bits) {
+      ++i;
+      check_bytes({Method::kTurboProd, d, bits, i % 3 == 0 ? 2 * d : d, i % 2 == 0}, seed + 500 + i,
+                  {1, 2, 31, 33, 65, 1000});
+    }
 }
 
 // ---------------------------------------------------------------- append into pages
@@ -197,6 +205,12 @@ TEST(CudaTqProd, AppendBytesMatchReference) {
   for (cuda::IoType io : ios) check_append({Method::kTurboProd, 128, 3, 128, false}, 16, io, seed + 100 + int(io));
   check_append({Method::kTurboProd, 128, 2, 256, true}, 8, cuda::IoType::kF16, seed + 200);
   check_append({Method::kTurboProd, 64, 4, 72, false}, 32, cuda::IoType::kBf16, seed + 201);
+  // Dense rotations (head_dim not a power of two), every width and input type.
+  for (int d : {80, 96, 112, 192})
+    for (int bits = 1; bits <= 4; ++bits) {
+      ++i;
+      check_append({Method::kTurboProd, d, bits, d, (bits % 2) == 1}, pages[i % 3], ios[i % 3], seed + 300 + i);
+    }
 }
 
 // qjl_append: every head_dim the reference's qjl takes (non-powers of two included), sketch rows d, 2 d and 72,
@@ -414,6 +428,8 @@ TEST(CudaTqProd, ScoresMatchReference) {
       for (int rows : {d, 2 * d})
         for (bool orth : {false, true})
           check_scores({Method::kTurboProd, d, bits, rows, orth}, seed + d * 17 + bits * 3 + rows + orth);
+  for (int d : {80, 96, 112, 208})  // dense rotations: the prepared query's Pi q (fp64) and the scores
+    for (int bits = 1; bits <= 4; ++bits) check_scores({Method::kTurboProd, d, bits, d, bits % 2 == 0}, seed + d + bits);
 }
 
 
@@ -504,6 +520,10 @@ TEST(CudaTqProd, DecodeMatchesReference) {
     }
   run_decode_case({128, 3, 4, 128, 4, 4, 1, false, {2000, 1, 129}}, seed + ++i);   // one split, MHA
   run_decode_case({128, 2, 3, 136, 12, 3, 256, false, {300, 77}}, seed + ++i);     // many (mostly empty) splits
+  // Dense rotations (head_dim not a power of two): Pi q and the values' Pi^T as dense matrix products.
+  for (int d : {80, 96, 112, 176})
+    for (int kb = 1; kb <= 4; ++kb)
+      run_decode_case({d, kb, 1 + (kb + d / 16) % 4, d, 7, 1, 0, kb % 2 == 0, {1, 65, 700}}, seed + ++i);
 }
 
 TEST(CudaTqProd, DecodeRejectsBadArguments) {
@@ -563,9 +583,14 @@ TEST(CudaQjl, RejectsBadArguments) {
   cfg.bits = 2.5;
   EXPECT_THROW(cuda::QjlTables t(cfg), std::invalid_argument);
   cfg.bits = 3;
-  cfg.head_dim = 96;
-  EXPECT_THROW(cuda::QjlTables t(cfg), std::invalid_argument);
+  for (int d : {48, 72, 100, 272}) {  // tq-prod head_dim: multiples of 16 in 64..256
+    cfg.head_dim = d;
+    EXPECT_THROW(cuda::QjlTables t(cfg), std::invalid_argument) << "head_dim " << d;
+  }
+  cfg.head_dim = 96;  // the dense rotation
+  EXPECT_TRUE(cuda::QjlTables(cfg).dense());
   cfg.head_dim = 128;
+  EXPECT_FALSE(cuda::QjlTables(cfg).dense());
   cfg.rotation = RotationKind::kHaar;
   EXPECT_THROW(cuda::QjlTables t(cfg), std::invalid_argument);
   cfg.rotation = RotationKind::kHadamard;
