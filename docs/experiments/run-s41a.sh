@@ -21,4 +21,7 @@ timeout 120 $B/turbokv_cuda_bench --configs 128:32:8,64:9:3,256:4:1 --batches 16
 echo "bench rc=$?"
 timeout 40 $B/turbokv_cuda_bench --configs 128:32:8 --batches 1 --contexts 32768 --bits 2,4 \
   --methods tq-mse,qjl,dequantize --csv $OUT/bench-s41a-b1.csv >> $OUT/bench.log 2>&1
-echo "bench rc=$? total $(( $(date +%s) - T0 )) s"; grep -E "qjl|dequant|checked|FAILED" $OUT/bench.log | head -40
+echo "bench rc=$?"
+timeout 100 $B/turbokv_cuda_bench --configs 96:32:8,80:20:4 --batches 4 --contexts 16384 --bits 2,3,4 \
+  --methods tq-mse,tq-prod,qjl --csv $OUT/bench-s41a-dense.csv >> $OUT/bench.log 2>&1
+echo "bench rc=$? total $(( $(date +%s) - T0 )) s"; grep -E "qjl|prod|dequant|checked|FAILED" $OUT/bench.log | head -60

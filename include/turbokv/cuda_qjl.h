@@ -9,7 +9,8 @@
 //            <q, x> ~= ||x|| * (<Pi q, c[code]> + kappa * gamma * <S Pi q, signs>).
 //
 // Both have an append into pages (qjl_append, tq_prod_append) and a fused paged decode with
-// TurboQuant-MSE values on the fp16 tensor-core kernel (qjl_paged_decode, tq_prod_paged_decode).
+// TurboQuant-MSE values (qjl_paged_decode, tq_prod_paged_decode: the fp16 tensor-core kernel at head_dim
+// 64 / 128 / 256, the CUDA-core kernel with kernel 1 and at the other multiples of 16 in 64..256).
 //
 // Encoders write exactly the bytes of the reference codec (make_codec(cfg)->encode):
 // one formats.h block of n tokens, [codes: n * code_bytes][n * num_scalars fp16],
@@ -149,6 +150,8 @@ void qjl_scores(const QjlTables& tab, const float* state, int num_queries, const
  * byte-identical to the reference: MSE codes at bits-1 of the rotated unit
  * vector, QJL signs of its residual, fp16 ||x|| and gamma.
  * tab: a tq-prod QjlTables; x: device fp32 [n, head_dim]; out: device, tab.block_bytes(n) bytes.
+ * head_dim 64 / 128 / 256: the FWHT in registers; other multiples of 16 (tab.dense()): the reference's
+ * dense y = Pi x (ascending sums, multiply then add, each rounded), d^2 multiply-adds per vector (not tuned).
  */
 void tq_prod_encode(const QjlTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream);
 
@@ -158,7 +161,7 @@ void tq_prod_encode(const QjlTables& tab, const float* x, std::size_t n, std::ui
  * code_bytes() bytes at the token's slot of its (page, KV head) block, its [||x||, gamma] fp16 pair at
  * slot `off` of the block's pairs: the reference's block of page_size tokens). The same kernel as
  * tq_prod_encode (same float operations in the same order), writing through the page table.
- * kcodec: tq-prod (head_dim 64, 128, 256); x: device [batch][num_new][num_kv_heads][head_dim] of type
+ * kcodec: tq-prod (head_dim a multiple of 16 in 64..256); x: device [batch][num_new][num_kv_heads][head_dim] of type
  * x_type (fp32, or fp16 / bf16 widened exactly: the bytes equal the reference's encode of the widened
  * values); start: device int32 [batch], each sequence's first new position (the pages covering
  * [start, start + num_new) must be in the table); pool.page_stride must equal
@@ -175,8 +178,8 @@ void tq_prod_append(const QjlTables& kcodec, const void* x, int batch, int num_n
 
 /**
  * TurboQuant-Prod query preparation: state[q] = [Pi q (head_dim), S Pi q (m)]
- * (fp64, stored fp32). q: device fp32 [num_queries, head_dim];
- * state: device fp32 [num_queries, head_dim + m].
+ * (fp64, stored fp32; tab.dense(): Pi q as the reference's dense sums in fp64). q: device fp32
+ * [num_queries, head_dim]; state: device fp32 [num_queries, head_dim + m].
  */
 void tq_prod_prepare_query(const QjlTables& tab, const float* q, int num_queries, float* state, Stream stream);
 
@@ -219,7 +222,8 @@ std::size_t tq_prod_decode_workspace_bytes(const ProdDecodeArgs& args, int head_
  * head) block: Pi q and S Pi q once (fp32), logit_t = softmax_scale *
  * ||k_t|| (<Pi q, c[code_t]> + kappa gamma_t <S Pi q, signs_t>), online softmax,
  * values accumulated in the value rotation's domain; the splits merge by
- * log-sum-exp and the result is rotated back once (Pi_v^T). fp32 throughout;
+ * log-sum-exp and the result is rotated back once (Pi_v^T; dense matrix products at head_dims that
+ * are not powers of two, where both tables are dense()). fp32 throughout;
  * tested against attention_compressed (fp64, context = seq_len): relative
  * error <= 1e-4 per sequence (kProdDecodeRelTol in tests/cuda/test_cuda_qjl.cpp).
  * A simple CUDA-core kernel (one query head per block, no tile sharing across
@@ -242,30 +246,37 @@ std::size_t tq_prod_page_stride(int page_size, std::size_t code_bytes);
  * tables and S2 = (+-1 sign pairs) . (kappa S Pi q) as a second MMA chain;
  * logit = scale * ||k|| * (S1 + gamma * S2) (TurboQuant Algorithm 2's unbiased
  * estimate); S Pi q is computed once per block. Values, GQA, windows, soft-cap,
- * io types, splits and workspace as in tq_mse_decode (cuda.h; args.kernel must
- * be 0). Pages: key pool blocks of tq_prod_page_stride(page_size, kcodec.code_bytes())
- * bytes holding page_size tokens' codes then their [||x||, gamma] pairs; value
- * pool as tq_mse_decode. fp16 operands, fp32 accumulation (tolerance as the
- * MSE fp16 kernel). Integer value widths only (vcodec.split() throws). Throws std::invalid_argument
- * naming the argument.
+ * io types, splits and workspace as in tq_mse_decode (cuda.h). Pages: key pool blocks of
+ * tq_prod_page_stride(page_size, kcodec.code_bytes()) bytes holding page_size tokens' codes then their
+ * [||x||, gamma] pairs; value pool as tq_mse_decode. args.kernel 0 (default) at head_dim 64, 128, 256:
+ * that fp16 tensor-core kernel, fp16 operands, fp32 accumulation (tolerance as the MSE fp16 kernel).
+ * args.kernel 1, and kernel 0 at the other head_dims (multiples of 16 in 64..256; dense rotations at
+ * non-powers of two: Pi q in the set-up, Pi^T in the combine kernel): the CUDA-core kernel of
+ * tq_mse_decode (decode.cuh, SketchKeyFmt), fp32 throughout: per token ||k|| (<Pi q, c[code]> + kappa
+ * gamma <S Pi q, signs>) from the lane's 16 dims of MSE codes and sign bits (tests/cuda/
+ * test_cuda_attention.cpp SketchKeysCudaCoresMatchReference: relative error 1e-4 against fp64).
+ * Integer value widths only (vcodec.split() throws). Throws std::invalid_argument naming the argument
+ * (head_dim outside 64..256 or not a multiple of 16, kcodec.rows != head_dim, kernel not 0 or 1, ...).
  */
 void tq_prod_paged_decode(const QjlTables& kcodec, const TqMseTables& vcodec, PagedPool kpool, PagedPool vpool,
                           const PageTable& table, const DecodeArgs& args, Stream stream);
 
 /**
- * Split-K flash-decoding on paged QJL keys (kcodec: qjl, head_dim 64, 128 or 256, qjl_rows 0 = head_dim)
- * and TurboQuant-MSE values (vcodec, integer widths 1..4), through the fp16 tensor-core kernel of
- * tq_mse_decode (decode_h16.cuh, H16Layout::QJL): the Prod kernel's sign chain with no MSE part. Per
+ * Split-K flash-decoding on paged QJL keys (kcodec: qjl, head_dim a multiple of 16 in 64..256, qjl_rows 0 =
+ * head_dim) and TurboQuant-MSE values (vcodec, integer widths 1..4). args.kernel 0 (default) at head_dim
+ * 64, 128, 256: the fp16 tensor-core kernel of tq_mse_decode (decode_h16.cuh, H16Layout::QJL): the Prod
+ * kernel's sign chain with no MSE part; args.kernel 1, and kernel 0 at 80, 96, 112, 160, ...: the CUDA-core
+ * kernel (decode.cuh SketchKeyFmt, fp32, logit as below; tolerance 1e-4 relative against fp64). Per
  * block, S q of its (up to 8) query heads once (fp32, times softmax_scale log2(e) kappa, then fp16
  * fragments); per 16-token tile the (+-1 sign pairs) . (S q) MMA chain gives <S q, signs_t>, and
  * logit_t = softmax_scale * kappa * ||k_t|| * <S q, signs_t> (QJL's estimate of <q, k_t>, Zandieh,
  * Daliri, Han, arXiv 2406.03482, Lemma 3.2). Values, GQA, windows, soft-cap, io types, splits and
- * workspace (decode_workspace_bytes) as in tq_mse_decode (cuda.h; args.kernel must be 0).
+ * workspace (decode_workspace_bytes) as in tq_mse_decode (cuda.h).
  * Pages: key pool blocks of kcodec.page_stride(page_size) bytes, each the reference's qjl block of
  * page_size tokens (sign bytes, then the fp16 norms), as qjl_append writes them; value pool as
  * tq_mse_decode. fp16 operands, fp32 accumulation: tested against attention_compressed (fp64) with the
  * MSE fp16 kernel's tolerance. Throws std::invalid_argument naming the argument (kcodec.method, head_dim,
- * kcodec.rows, kernel, vcodec.bits at a fractional width, pools and page table as tq_mse_decode).
+ * kcodec.rows, kernel not 0 or 1, vcodec.bits at a fractional width, pools and page table as tq_mse_decode).
  */
 void qjl_paged_decode(const QjlTables& kcodec, const TqMseTables& vcodec, PagedPool kpool, PagedPool vpool,
                       const PageTable& table, const DecodeArgs& args, Stream stream);

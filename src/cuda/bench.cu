@@ -799,8 +799,9 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         }
 
         // QJL keys (1-bit sketch, m = head_dim, fp16 norm) with MSE values at `bits`, paged, through the fp16
-        // tensor-core kernel (qjl_paged_decode). Key pools rotated like the value pools.
-        if (bits >= 2 && bits == bits_d && pow2 && want("qjl")) {
+        // tensor-core kernel (qjl_paged_decode; at head_dims that are not powers of two its CUDA-core kernel,
+        // the row named "(cuda cores)"). Key pools rotated like the value pools.
+        if (bits >= 2 && bits == bits_d && want("qjl")) {
           CodecConfig qc;
           qc.method = Method::kQjl, qc.bits = 1, qc.head_dim = d;
           cuda::QjlTables qtab(qc);
@@ -818,20 +819,22 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           };
           const double us = median_us(s, reps, run);
           BenchRow r = proto;
-          r.op = "decode_attention", r.method = "qjl keys", r.bits = bits;
+          r.op = "decode_attention", r.method = pow2 ? "qjl keys" : "qjl keys (cuda cores)", r.bits = bits;
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = (std::size_t(batch) * ctx * kvh * (qcb + 2 + tab.code_bytes() + 2) + q_bytes) / (us * 1e3);
           if (opt.check) {
             const BlockFmt qf{qstride, qcb, 2, 0, d};
             const auto qref = make_codec(qc);
-            check(r, run, rc.ref(*qref, rc.gather(qkp[0]->as<std::uint8_t>(), qf), *ref, vrow), kTolH16);
+            check(r, run, rc.ref(*qref, rc.gather(qkp[0]->as<std::uint8_t>(), qf), *ref, vrow), pow2 ? kTolH16 : kTolVq);
           }
           rows.push_back(r);
         }
 
-        // TurboQuant-Prod keys (bits - 1 MSE + 1-bit QJL, m = head_dim) with MSE values at `bits`, on
-        // contiguous blocks (tq_prod_decode; the untuned CUDA-core kernel of cuda_qjl.h), and its encode.
-        if (bits >= 2 && bits == bits_d && pow2 && want("tq-prod")) {
+        // TurboQuant-Prod keys (bits - 1 MSE + 1-bit QJL, m = head_dim) with MSE values at `bits`: paged
+        // (tq_prod_paged_decode: the fp16 tensor-core kernel at 64 / 128 / 256, its CUDA-core kernel at the
+        // other head_dims, "(paged, cuda cores)"), on contiguous blocks (tq_prod_decode; the untuned CUDA-core
+        // kernel of cuda_qjl.h), and its encode (dense rotations at head_dims that are not powers of two).
+        if (bits >= 2 && bits == bits_d && want("tq-prod")) {
           CodecConfig pc;
           pc.method = Method::kTurboProd, pc.bits = bits, pc.head_dim = d;
           cuda::QjlTables ptab(pc);
@@ -854,14 +857,15 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
               };
               const double us = median_us(s, reps, run);
               BenchRow r = proto;
-              r.op = "decode_attention", r.method = warps == 8 ? "tq-prod keys (8 warps)" : "tq-prod keys", r.bits = bits;
+              r.op = "decode_attention", r.bits = bits;
+              r.method = !pow2 ? "tq-prod keys (paged, cuda cores)" : warps == 8 ? "tq-prod keys (8 warps)" : "tq-prod keys";
               r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
               r.gbps = (std::size_t(batch) * ctx * kvh * (ptab.code_bytes() + 4 + tab.code_bytes() + 2) + q_bytes) /
                        (us * 1e3);
               if (opt.check) {
                 const BlockFmt pf{pstride, ptab.code_bytes(), 4, 0, d};
                 const auto pref = make_codec(pc);
-                check(r, run, rc.ref(*pref, rc.gather(pkp[0]->as<std::uint8_t>(), pf), *ref, vrow), kTolH16);
+                check(r, run, rc.ref(*pref, rc.gather(pkp[0]->as<std::uint8_t>(), pf), *ref, vrow), pow2 ? kTolH16 : kTolVq);
               }
               rows.push_back(r);
             }
