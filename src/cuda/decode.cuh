@@ -568,7 +568,9 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
             gamma = 0.0f;
             if (valid) {
               const int pos = t0 + tt, pmask = (1 << a.page_shift) - 1;
-              const int page = ring.slot(it)[(pos >> a.page_shift) - ring.first(it)];
+              // The page id from the table in global memory, not the ring: this tile's ring slot is
+              // rewritten (ring.store below) by warps that finish their tokens first.
+              const int page = __ldg(a.pages + static_cast<std::size_t>(b) * a.max_pages + (pos >> a.page_shift));
               const std::uint8_t* sc = a.kpool + (static_cast<std::size_t>(page) * a.num_kv_heads + g) * a.kstride +
                                        static_cast<std::size_t>(pmask + 1) * cbK + 4 * static_cast<std::size_t>(pos & pmask);
               kn_sk = __half2float(__ushort_as_half(__ldg(reinterpret_cast<const unsigned short*>(sc))));

@@ -199,7 +199,7 @@ TEST(CudaTqProd, AppendBytesMatchReference) {
   for (int d : {64, 128, 256})
     for (int bits = 1; bits <= 4; ++bits) {
       ++i;
-      check_append({Method::kTurboProd, d, bits, d, (bits % 2) == 0}, pages[i % 3], ios[i % 3], seed + i);
+      check_append({Method::kTurboProd, d, bits, d, (bits % 2) == 0}, pages[(i / 3) % 3], ios[i % 3], seed + i);
     }
   // Every input type at one shape; sketch rows 2 d and 72 (a partial ballot word).
   for (cuda::IoType io : ios) check_append({Method::kTurboProd, 128, 3, 128, false}, 16, io, seed + 100 + int(io));
@@ -209,7 +209,7 @@ TEST(CudaTqProd, AppendBytesMatchReference) {
   for (int d : {80, 96, 112, 192})
     for (int bits = 1; bits <= 4; ++bits) {
       ++i;
-      check_append({Method::kTurboProd, d, bits, d, (bits % 2) == 1}, pages[i % 3], ios[i % 3], seed + 300 + i);
+      check_append({Method::kTurboProd, d, bits, d, (bits % 2) == 1}, pages[(i / 3) % 3], ios[i % 3], seed + 300 + i);
     }
 }
 
