@@ -127,6 +127,17 @@ DeviceArray<T> upload(const std::vector<T>& v) {
   return owner;
 }
 
+/// Uploads the reference's dense rotation m = Pi ([dim][dim] row-major, Rotation::matrix()) as rot = Pi
+/// and rot_t = Pi^T (both row-major): the tables of head_dims that are not powers of two.
+inline void upload_dense_rotation(const std::vector<float>& m, int dim, DeviceArray<float>& rot,
+                                  DeviceArray<float>& rot_t) {
+  std::vector<float> mt(m.size());
+  for (int i = 0; i < dim; ++i)
+    for (int j = 0; j < dim; ++j) mt[std::size_t(j) * dim + i] = m[std::size_t(i) * dim + j];
+  rot = upload(m);
+  rot_t = upload(mt);
+}
+
 inline int num_sms() {
   static int n = [] {
     int dev = 0, v = 0;

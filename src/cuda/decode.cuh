@@ -473,17 +473,20 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
     scratch[idx] = qv;
   }
   __syncthreads();
-  if (KF::kRotated && a.krot_t) {
-    // Dense rotation: Pi q = sum_j Pi^T[j][.] q_j into the scratch's second part, then back.
-    float* y = scratch + nq * D;
+  // y[vec][i] = sum_j m[j][i] x[vec][j] for the block's nq query vectors (m: [D][D] row-major, fp32 fma).
+  auto matvec_t = [&](const float* __restrict__ m, const float* x, float* y) {
     for (int idx = tid; idx < nq * D; idx += nthr) {
       const int vec = idx / D, i = idx - vec * D;
-      const float* x = scratch + vec * D;
       float acc = 0.0f;
-      for (int j = 0; j < D; ++j) acc = fmaf(__ldg(a.krot_t + static_cast<std::size_t>(j) * D + i), x[j], acc);
+      for (int j = 0; j < D; ++j) acc = fmaf(__ldg(m + static_cast<std::size_t>(j) * D + i), x[vec * D + j], acc);
       y[idx] = acc;
     }
     __syncthreads();
+  };
+  if (KF::kRotated && a.krot_t) {
+    // Dense rotation: Pi q = sum_j Pi^T[j][.] q_j into the scratch's second part, then back.
+    float* y = scratch + nq * D;
+    matvec_t(a.krot_t, scratch, y);
     for (int idx = tid; idx < nq * D; idx += nthr) scratch[idx] = y[idx];
     __syncthreads();
   } else if (KF::kRotated) {
@@ -509,14 +512,7 @@ __global__ void __launch_bounds__(kSubThreads* kMaxSubPerBlock)
   float sq[KF::kSketch ? HPW : 1][16];
   if constexpr (KF::kSketch) {
     float* y = scratch + nq * D;
-    for (int idx = tid; idx < nq * D; idx += nthr) {
-      const int vec = idx / D, i = idx - vec * D;
-      const float* x = scratch + vec * D;
-      float acc = 0.0f;
-      for (int j = 0; j < D; ++j) acc = fmaf(__ldg(a.sketch + static_cast<std::size_t>(j) * D + i), x[j], acc);
-      y[idx] = acc;
-    }
-    __syncthreads();
+    matvec_t(a.sketch, scratch, y);
     const float f = a.qscale * a.kappa;
 #pragma unroll
     for (int h = 0; h < HPW; ++h)

@@ -170,12 +170,7 @@ void TqMseTables::init(const CodecConfig& cfg) {
     if (rot.kind() == RotationKind::kHaar) {  // not a power of two: the reference's dense rotation
       dense_ = true;
       scale_ = 1.0f;
-      const std::vector<float>& m = rot.matrix();
-      std::vector<float> mt(m.size());
-      for (int i = 0; i < dim; ++i)
-        for (int j = 0; j < dim; ++j) mt[std::size_t(j) * dim + i] = m[std::size_t(i) * dim + j];
-      rotation_ = detail::upload(m);
-      rotation_t_ = detail::upload(mt);
+      detail::upload_dense_rotation(rot.matrix(), dim, rotation_, rotation_t_);
     } else {
       signs_ = detail::upload(rot.signs());  // head_dim floats
     }

@@ -127,12 +127,7 @@ QjlTables::QjlTables(const CodecConfig& cfg) {
     const Rotation rot(head_dim_, cfg.rotation, cfg.seed);
     if (rot.kind() == RotationKind::kHaar) {  // not a power of two: the reference's dense rotation
       scale_ = 1.0f;
-      const std::vector<float>& mat = rot.matrix();
-      std::vector<float> mt(mat.size());
-      for (int i = 0; i < head_dim_; ++i)
-        for (int j = 0; j < head_dim_; ++j) mt[std::size_t(j) * head_dim_ + i] = mat[std::size_t(i) * head_dim_ + j];
-      rotation_ = detail::upload(mat);
-      rotation_t_ = detail::upload(mt);
+      detail::upload_dense_rotation(rot.matrix(), head_dim_, rotation_, rotation_t_);
     } else {
       scale_ = Rotation::hadamard_scale(head_dim_);
       signs_ = detail::upload(rot.signs());

@@ -43,12 +43,44 @@ struct ProdArgs {
   int d;               // head_dim (the dense kernel's runtime D)
 };
 
+/// The MSE stage of both encoders in registers: the (b-1)-bit codebook's boundaries and centroids.
+template <int MB>
+struct ProdQuant {
+  static constexpr int NB = MB > 0 ? (1 << MB) - 1 : 0;
+  float bnd[NB > 0 ? NB : 1], cen[NB + 1];
+  __device__ __forceinline__ explicit ProdQuant(const ProdArgs& a) {
+#pragma unroll
+    for (int k = 0; k < NB; ++k) bnd[k] = __ldg(a.boundaries + k);
+    if constexpr (MB > 0) {
+#pragma unroll
+      for (int k = 0; k <= NB; ++k) cen[k] = __ldg(a.centroids + k);
+    } else {
+      cen[0] = 0.0f;
+    }
+  }
+  /// The residual u - c[code] of the unit-vector coordinate u (u itself at MB = 0); code = #boundaries < u
+  /// (ScalarCodebook::quantize) into *code when MB > 0.
+  __device__ __forceinline__ float residual(float u, std::uint8_t* code_out) const {
+    if constexpr (MB == 0) {
+      return u;
+    } else {
+      unsigned code = 0;
+#pragma unroll
+      for (int k = 0; k < NB; ++k) code += u > bnd[k] ? 1u : 0u;
+      float c = cen[0];
+#pragma unroll
+      for (int k = 1; k <= NB; ++k) c = code == static_cast<unsigned>(k) ? cen[k] : c;  // select, no local memory
+      *code_out = static_cast<std::uint8_t>(code);
+      return __fsub_rn(u, c);
+    }
+  }
+};
+
 /// Writes vector v's codes and [||x||, gamma] through dst (detail::BlockDst: tq_prod_encode's block;
 /// detail::PagedDst: tq_prod_append's pages). XT: the input type (fp16 / bf16 widened exactly on load).
 template <int D, int MB, class XT, class Dst>
 __global__ void __launch_bounds__(kThreads) tq_prod_encode_kernel(const ProdArgs a, const Dst dst) {
   constexpr int E = D / 32;
-  constexpr int NB = MB > 0 ? (1 << MB) - 1 : 0;
   constexpr int LD = tile_ld(D);
   extern __shared__ __align__(16) float smem[];
   float* xs = smem;
@@ -61,15 +93,7 @@ __global__ void __launch_bounds__(kThreads) tq_prod_encode_kernel(const ProdArgs
   float sgn[E];
 #pragma unroll
   for (int e = 0; e < E; ++e) sgn[e] = __ldg(a.signs + lane * E + e);
-  float bnd[NB > 0 ? NB : 1], cen[NB + 1];
-#pragma unroll
-  for (int k = 0; k < NB; ++k) bnd[k] = __ldg(a.boundaries + k);
-  if constexpr (MB > 0) {
-#pragma unroll
-    for (int k = 0; k <= NB; ++k) cen[k] = __ldg(a.centroids + k);
-  } else {
-    cen[0] = 0.0f;
-  }
+  const ProdQuant<MB> pq(a);
   __syncthreads();
   std::uint8_t* cw = cbuf + w * D;
   for (int v = 0; v < kVecsPerWarp; ++v) {
@@ -85,21 +109,8 @@ __global__ void __launch_bounds__(kThreads) tq_prod_encode_kernel(const ProdArgs
     const float inv = norm > 0.0f ? __fdiv_rn(1.0f, norm) : 0.0f;
     __syncwarp();  // every lane has read the row (sum of squares, own elements)
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const float u = __fmul_rn(__fmul_rn(y[e], a.scale), inv);
-      float r = u;
-      if constexpr (MB > 0) {
-        unsigned code = 0;
-#pragma unroll
-        for (int k = 0; k < NB; ++k) code += u > bnd[k] ? 1u : 0u;
-        float c = cen[0];
-#pragma unroll
-        for (int k = 1; k <= NB; ++k) c = code == static_cast<unsigned>(k) ? cen[k] : c;  // select, no local memory
-        r = __fsub_rn(u, c);
-        cw[lane * E + e] = static_cast<std::uint8_t>(code);
-      }
-      row[lane * E + e] = r;
-    }
+    for (int e = 0; e < E; ++e)
+      row[lane * E + e] = pq.residual(__fmul_rn(__fmul_rn(y[e], a.scale), inv), cw + lane * E + e);
     __syncwarp();
     const float gamma = __fsqrt_rn(sumsq_row(row, D));
     const detail::TokenDst to = dst.at(v0 + vv);
@@ -133,7 +144,6 @@ __global__ void __launch_bounds__(kThreads) tq_prod_encode_kernel(const ProdArgs
 /// Correct first: the d^2 multiply-adds per vector are not tuned.
 template <int MB, class XT, class Dst>
 __global__ void __launch_bounds__(kThreads) tq_prod_encode_dense_kernel(const ProdArgs a, const Dst dst) {
-  constexpr int NB = MB > 0 ? (1 << MB) - 1 : 0;
   constexpr int kV = 8;
   const int D = a.d, LD = tile_ld(D);
   extern __shared__ __align__(16) float smem[];
@@ -145,15 +155,7 @@ __global__ void __launch_bounds__(kThreads) tq_prod_encode_dense_kernel(const Pr
   const int nv = a.n - v0 < static_cast<std::size_t>(kVecs) ? static_cast<int>(a.n - v0) : kVecs;
   load_tile<XT>(a.x, v0, nv, D, xs);
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  float bnd[NB > 0 ? NB : 1], cen[NB + 1];
-#pragma unroll
-  for (int k = 0; k < NB; ++k) bnd[k] = __ldg(a.boundaries + k);
-  if constexpr (MB > 0) {
-#pragma unroll
-    for (int k = 0; k <= NB; ++k) cen[k] = __ldg(a.centroids + k);
-  } else {
-    cen[0] = 0.0f;
-  }
+  const ProdQuant<MB> pq(a);
   __syncthreads();
   for (int i = threadIdx.x; i < D; i += kThreads)
     for (int vb = 0; vb < nv; vb += kV) {
@@ -179,21 +181,7 @@ __global__ void __launch_bounds__(kThreads) tq_prod_encode_dense_kernel(const Pr
     const float norm = __fsqrt_rn(sum);
     const float inv = norm > 0.0f ? __fdiv_rn(1.0f, norm) : 0.0f;
     __syncwarp();  // every lane has read the row
-    for (int i = lane; i < D; i += 32) {
-      const float u = __fmul_rn(ys[vv * D + i], inv);
-      float r = u;
-      if constexpr (MB > 0) {
-        unsigned code = 0;
-#pragma unroll
-        for (int k = 0; k < NB; ++k) code += u > bnd[k] ? 1u : 0u;
-        float c = cen[0];
-#pragma unroll
-        for (int k = 1; k <= NB; ++k) c = code == static_cast<unsigned>(k) ? cen[k] : c;
-        r = __fsub_rn(u, c);
-        cw[i] = static_cast<std::uint8_t>(code);
-      }
-      row[i] = r;
-    }
+    for (int i = lane; i < D; i += 32) row[i] = pq.residual(__fmul_rn(ys[vv * D + i], inv), cw + i);
     __syncwarp();
     const float gamma = __fsqrt_rn(sumsq_row(row, D));
     const detail::TokenDst to = dst.at(v0 + vv);
