@@ -144,4 +144,8 @@ TEST(BenchConfigs, CsvLineHasTheHeaderColumns) {
             "speedup,gbps,max_err,rel_err,check_tol\n");
   EXPECT_EQ(bench_csv_line(r), "decode_attention,tq-mse,3.5,4096,128,32,8,16,0,12.250,fp16,49.000,4.0000,3800.50,0.001,"
                                "0.0002,0.003\n");
+  // Text fields with commas or quotes are quoted (RFC 4180), so every line keeps 17 columns.
+  r.method = "tq-prod keys (paged, \"cuda\" cores)";
+  EXPECT_EQ(bench_csv_line(r), "decode_attention,\"tq-prod keys (paged, \"\"cuda\"\" cores)\",3.5,4096,128,32,8,16,0,12.250,"
+                               "fp16,49.000,4.0000,3800.50,0.001,0.0002,0.003\n");
 }

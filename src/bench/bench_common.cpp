@@ -63,10 +63,21 @@ std::string bench_csv_header() {
          "speedup,gbps,max_err,rel_err,check_tol\n";
 }
 
+namespace {
+/// A CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+}  // namespace
+
 std::string bench_csv_line(const BenchRow& x) {
-  return fmt::format("{},{},{},{},{},{},{},{},{},{:.3f},{},{:.3f},{:.4f},{:.2f},{:.3g},{:.3g},{:.3g}\n", x.op, x.method,
-                     x.bits, x.context, x.head_dim, x.num_heads, x.num_kv_heads, x.batch, x.threads, x.time_us,
-                     x.baseline, x.baseline_time_us, x.speedup, x.gbps, x.max_err, x.rel_err, x.check_tol);
+  return fmt::format("{},{},{},{},{},{},{},{},{},{:.3f},{},{:.3f},{:.4f},{:.2f},{:.3g},{:.3g},{:.3g}\n", csv_field(x.op),
+                     csv_field(x.method), x.bits, x.context, x.head_dim, x.num_heads, x.num_kv_heads, x.batch, x.threads,
+                     x.time_us, csv_field(x.baseline), x.baseline_time_us, x.speedup, x.gbps, x.max_err, x.rel_err,
+                     x.check_tol);
 }
 
 std::string bench_table(const std::vector<BenchRow>& rows) {

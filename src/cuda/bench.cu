@@ -680,21 +680,24 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         // Dequantize (tq_mse_dequantize) of the first nt tokens of every sequence's value pages into fp16 (what
         // a prefill attention over the cached prefix would read first), at most 2^21 vectors: compressed
         // bytes in plus fp16 out count as moved. Checked: the row's tokens bit for bit against the fp16
-        // rounding of the reference decode of its gathered block.
-        if (want("dequantize")) {
+        // rounding of the reference decode of its gathered block. Also into an output 2 bytes off 16-byte
+        // alignment ("unaligned": one 2-byte store per element instead of the lanes' vector stores).
+        for (int off = 0; off < 2 && want("dequantize"); ++off) {
           const std::size_t per_tok = std::size_t(batch) * kvh;
           const int nt = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(ctx, (1u << 21) / per_tok)));
           const std::size_t nvec = per_tok * nt, out_bytes = nvec * d * 2;
-          DevMem dout16(out_bytes);
+          DevMem dout_mem(out_bytes + 16);
+          std::uint8_t* dout16 = dout_mem.as<std::uint8_t>() + 2 * off;
           DevMem dzero(std::size_t(batch) * 4);
           TKV_CUDA_CHECK(cudaMemsetAsync(dzero.p, 0, std::size_t(batch) * 4, s));
           auto run = [&](int i) {
             cuda::tq_mse_dequantize(tab, {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, batch, nt, kvh,
-                                    dzero.as<std::int32_t>(), dout16.p, st, cuda::IoType::kF16);
+                                    dzero.as<std::int32_t>(), dout16, st, cuda::IoType::kF16);
           };
           const double us = median_us(s, reps, run);
           BenchRow r = proto;
-          r.op = "dequantize", r.method = "tq-mse (fp16 out)", r.bits = bits_d, r.context = std::size_t(nt);
+          r.op = "dequantize", r.method = off ? "tq-mse (fp16 out; unaligned)" : "tq-mse (fp16 out)";
+          r.bits = bits_d, r.context = std::size_t(nt);
           r.time_us = us;
           r.gbps = (nvec * (tab.code_bytes() + nb) + out_bytes) / (us * 1e3);
           if (opt.check) {
@@ -707,7 +710,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             // The row's m tokens in one strided copy: token j of (rc.b, rc.g) at ((rc.b nt + j) kvh + rc.g) d.
             const std::size_t row_bytes = std::size_t(d) * 2;
             TKV_CUDA_CHECK(cudaMemcpy2D(got.data(), row_bytes,
-                                        static_cast<std::uint8_t*>(dout16.p) + (rc.b * std::size_t(nt) * kvh + rc.g) * row_bytes,
+                                        dout16 + (rc.b * std::size_t(nt) * kvh + rc.g) * row_bytes,
                                         kvh * row_bytes, row_bytes, m, cudaMemcpyDeviceToHost));
             for (std::size_t k = 0; k < m * d; ++k) {
               const std::uint16_t h = float_to_half(dec[k]);
@@ -832,7 +835,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
 
         // TurboQuant-Prod keys (bits - 1 MSE + 1-bit QJL, m = head_dim) with MSE values at `bits`: paged
         // (tq_prod_paged_decode: the fp16 tensor-core kernel at 64 / 128 / 256, its CUDA-core kernel at the
-        // other head_dims, "(paged, cuda cores)"), on contiguous blocks (tq_prod_decode; the untuned CUDA-core
+        // other head_dims, "(paged; cuda cores)"), on contiguous blocks (tq_prod_decode; the untuned CUDA-core
         // kernel of cuda_qjl.h), and its encode (dense rotations at head_dims that are not powers of two).
         if (bits >= 2 && bits == bits_d && want("tq-prod")) {
           CodecConfig pc;
@@ -858,7 +861,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
               const double us = median_us(s, reps, run);
               BenchRow r = proto;
               r.op = "decode_attention", r.bits = bits;
-              r.method = !pow2 ? "tq-prod keys (paged, cuda cores)" : warps == 8 ? "tq-prod keys (8 warps)" : "tq-prod keys";
+              r.method = !pow2 ? "tq-prod keys (paged; cuda cores)" : warps == 8 ? "tq-prod keys (8 warps)" : "tq-prod keys";
               r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
               r.gbps = (std::size_t(batch) * ctx * kvh * (ptab.code_bytes() + 4 + tab.code_bytes() + 2) + q_bytes) /
                        (us * 1e3);

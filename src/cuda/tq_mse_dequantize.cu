@@ -7,7 +7,8 @@
 // to the reference and fp16 / bf16 output is its round-to-nearest-even conversion.
 //
 // One warp per (sequence, token, KV head) vector, grid-stride. Power-of-two parts (head_dim 64, 128, 256 at
-// integer widths; the head_dim / 2 parts of fractional widths): lane L holds part elements [E L, E L + E),
+// integer widths; the head_dim / 2 parts of fractional widths): lane L holds part elements [E L, E L + E)
+// (stored by one or two vector stores when the output is 16-byte aligned at integer widths),
 // E = part size / 32, rotated by splitk.cuh's warp_fwht (the reference's butterflies and operands). Dense parts (80, 96, 112): y in
 // shared memory, lane L computes x_j for j = L, L + 32, ... (Pi from global memory, cached).
 #include <cuda_bf16.h>
@@ -65,9 +66,42 @@ __device__ __forceinline__ void store_out(void* out, std::size_t i, float v) {
     static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(v);
 }
 
-/// One power-of-two part of E * 32 elements: codes at `codes` (bits wide), centroids c (shared), signs
-/// [part], norm; writes element e of lane L to out channel (chan ? chan[E L + e] : E L + e) of `o`.
+/// The 16-bit pattern of OT(v) (round to nearest even), OT __half or __nv_bfloat16.
+template <class OT>
+__device__ __forceinline__ std::uint32_t bits16(float v) {
+  if constexpr (std::is_same_v<OT, __half>)
+    return __half_as_ushort(__float2half_rn(v));
+  else
+    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
+/// out[i .. i + E) = v as OT in one to two vector stores of E sizeof(OT) bytes (out + i aligned to
+/// min(16, E sizeof(OT)) bytes); the same values as E store_out calls.
 template <int E, class OT>
+__device__ __forceinline__ void store_out_vec(void* out, std::size_t i, const float (&v)[E]) {
+  constexpr int W = E * static_cast<int>(sizeof(OT)) / 4;  // 32-bit words, E >= 2
+  std::uint32_t w[W];
+#pragma unroll
+  for (int k = 0; k < W; ++k)
+    if constexpr (std::is_same_v<OT, float>)
+      w[k] = __float_as_uint(v[k]);
+    else
+      w[k] = bits16<OT>(v[2 * k]) | (bits16<OT>(v[2 * k + 1]) << 16);
+  std::uint32_t* p = reinterpret_cast<std::uint32_t*>(static_cast<OT*>(out) + i);
+  if constexpr (W % 4 == 0) {
+#pragma unroll
+    for (int k = 0; k < W; k += 4) reinterpret_cast<uint4*>(p)[k / 4] = make_uint4(w[k], w[k + 1], w[k + 2], w[k + 3]);
+  } else if constexpr (W == 2) {
+    *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+  } else {
+    *p = w[0];
+  }
+}
+
+/// One power-of-two part of E * 32 elements: codes at `codes` (bits wide), centroids c (shared), signs
+/// [part], norm; writes element e of lane L to out channel (chan ? chan[E L + e] : E L + e) of `o`. VEC
+/// (chan null, `o` 16-byte aligned): the lane's E outputs in vector stores (store_out_vec).
+template <int E, class OT, bool VEC>
 __device__ __forceinline__ void hadamard_part(const std::uint8_t* codes, int bits, const float* c,
                                               const float* __restrict__ signs, const std::int32_t* __restrict__ chan,
                                               float scale, float norm, void* o, std::size_t obase, int lane) {
@@ -79,8 +113,10 @@ __device__ __forceinline__ void hadamard_part(const std::uint8_t* codes, int bit
   for (int e = 0; e < E; ++e) {
     const int i = E * lane + e;
     const float xi = __fmul_rn(x[e], scale * __ldg(signs + i));  // scale * (+-1): exact
-    store_out<OT>(o, obase + (chan ? __ldg(chan + i) : i), __fmul_rn(norm, xi));
+    x[e] = __fmul_rn(norm, xi);
+    if constexpr (!VEC) store_out<OT>(o, obase + (chan ? __ldg(chan + i) : i), x[e]);
   }
+  if constexpr (VEC) store_out_vec<E, OT>(o, obase + E * lane, x);
 }
 
 /// The block of vector v: its codes and its scalars.
@@ -101,7 +137,7 @@ __device__ __forceinline__ float half_at(const std::uint8_t* p) {
 
 /// Power-of-two rotations: integer widths (SPLIT false, E = head_dim / 32) or the outlier split (SPLIT
 /// true, two parts of E * 32 = head_dim / 2 elements).
-template <int E, bool SPLIT, class OT>
+template <int E, bool SPLIT, class OT, bool VEC = false>
 __global__ void __launch_bounds__(32 * kWarps) dequant_kernel(const DequantArgs a) {
   __shared__ float cent[2][16];
   if (threadIdx.x < (1 << a.bits0)) cent[0][threadIdx.x] = __ldg(a.cent0 + threadIdx.x);
@@ -112,10 +148,10 @@ __global__ void __launch_bounds__(32 * kWarps) dequant_kernel(const DequantArgs 
   for (int v = blockIdx.x * kWarps + (threadIdx.x >> 5); v < a.total; v += nwarps) {  // warp-uniform
     const Src s = src_of(a, v);
     const std::size_t obase = static_cast<std::size_t>(v) * a.d;
-    hadamard_part<E, OT>(s.codes, a.bits0, cent[0], a.signs, SPLIT ? a.chan : nullptr, a.scale, half_at(s.norms),
-                         a.out, obase, lane);
+    hadamard_part<E, OT, VEC && !SPLIT>(s.codes, a.bits0, cent[0], a.signs, SPLIT ? a.chan : nullptr, a.scale,
+                                        half_at(s.norms), a.out, obase, lane);
     if constexpr (SPLIT)
-      hadamard_part<E, OT>(s.codes + a.off1, a.bits1, cent[1], a.signs + 32 * E, a.chan + 32 * E, a.scale,
+      hadamard_part<E, OT, false>(s.codes + a.off1, a.bits1, cent[1], a.signs + 32 * E, a.chan + 32 * E, a.scale,
                            half_at(s.norms + 2), a.out, obase, lane);
   }
 }
@@ -156,6 +192,12 @@ void launch(const TqMseTables& c, const DequantArgs& a, cudaStream_t s) {
   } else if (c.split()) {
     if (c.head_dim() == 128) dequant_kernel<2, true, OT><<<grid, block, 0, s>>>(a);
     else dequant_kernel<4, true, OT><<<grid, block, 0, s>>>(a);
+  } else if (reinterpret_cast<std::uintptr_t>(a.out) % 16 == 0) {  // vector stores of each lane's outputs
+    switch (c.head_dim()) {
+      case 64: dequant_kernel<2, false, OT, true><<<grid, block, 0, s>>>(a); break;
+      case 128: dequant_kernel<4, false, OT, true><<<grid, block, 0, s>>>(a); break;
+      default: dequant_kernel<8, false, OT, true><<<grid, block, 0, s>>>(a); break;
+    }
   } else {
     switch (c.head_dim()) {
       case 64: dequant_kernel<2, false, OT><<<grid, block, 0, s>>>(a); break;

@@ -399,13 +399,14 @@ TEST(CudaAppend, OtherAppendsFlagWhatTheReferenceRejects) {
 /// finite random fp16 norms), 3 sequences x 3 KV heads in a shuffled page table; the
 /// window [start_b, start_b + num_tokens) of each sequence dequantized into [batch][num_tokens][kvh][d]:
 /// fp32 output equal to the reference decode of the same bytes bit for bit, fp16 / bf16 its nearest-even
-/// rounding; every output written (the buffer starts as NaN bits).
+/// rounding; every output written (the buffer starts as NaN bits). out_off: the output starts that many
+/// elements into its buffer (1: not 16-byte aligned, the kernel's one-store-per-element path).
 void run_dequant_case(int d, double bits, int page_size, int num_tokens, cuda::IoType io, bool random_bytes,
-                      std::uint64_t seed) {
+                      std::uint64_t seed, int out_off = 0) {
   SCOPED_TRACE("dequantize head_dim=" + std::to_string(d) + " bits=" + std::to_string(bits) + " page_size=" +
                std::to_string(page_size) + " num_tokens=" + std::to_string(num_tokens) + " io=" +
                std::to_string(static_cast<int>(io)) + " random_bytes=" + std::to_string(random_bytes) +
-               " seed=" + std::to_string(seed));
+               " out_off=" + std::to_string(out_off) + " seed=" + std::to_string(seed));
   const int batch = 3, kvh = 3;
   const std::vector<std::int32_t> start = {0, 7, 40};
   const int cap = 40 + num_tokens, max_pages = (cap + page_size - 1) / page_size;
@@ -447,15 +448,21 @@ void run_dequant_case(int d, double bits, int page_size, int num_tokens, cuda::I
   DevBuf<std::uint8_t> dpool(pool);
   DevBuf<std::int32_t> dtable(table), dstart(start);
   const std::size_t n_out = static_cast<std::size_t>(batch) * num_tokens * kvh * d;
-  DevBuf<float> out32(n_out);
-  DevBuf<std::uint16_t> out16(n_out);
+  DevBuf<float> out32(n_out + out_off);
+  DevBuf<std::uint16_t> out16(n_out + out_off);
   out32.fill_byte(0xFF);
   out16.fill_byte(0xFF);
-  void* out = io == cuda::IoType::kF32 ? static_cast<void*>(out32.p) : out16.p;
+  void* out = io == cuda::IoType::kF32 ? static_cast<void*>(out32.p + out_off) : out16.p + out_off;
   cuda::tq_mse_dequantize(tab, {dpool.p, stride}, {dtable.p, max_pages, page_size}, batch, num_tokens, kvh, dstart.p,
                           out, nullptr, io);
-  const auto got32 = out32.download();
-  const auto got16 = out16.download();
+  auto got32 = out32.download();
+  auto got16 = out16.download();
+  for (int k = 0; k < out_off; ++k) {  // nothing written before the output
+    EXPECT_EQ(std::isnan(got32[k]), true) << "out32[" << k << "] written";
+    EXPECT_EQ(got16[k], 0xFFFF) << "out16[" << k << "] written";
+  }
+  got32.erase(got32.begin(), got32.begin() + out_off);
+  got16.erase(got16.begin(), got16.begin() + out_off);
   int mismatches = 0;
   for (int b = 0; b < batch; ++b)
     for (int j = 0; j < num_tokens; ++j)
@@ -494,6 +501,12 @@ TEST(CudaDequantize, MatchesReferenceDecode) {
   for (double bits : {1.0, 3.0, 4.0, 2.5}) run_dequant_case(128, bits, 8, 129, cuda::IoType::kF32, true, seed + 100 + int(bits * 2));
   run_dequant_case(96, 2, 32, 65, cuda::IoType::kF32, true, seed + 200);
   run_dequant_case(256, 3, 16, 1000, cuda::IoType::kF16, false, seed + 201);
+  // outputs off 16-byte alignment (one store per element) at the head_dims whose aligned outputs take
+  // the vector stores, every output type
+  for (int d : {64, 128, 256}) {
+    ++i;
+    run_dequant_case(d, 1 + i % 4, pages[i % 3], 37, ios[i % 3], false, seed + 300 + i, 1);
+  }
 }
 
 TEST(CudaDequantize, RejectsBadArguments) {
