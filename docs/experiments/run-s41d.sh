@@ -14,7 +14,7 @@ $T > $OUT/tests.log 2>&1
 echo "tests rc=$? $(( $(date +%s) - T0 )) s"; grep -E "^\[  (PASSED|FAILED)|FAILED|Failure|worst|Expected|differ" $OUT/tests.log | head -40
 TURBOKV_CUDA_TEST_SMALL=1 timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $T --gtest_filter='CudaDequantize.*' > $OUT/san-deq.log 2>&1
 echo "memcheck dequantize rc=$?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' $OUT/san-deq.log | tr '\n' ' ')"
-for pass in 1 2; do
+for pass in ${PASSES:-1 2}; do
   timeout 80 $T bench --configs 128:32:8,64:9:3,256:4:1 --batches 16 --contexts 65536 --bits 2,4 \
     --methods dequantize --csv $OUT/bench-deq-$pass.csv >> $OUT/bench.log 2>&1
   echo "bench pass $pass rc=$?"
