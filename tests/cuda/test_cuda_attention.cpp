@@ -36,6 +36,14 @@ constexpr double kF16DecodeRelTol = 2e-5;
 /// the output by O(1e-2).
 constexpr double kSketchDecodeRelTol = 1e-4;
 
+/// Sequence lengths of a test case, each capped at 130 tokens when TURBOKV_CUDA_TEST_SMALL is set (the
+/// sanitizer runs).
+std::vector<int> small_lens(std::vector<int> v) {
+  if (std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr)
+    for (int& l : v) l = std::min(l, 130);
+  return v;
+}
+
 struct DecodeCase {
   int head_dim, key_bits, value_bits, num_heads, num_kv_heads, page_size, window, num_splits;
   std::vector<int> lens;
@@ -374,11 +382,9 @@ TEST(CudaDecode, TqMseMatchesReference) {
     all.push_back(c);
   }
   // TURBOKV_CUDA_TEST_SMALL=1 (for compute-sanitizer runs) caps every length at 130 tokens.
-  const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
   for (std::size_t i = 0; i < all.size(); ++i) {
     DecodeCase c = all[i];
-    if (small)
-      for (int& l : c.lens) l = std::min(l, 130);
+    c.lens = small_lens(c.lens);
     run_tq_case(c, seed + 101 * i);
   }
   std::printf("worst relative error vs fp64: fp16 tensor cores %.3g, CUDA cores %.3g, 3xTF32 %.3g\n", worst_err[0],
@@ -405,11 +411,9 @@ TEST(CudaDecode, DenseHeadDimsMatchReference) {
       {160, 4, 4, 8, 2, 16, 0, 0, {1000, 65}, 0.0f, cuda::IoType::kF16},
       {240, 3, 2, 4, 1, 16, 0, 0, {2000, 1}, 0.0f, cuda::IoType::kBf16},
   };
-  const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     DecodeCase c = cases[i];
-    if (small)
-      for (int& l : c.lens) l = std::min(l, 130);
+    c.lens = small_lens(c.lens);
     run_tq_case(c, seed + 211 * i);
   }
 }
@@ -427,7 +431,6 @@ TEST(CudaDecode, H16DenseHeadDimsEveryWidth) {
   std::fill(std::begin(worst_err), std::end(worst_err), 0.0);  // this test's own worst errors
   const int pages[] = {16, 1, 8, 64, 2, 32, 4};
   const int gqa[][2] = {{8, 2}, {7, 1}, {16, 1}, {4, 4}, {12, 2}, {5, 1}, {6, 3}, {32, 8}};
-  const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
   int i = 0;
   for (int d : {80, 96, 112})
     for (int kb = 1; kb <= 4; ++kb)
@@ -437,8 +440,7 @@ TEST(CudaDecode, H16DenseHeadDimsEveryWidth) {
         if (i % 6 == 5) c.softcap = 4.0f;
         if (i % 9 == 4) c.io = i % 2 ? cuda::IoType::kF16 : cuda::IoType::kBf16;
         if (i % 11 == 7) c.value_gaussian = true;
-        if (small)
-          for (int& l : c.lens) l = std::min(l, 130);
+        c.lens = small_lens(c.lens);
         run_tq_case(c, seed + 307 * i);
       }
   std::printf("worst relative error vs fp64 at head_dim 80/96/112: fp16 tensor cores %.3g, CUDA cores %.3g\n",
@@ -546,12 +548,7 @@ double run_prod_case(Method km, int d, int kb, int vb, int nh, int kvh, int page
 
 TEST(CudaDecode, TqProdKeysMatchReference) {
   const std::uint64_t seed = fresh_seed();
-  const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
-  auto L = [&](std::vector<int> v) {
-    if (small)
-      for (int& l : v) l = std::min(l, 130);
-    return v;
-  };
+  const auto L = small_lens;
   double worst = 0;
   worst = std::max(worst, run_prod_case(Method::kTurboProd, 128, 4, 4, 32, 8, 16, L({1, 17, 1000, 4097}), 0, false, seed));
   worst = std::max(worst, run_prod_case(Method::kTurboProd, 128, 3, 3, 10, 2, 1, L({4097, 65}), 0, true, seed + 1));
@@ -575,12 +572,7 @@ TEST(CudaDecode, TqProdKeysMatchReference) {
 // value width, GQA 1..16 (5 and 7 too), pages 1..256, windows, one split (FUSE), 8 and 12 warps at 256.
 TEST(CudaDecode, QjlKeysMatchReference) {
   const std::uint64_t seed = fresh_seed();
-  const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
-  auto L = [&](std::vector<int> v) {
-    if (small)
-      for (int& l : v) l = std::min(l, 130);
-    return v;
-  };
+  const auto L = small_lens;
   const Method q = Method::kQjl;
   double worst = 0;
   worst = std::max(worst, run_prod_case(q, 128, 1, 4, 32, 8, 16, L({1, 17, 1000, 4097}), 0, false, seed));
@@ -606,12 +598,7 @@ TEST(CudaDecode, QjlKeysMatchReference) {
 // where code_bytes is), windows, forced split counts.
 TEST(CudaDecode, SketchKeysCudaCoresMatchReference) {
   const std::uint64_t seed = fresh_seed();
-  const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
-  auto L = [&](std::vector<int> v) {
-    if (small)
-      for (int& l : v) l = std::min(l, 130);
-    return v;
-  };
+  const auto L = small_lens;
   const Method pr = Method::kTurboProd, qj = Method::kQjl;
   const int gqa[8][2] = {{8, 8}, {10, 2}, {12, 2}, {14, 2}, {16, 1}, {32, 8}, {9, 3}, {6, 6}};  // 1, 5, 6, 7, 16, 4, 3, 1
   const int pages[5] = {16, 1, 8, 64, 256};
@@ -748,12 +735,7 @@ double run_split_case(int d, double bits, int nh, int kvh, int page_size, std::v
 
 TEST(CudaDecode, TqMseFractionalMatchesReference) {
   const std::uint64_t seed = fresh_seed();
-  const bool small = std::getenv("TURBOKV_CUDA_TEST_SMALL") != nullptr;
-  auto L = [&](std::vector<int> v) {
-    if (small)
-      for (int& l : v) l = std::min(l, 130);
-    return v;
-  };
+  const auto L = small_lens;
   using IO = cuda::IoType;
   double worst = 0;
   worst = std::max(worst, run_split_case(128, 3.5, 32, 8, 16, L({1, 17, 1000, 4097}), 0, 0, 0, IO::kF32, seed));
