@@ -18,6 +18,9 @@
 // gives every point of a direction the same value, as a correctly rounded atan2
 // such as glibc's does); any other angle is that close to a boundary with
 // probability ~1e-15. Tests compare every byte.
+// At a head_dim that is not a power of two (multiples of 16 in 64..256) Pi is the reference's dense
+// Haar matrix (rotation.h), applied in the reference's order; the decodes then run the CUDA-core
+// kernel for kernel 0 and 1 (as rvq's, cuda_vq.h).
 // polar_append writes the same bytes straight into pages (cuda.h's paged layout).
 // polar_decode / polar_paged_decode are split-K decode attention on PolarQuant keys
 // and values in contiguous blocks (VqDecodeArgs, like rvq_decode) or pages
@@ -47,8 +50,10 @@ namespace turbokv::cuda {
  * fp32 cos / sin tables of the level-1 cell centres and of the level 2..4
  * centroids, the level 2..4 codebook boundaries (fp32), and the host libm's
  * atan2 of the 8 axis and diagonal directions.
- * Supported: method polar, integer bits 2..4, head_dim 64, 128 or 256, center
- * off. Throws std::invalid_argument naming the field otherwise.
+ * Supported: method polar, integer bits 2..4, head_dim a multiple of 16 in 64..256 (where it is not a
+ * power of two the reference rotates by its dense Haar matrix: dense() is true, rotation() /
+ * rotation_t() hold it, signs() is nullptr and hadamard_scale() 1), center off. Throws
+ * std::invalid_argument naming the field otherwise.
  */
 class PolarTables {
  public:
@@ -73,7 +78,13 @@ class PolarTables {
   /// page_size is a power of two in 1..4096.
   std::size_t page_stride(int page_size) const;
   float hadamard_scale() const { return scale_; }
-  const float* signs() const { return signs_.get(); }  ///< device, size head_dim
+  const float* signs() const { return signs_.get(); }  ///< device, size head_dim (dense(): nullptr)
+  /// True where head_dim is not a power of two: the reference's dense Haar rotation (rotation.h).
+  bool dense() const { return rotation_ != nullptr; }
+  /// dense(): Pi, device fp32 [head_dim][head_dim] row-major (Rotation::matrix()); nullptr otherwise.
+  const float* rotation() const { return rotation_.get(); }
+  /// dense(): Pi^T, device fp32 [head_dim][head_dim] row-major; nullptr otherwise.
+  const float* rotation_t() const { return rotation_t_.get(); }
   /// device fp32, kTableFloats: [cos1 16][sin1 16], then per level l = 2..4 [cos 16][sin 16][boundaries 16]
   /// (entries past 2^bits unused).
   const float* tables() const { return tab_.get(); }
@@ -85,7 +96,7 @@ class PolarTables {
  private:
   int head_dim_ = 0, bits_ = 0, high_bits_ = 0;
   float scale_ = 0;
-  DeviceArray<float> signs_, tab_;
+  DeviceArray<float> signs_, tab_, rotation_, rotation_t_;
   DeviceArray<double> dirs_;
 };
 

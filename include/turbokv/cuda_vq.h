@@ -21,8 +21,11 @@
 // look-up-table keys always run kernel 1, except pvq_paged_decode's kernel 0 (one width, head_dim 64 / 128;
 // 3 bits at 256),
 // which is TurboQuant's fp16 tensor-core kernel with product-VQ tables, as is rvq_paged_decode's at 2 + 2
-// bits. tests/cuda/test_cuda_vq.cpp and test_cuda_vq_paged.cpp check them against
-// attention_compressed (fp64).
+// bits. At a head_dim that is not a power of two (80, 96, 112, ...: multiples of 16 in 64..256, where the
+// reference's "Hadamard" rotation is its dense Haar matrix, rotation.h) the encoders rotate by that matrix in
+// the reference's order (bytes identical), the decodes rotate the query by Pi and the merged output by Pi^T
+// (fp32), and kernel 0 runs the CUDA-core kernel as kernel 1 does (fp32 tolerance). tests/cuda/test_cuda_vq.cpp
+// and test_cuda_vq_paged.cpp check them against attention_compressed (fp64).
 //
 // Every function takes device pointers and a stream, validates its arguments on
 // the host (std::invalid_argument naming the argument and value), launches
@@ -44,8 +47,10 @@ namespace turbokv::cuda {
  * object as make_codec(cfg) (ref::Rvq): the Hadamard signs, the stage-1
  * Lloyd-Max codebook (lloyd_max_codebook(head_dim, bits)) and the stage-2
  * residual codebook (centroids and fp32 midpoints each).
- * Supported: method rvq, integer bits 1..4, head_dim 64, 128 or 256, Hadamard
- * rotation, center off. Throws std::invalid_argument naming the field otherwise.
+ * Supported: method rvq, integer bits 1..4, head_dim a multiple of 16 in 64..256,
+ * Hadamard rotation (which the reference takes as its dense Haar matrix where head_dim
+ * is not a power of two: then dense() is true and rotation() / rotation_t() hold it),
+ * center off. Throws std::invalid_argument naming the field otherwise.
  */
 class RvqTables {
  public:
@@ -64,8 +69,16 @@ class RvqTables {
   /// Bytes of one (page, KV head) block of the paged layout: block_bytes(page_size) rounded up to 32.
   /// Throws std::invalid_argument unless page_size is a power of two in 1..4096.
   std::size_t page_stride(int page_size) const;
+  /// 1 / sqrt(head_dim); 1 when dense().
   float hadamard_scale() const { return scale_; }
-  const float* signs() const { return signs_.get(); }          ///< device, size head_dim
+  const float* signs() const { return signs_.get(); }          ///< device, size head_dim (dense(): nullptr)
+  /// True where head_dim is not a power of two (80, 96, 112, ...): the rotation is the reference's dense
+  /// Haar matrix (rotation.h).
+  bool dense() const { return rotation_ != nullptr; }
+  /// dense(): Pi, device fp32 [head_dim][head_dim] row-major (Rotation::matrix()); nullptr otherwise.
+  const float* rotation() const { return rotation_.get(); }
+  /// dense(): Pi^T, device fp32 [head_dim][head_dim] row-major; nullptr otherwise.
+  const float* rotation_t() const { return rotation_t_.get(); }
   const float* centroids1() const { return c1_.get(); }        ///< device, size 2^bits
   const float* boundaries1() const { return b1_.get(); }       ///< device, size 2^bits - 1
   const float* centroids2() const { return c2_.get(); }        ///< device, size 2^bits
@@ -77,7 +90,7 @@ class RvqTables {
  private:
   int head_dim_ = 0, bits_ = 0;
   float scale_ = 0;
-  DeviceArray<float> signs_, c1_, b1_, c2_, b2_, cs_;
+  DeviceArray<float> signs_, c1_, b1_, c2_, b2_, cs_, rotation_, rotation_t_;
 };
 
 /**
@@ -86,7 +99,9 @@ class RvqTables {
  * codebooks C [num_sub][K][g] (and the same values as [num_sub][g][K]),
  * copied from the reference object.
  * codec: the object make_codec(cfg) returned for method pvq (center off),
- * after calibrate(); head_dim 64, 128 or 256. The tables do not refer to codec
+ * after calibrate(); head_dim a multiple of 16 in 64..256 (where it is not a power of two the reference
+ * rotates by its dense Haar matrix: dense() is true, rotation() / rotation_t() hold it, signs() is
+ * nullptr and hadamard_scale() 1). The tables do not refer to codec
  * after construction. Throws std::invalid_argument (naming "codec") if codec
  * is not a reference pvq codec, is not calibrated, or has another head_dim.
  */
@@ -113,14 +128,20 @@ class PvqTables {
   std::size_t lut_size() const { return static_cast<std::size_t>(num_sub()) * num_centroids(); }
   float hadamard_scale() const { return scale_; }
   const float* lambda() const { return lambda_.get(); }        ///< device, size head_dim
-  const float* signs() const { return signs_.get(); }          ///< device, size head_dim
+  const float* signs() const { return signs_.get(); }          ///< device, size head_dim (dense(): nullptr)
+  /// True where head_dim is not a power of two: the reference's dense Haar rotation (rotation.h).
+  bool dense() const { return rotation_ != nullptr; }
+  /// dense(): Pi, device fp32 [head_dim][head_dim] row-major (Rotation::matrix()); nullptr otherwise.
+  const float* rotation() const { return rotation_.get(); }
+  /// dense(): Pi^T, device fp32 [head_dim][head_dim] row-major; nullptr otherwise.
+  const float* rotation_t() const { return rotation_t_.get(); }
   const float* centroids() const { return cent_.get(); }       ///< device, [num_sub][K][g]
   const float* centroids_soa() const { return cent_t_.get(); } ///< device, [num_sub][g][K]
 
  private:
   int head_dim_ = 0, bits_ = 0, g_ = 0, c_ = 0;
   float scale_ = 0;
-  DeviceArray<float> lambda_, signs_, cent_, cent_t_;
+  DeviceArray<float> lambda_, signs_, cent_, cent_t_, rotation_, rotation_t_;
 };
 
 /**

@@ -520,12 +520,13 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
       // (fp16 tensor cores: the staged kernels of staged.cuh, or decode_h16.cuh for 2 + 2-bit RVQ and
       // product VQ at head_dim 64 / 128 and at 3 bits at 256; product VQ's other widths at 256 run the
       // look-up-table kernel either way, so only kernel 1 is timed there) and kernel 1 (CUDA cores)) on the same page table,
-      // keys and values at the same integer width; random code bytes, fp16 scalars in [0.5, 1.5).
+      // keys and values at the same integer width; random code bytes, fp16 scalars in [0.5, 1.5). At
+      // head_dims that are not powers of two (dense rotations) only kernel 1 is timed (kernel 0 is the same).
       // Product VQ's key and value tables come from two reference codecs, each calibrated on its own
       // 1200 Gaussian rows (3 k-means iterations).
       for (double bits_d : opt.bits) {
         const int b = static_cast<int>(bits_d);
-        if (bits_d != b || !pow2) continue;
+        if (bits_d != b) continue;
         for (const char* m : {"rvq", "pvq", "polar"}) {
           const bool polar = m[1] == 'o', pvq = m[0] == 'p' && !polar;
           if (!want(m) || (polar && b < 2)) continue;
@@ -578,6 +579,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           // at head_dim 256 (2 + 2-bit RVQ: 12 warps at large shapes since session 30)
           for (int kernel : {0, 4, 1}) {
             if (pvq && kernel == 0 && !(d == 64 || d == 128 || (d == 256 && b == 3))) continue;  // = kernel 1
+            if (!pow2 && kernel != 1) continue;  // dense rotations: kernel 0 runs the CUDA-core kernel too
             if (kernel == 4 && !(m[0] == 'r' && d == 256 && b == 2)) continue;
             va.kernel = kernel == 4 ? 0 : kernel;
             va.block_warps = kernel == 4 ? 8 : 0;

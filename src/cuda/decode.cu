@@ -108,7 +108,7 @@ __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
       float o = 0.0f;
       for (int i = 0; i < d; ++i) o = fmaf(vrot[static_cast<std::size_t>(i) * d + j], y[i], o);
-      store_out<T>(out, bh * d + j, o);
+      store_out<T>(out, bh * d + j, vlambda ? vlambda[j] * o : o);
     }
     return;
   }
@@ -140,6 +140,16 @@ __global__ void rotate_query_kernel(const float* in, float* out, int d, const fl
   const std::size_t row = blockIdx.x;
   for (int j = threadIdx.x; j < d; j += blockDim.x) rq[j] = in[row * d + j];
   splitk::rotate_shared(rq, d, signs, scale, false);  // its first step touches only this thread's j
+  for (int j = threadIdx.x; j < d; j += blockDim.x) out[row * d + j] = rq[j];
+}
+
+/// The same for dense rotations (head_dim not a power of two): out = Pi q with rot_t = Pi^T [d][d]
+/// (rotate_dense_shared: fp32 multiply-adds in ascending j); 2 d floats of dynamic shared memory.
+__global__ void rotate_query_dense_kernel(const float* in, float* out, int d, const float* __restrict__ rot_t) {
+  extern __shared__ float rq[];
+  const std::size_t row = blockIdx.x;
+  for (int j = threadIdx.x; j < d; j += blockDim.x) rq[j] = in[row * d + j];
+  splitk::rotate_dense_shared(rq, rq + d, d, rot_t);
   for (int j = threadIdx.x; j < d; j += blockDim.x) out[row * d + j] = rq[j];
 }
 
@@ -322,10 +332,14 @@ void fill_kernel_args(const DecodeArgs& args, const Plan& p, int nsub, DecodeKer
 void prepare_staged_query(const DecodeArgs& args, int splits, const StagedCall& call, DecodeKernelArgs& ka,
                           cudaStream_t s) {
   const std::size_t rows = std::size_t(args.batch) * args.num_heads;
-  if (call.ksigns) {
+  if (call.ksigns || call.krot_t) {
     float* ws_q = ka.ws_ml + rows * splits * 2;  // fill_kernel_args' query slot
-    rotate_query_kernel<<<static_cast<unsigned>(rows), 128, sizeof(float) * args.head_dim, s>>>(
-        ka.q, ws_q, args.head_dim, call.ksigns, call.kscale);
+    if (call.krot_t)
+      rotate_query_dense_kernel<<<static_cast<unsigned>(rows), 128, 2 * sizeof(float) * args.head_dim, s>>>(
+          ka.q, ws_q, args.head_dim, call.krot_t);
+    else
+      rotate_query_kernel<<<static_cast<unsigned>(rows), 128, sizeof(float) * args.head_dim, s>>>(
+          ka.q, ws_q, args.head_dim, call.ksigns, call.kscale);
     TKV_CHECK_LAUNCH();
     ka.q = ws_q;
   }
@@ -811,6 +825,7 @@ void run_staged_paged(const char* where, PagedPool kpool, PagedPool vpool, const
   plan_raw(ka.kside, kpool.data, kstride, call.prep != nullptr);
   plan_raw(ka.vside, vpool.data, vstride, false);
   ka.vlambda = call.vlambda;
+  ka.vrot = call.vrot;
   ka.head_dim = args.head_dim;  // the launcher sizes shared memory and picks the instance from it (also
                                 // for run's occupancy query, made before fill_kernel_args)
   run_staged(where, args, ka, call, s);
@@ -847,6 +862,7 @@ void run_staged_blocks(const char* where, const VqDecodeArgs& a, int head_dim, s
   plan_raw(ka.kside, a.keys, kblock, call.prep != nullptr);
   plan_raw(ka.vside, a.values, vblock, false);
   ka.vlambda = call.vlambda;
+  ka.vrot = call.vrot;
   ka.head_dim = head_dim;
   run_staged(where, args, ka, call, s);
 }

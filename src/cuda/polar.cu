@@ -3,7 +3,8 @@
 // decode attention on PolarQuant keys and values (pages or contiguous blocks).
 //
 // Encode: 128 threads (4 warps), one token per warp at a time, lane l holding
-// the E = D/32 consecutive coordinates [lE, lE + E). The reference's operations
+// the E = D/32 consecutive coordinates [lE, lE + E) (at a head_dim that is not a power of two, whose
+// reference rotation is its dense Haar matrix: y = Pi x by warp_dense_rotate into a shared row, D = 0). The reference's operations
 // (rotation.h Rotation::forward, ref/polar.h Polar::do_encode):
 //   y = x * sign; FWHT (warp_fwht: the reference's butterflies); y = y * scale   (fp32)
 //   level 1, pair i: r_i = hypot(y_2i, y_2i+1), psi = atan2(y_2i+1, y_2i) (fp64),
@@ -69,7 +70,7 @@ __device__ __forceinline__ double atan2_dir(double y, double x, const double* __
 }
 
 struct EncArgs {
-  const void* x;  // [n][D] of the kernel's XT
+  const void* x;  // [n][d] of the kernel's XT
   std::size_t n;
   const float* signs;
   const float* tab;
@@ -77,37 +78,63 @@ struct EncArgs {
   float scale;
   int b1, b2;
   std::size_t l1_bytes, code_bytes;
+  const float* rot_t;  // dense rotations (D = 0): Pi^T [d][d]; else nullptr
+  int d;               // head_dim
 };
 
+/// Level-1 pair i of the rotated y = (a0, a1): its radius into ra, its angle's code into c1.
+__device__ __forceinline__ void polar_level1(float y0, float y1, int i, int k1, const double* dirs, double* ra,
+                                             std::uint8_t* c1) {
+  const double a0 = y0, a1 = y1;
+  ra[i] = hypot(a0, a1);
+  double psi = atan2_dir(a1, a0, dirs);
+  if (psi < 0) psi = __dadd_rn(psi, kTwoPi);
+  int code = static_cast<int>(__dmul_rn(__ddiv_rn(psi, kTwoPi), static_cast<double>(k1)));
+  if (code >= k1) code = k1 - 1;
+  c1[i] = static_cast<std::uint8_t>(code);
+}
+
+/// D: head_dim (64, 128, 256), or 0 for a dense-rotation head_dim a.d (y = Pi x by warp_dense_rotate
+/// into the warp's shared row, then the level-1 pairs from there).
 template <int D, class XT, class Dst>
 __global__ void __launch_bounds__(kEncThreads) polar_encode_kernel(const EncArgs a, const Dst dst) {
-  constexpr int E = D / 32, NH = 7 * D / 16;
-  __shared__ double ra[kEncWarps][D / 2], rb[kEncWarps][D / 4];
-  __shared__ std::uint8_t c1[kEncWarps][D / 2], ch[kEncWarps][NH];
+  constexpr bool kDense = D == 0;
+  constexpr int DM = kDense ? 256 : D, E = D / 32;
+  const int d = kDense ? a.d : D, NH = 7 * d / 16;
+  __shared__ double ra[kEncWarps][DM / 2], rb[kEncWarps][DM / 4];
+  __shared__ std::uint8_t c1[kEncWarps][DM / 2], ch[kEncWarps][7 * DM / 16];
+  __shared__ float rows[kEncWarps][kDense ? DM : 1];
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int k1 = 1 << a.b1, nb2 = (1 << a.b2) - 1;
-  float sgn[E];
+  float sgn[kDense ? 1 : E];
+  if constexpr (!kDense) {
 #pragma unroll
-  for (int e = 0; e < E; ++e) sgn[e] = __ldg(a.signs + lane * E + e);
+    for (int e = 0; e < E; ++e) sgn[e] = __ldg(a.signs + lane * E + e);
+  }
   for (std::size_t t = static_cast<std::size_t>(blockIdx.x) * kEncWarps + w; t < a.n;
        t += static_cast<std::size_t>(gridDim.x) * kEncWarps) {  // warp-uniform
-    float y[E];
+    if constexpr (kDense) {
+      float* row = rows[w];
+      for (int i = lane; i < d; i += 32) row[i] = detail::load_x<XT>(a.x, t * d + i);
+      __syncwarp();
+      float y[kDenseLaneElems];
+      detail::splitk::warp_dense_rotate(a.rot_t, row, d, y);
+      __syncwarp();  // every lane has read x
 #pragma unroll
-    for (int e = 0; e < E; ++e) y[e] = __fmul_rn(detail::load_x<XT>(a.x, t * D + lane * E + e), sgn[e]);
-    detail::splitk::warp_fwht<E>(y);
+      for (int k = 0; k < kDenseLaneElems; ++k)
+        if (lane + 32 * k < d) row[lane + 32 * k] = y[k];
+      __syncwarp();
+      for (int i = lane; i < d / 2; i += 32) polar_level1(row[2 * i], row[2 * i + 1], i, k1, a.dirs, ra[w], c1[w]);
+    } else {
+      float y[E];
 #pragma unroll
-    for (int e = 0; e < E; ++e) y[e] = __fmul_rn(y[e], a.scale);
-    // Level 1: this lane's E / 2 pairs.
+      for (int e = 0; e < E; ++e) y[e] = __fmul_rn(detail::load_x<XT>(a.x, t * D + lane * E + e), sgn[e]);
+      detail::splitk::warp_fwht<E>(y);
 #pragma unroll
-    for (int p = 0; p < E / 2; ++p) {
-      const int i = lane * (E / 2) + p;
-      const double a0 = y[2 * p], a1 = y[2 * p + 1];
-      ra[w][i] = hypot(a0, a1);
-      double psi = atan2_dir(a1, a0, a.dirs);
-      if (psi < 0) psi = __dadd_rn(psi, kTwoPi);
-      int code = static_cast<int>(__dmul_rn(__ddiv_rn(psi, kTwoPi), static_cast<double>(k1)));
-      if (code >= k1) code = k1 - 1;
-      c1[w][i] = static_cast<std::uint8_t>(code);
+      for (int e = 0; e < E; ++e) y[e] = __fmul_rn(y[e], a.scale);
+      // Level 1: this lane's E / 2 pairs.
+#pragma unroll
+      for (int p = 0; p < E / 2; ++p) polar_level1(y[2 * p], y[2 * p + 1], lane * (E / 2) + p, k1, a.dirs, ra[w], c1[w]);
     }
     __syncwarp();
     // Levels 2..4: pairs of the previous level's radii (ra -> rb -> ra -> rb).
@@ -115,7 +142,7 @@ __global__ void __launch_bounds__(kEncThreads) polar_encode_kernel(const EncArgs
     for (int l = 2; l <= 4; ++l) {
       const double* src = (l & 1) ? rb[w] : ra[w];
       double* dst = (l & 1) ? ra[w] : rb[w];
-      const int cnt = D >> l;
+      const int cnt = d >> l;
       const float* bnd = a.tab + lvl_bnd(l);
       for (int i = lane; i < cnt; i += 32) {
         const double a0 = src[2 * i], a1 = src[2 * i + 1];
@@ -130,23 +157,27 @@ __global__ void __launch_bounds__(kEncThreads) polar_encode_kernel(const EncArgs
     }
     // Level-4 radii (in rb after level 4): fp64 -> fp32 -> fp16, token-major.
     const detail::TokenDst to = dst.at(t);
-    if (lane < D / 16) store_half_le(to.scalars + 2 * lane, __double2float_rn(rb[w][lane]));
-    warp_pack_n(c1[w], D / 2, a.b1, to.codes);
+    if (lane < d / 16) store_half_le(to.scalars + 2 * lane, __double2float_rn(rb[w][lane]));
+    warp_pack_n(c1[w], d / 2, a.b1, to.codes);
     warp_pack_n(ch[w], NH, a.b2, to.codes + a.l1_bytes);
-    __syncwarp();  // ra, rb and the codes are rewritten for the next token
+    __syncwarp();  // ra, rb, the row and the codes are rewritten for the next token
   }
 }
 
 template <class Dst>
 void launch_encode(const PolarTables& tab, IoType x_type, const EncArgs& a, const Dst& dst, cudaStream_t s) {
-  detail::with_pow2_head_dim(tab.head_dim(), [&](auto d_c) {
+  auto go = [&](auto d_c) {
     detail::with_io_type(x_type, [&](auto xt_c) {
       constexpr int D = decltype(d_c)::value;
       using XT = typename decltype(xt_c)::type;
       polar_encode_kernel<D, XT><<<detail::capped_grid(a.n, kEncWarps), kEncThreads, 0, s>>>(a, dst);
       TKV_CHECK_LAUNCH();
     });
-  });
+  };
+  if (tab.dense())
+    go(std::integral_constant<int, 0>{});
+  else
+    detail::with_pow2_head_dim(tab.head_dim(), go);
 }
 
 // ---- Staged decode (staged.cuh): side.bits = b (level-1 bits), side.bits2 = level 2..4 bits,
@@ -199,9 +230,13 @@ detail::StagedSide polar_side(const PolarTables& t) {
 detail::StagedCall polar_call(const PolarTables& kt, const PolarTables& vt) {
   detail::StagedCall c;
   c.kside = polar_side(kt), c.vside = polar_side(vt);
+  c.launch = detail::launch_staged<PolarFmt, PolarFmt>;
+  if (kt.dense()) {  // head_dim not a power of two: dense rotations, the CUDA-core kernel only
+    c.krot_t = kt.rotation_t(), c.vrot = vt.rotation();
+    return c;
+  }
   c.ksigns = kt.signs(), c.kscale = kt.hadamard_scale();
   c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale();
-  c.launch = detail::launch_staged<PolarFmt, PolarFmt>;
   c.launch_tc = detail::launch_staged_tc<PolarFmt, PolarFmt, 64, 128, 256>;
   return c;
 }
@@ -214,14 +249,19 @@ PolarTables::PolarTables(const CodecConfig& cfg) {
   check_arg(!cfg.center, where, "center", cfg.center, "must be off on the GPU");
   check_arg(cfg.bits == 2 || cfg.bits == 3 || cfg.bits == 4, where, "bits", cfg.bits,
             "must be an integer width 2..4 for polar");
-  check_arg(cfg.head_dim == 64 || cfg.head_dim == 128 || cfg.head_dim == 256, where, "head_dim", cfg.head_dim,
-            "must be 64, 128 or 256 for polar on the GPU");
+  check_arg(detail::gpu_head_dim(cfg.head_dim), where, "head_dim", cfg.head_dim,
+            "must be a multiple of 16 in 64..256 for polar on the GPU");
   const ref::Polar r(cfg);  // the reference codec's own rotation and tables
   head_dim_ = cfg.head_dim;
   bits_ = r.level1_bits();
   high_bits_ = r.high_bits();
-  scale_ = Rotation::hadamard_scale(head_dim_);
-  signs_ = detail::upload(r.rotation().signs());
+  if (r.rotation().kind() == RotationKind::kHaar) {  // not a power of two: the reference's dense rotation
+    scale_ = 1.0f;
+    detail::upload_dense_rotation(r.rotation().matrix(), head_dim_, rotation_, rotation_t_);
+  } else {
+    scale_ = Rotation::hadamard_scale(head_dim_);
+    signs_ = detail::upload(r.rotation().signs());
+  }
   std::vector<float> tab(kTableFloats, 0.0f);
   for (std::size_t i = 0; i < r.cos_table(1).size(); ++i) {
     tab[kCos1 + i] = r.cos_table(1)[i];
@@ -250,7 +290,7 @@ std::size_t PolarTables::page_stride(int page_size) const {
 namespace {
 EncArgs enc_args(const PolarTables& tab, const void* x, std::size_t n) {
   return EncArgs{x,          n,               tab.signs(),        tab.tables(),     tab.directions(), tab.hadamard_scale(),
-                 tab.bits(), tab.high_bits(), tab.level1_bytes(), tab.code_bytes()};
+                 tab.bits(), tab.high_bits(), tab.level1_bytes(), tab.code_bytes(), tab.rotation_t(), tab.head_dim()};
 }
 }  // namespace
 

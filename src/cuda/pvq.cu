@@ -17,7 +17,10 @@
 // shared byte buffer into the LSB-first stream (packed(d/g, c)).
 //
 // The same encode kernel writes a contiguous block (pvq_encode) or pages (pvq_append: fp32, fp16 or
-// bf16 input widened exactly).
+// bf16 input widened exactly). At a head_dim that is not a power of two (80, 96, 112, ...: the
+// reference rotates by its dense Haar matrix) its D = 0 instance (head_dim at run time) computes
+// z = Pi xs by warp_dense_rotate (the reference's order, lane l holding coordinates l + 32 k), and the
+// dequantize's y = Pi^T c likewise.
 //
 // Decode: the staged split-K kernel (staged.cuh), on pages (pvq_paged_decode) or contiguous blocks
 // (pvq_decode). Keys by look-up tables (PvqLutKey, VecInfer's table attend): once per query head
@@ -50,26 +53,46 @@ constexpr int kVecsPerWarp = kVecs / kWarps;
 
 
 struct EncArgs {
-  const void* x;  // [n][D] of the kernel's XT
+  const void* x;  // [n][d] of the kernel's XT
   std::size_t n;
   const float* lambda;
   const float* signs;
   const float* cent_t;  // [nsub][g][K]
   float scale;
+  const float* rot_t;  // dense rotations (D = 0): Pi^T [d][d]; else nullptr
+  int d;               // head_dim
 };
 
+/// D: head_dim (64, 128, 256), or 0 for a dense-rotation head_dim a.d (see the file comment).
 template <int D, int G, int C, class XT, class Dst>
 __global__ void __launch_bounds__(kThreads) pvq_encode_kernel(const EncArgs a, const Dst dst) {
-  constexpr int E = D / 32, K = 1 << C, KPL = K / 32, NSUB = D / G;
-  constexpr int CB = (NSUB * C + 7) / 8;
+  constexpr bool kDense = D == 0;
+  constexpr int DM = kDense ? 256 : D, E = D / 32, K = 1 << C, KPL = K / 32;
+  const int d = kDense ? a.d : D, NSUB = d / G, CB = (NSUB * C + 7) / 8;
   static_assert(K % 32 == 0, "whole centroids per lane");
-  __shared__ __align__(16) float zs[kVecs][D];
+  __shared__ __align__(16) float zs[kVecs][DM];
   __shared__ float cs[G * K];
-  __shared__ std::uint8_t codes[kVecs][NSUB];
+  __shared__ std::uint8_t codes[kVecs][DM / G];
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const std::size_t v0 = static_cast<std::size_t>(blockIdx.x) * kVecs;
   const int nv = a.n - v0 < static_cast<std::size_t>(kVecs) ? static_cast<int>(a.n - v0) : kVecs;
-  {
+  if constexpr (kDense) {
+    // xs = x / lambda into the token's own row of zs (the warp's scratch), then z = Pi xs over it.
+    for (int v = 0; v < kVecsPerWarp; ++v) {
+      const int vv = w * kVecsPerWarp + v;
+      if (vv >= nv) break;  // warp-uniform
+      const std::size_t xt = (v0 + vv) * d;
+      float* row = zs[vv];
+      for (int i = lane; i < d; i += 32) row[i] = __fdiv_rn(detail::load_x<XT>(a.x, xt + i), __ldg(a.lambda + i));
+      __syncwarp();
+      float y[kDenseLaneElems];
+      warp_dense_rotate(a.rot_t, row, d, y);
+      __syncwarp();  // every lane has read the row
+#pragma unroll
+      for (int k = 0; k < kDenseLaneElems; ++k)
+        if (lane + 32 * k < d) row[lane + 32 * k] = y[k];
+    }
+  } else {
     float lam[E], sgn[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) lam[e] = __ldg(a.lambda + lane * E + e), sgn[e] = __ldg(a.signs + lane * E + e);
@@ -144,7 +167,38 @@ struct DeqArgs {
   const float* cent;  // [nsub][K][g]
   float scale;
   float* out;
+  const float* rot;  // dense rotations (pvq_dequantize_dense_kernel): Pi [d][d]; else nullptr
+  int d;             // head_dim
 };
+
+// Dense rotations (head_dim d not a power of two), one warp per token: centroid coordinates into the
+// warp's shared row, Pi^T y by warp_dense_rotate (Rotation::inverse's order), * lambda.
+template <int G, int C>
+__global__ void __launch_bounds__(kThreads) pvq_dequantize_dense_kernel(const DeqArgs a) {
+  constexpr int K = 1 << C;
+  __shared__ float rows[kWarps][256];
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, d = a.d;
+  const std::size_t CB = (static_cast<std::size_t>(d / G) * C + 7) / 8;
+  float* row = rows[w];
+  for (std::size_t t = static_cast<std::size_t>(blockIdx.x) * kWarps + w; t < a.n;
+       t += static_cast<std::size_t>(gridDim.x) * kWarps) {  // warp-uniform
+    const std::uint8_t* tok = a.block + t * CB;
+    for (int j = lane; j < d; j += 32) {
+      const int s = j / G;
+      const unsigned code = get_code(tok, static_cast<std::size_t>(s), C);
+      row[j] = __ldg(a.cent + (static_cast<std::size_t>(s) * K + code) * G + (j - s * G));
+    }
+    __syncwarp();
+    float y[kDenseLaneElems];
+    warp_dense_rotate(a.rot, row, d, y);
+#pragma unroll
+    for (int k = 0; k < kDenseLaneElems; ++k) {
+      const int j = lane + 32 * k;
+      if (j < d) a.out[t * d + j] = __fmul_rn(__ldg(a.lambda + j), y[k]);
+    }
+    __syncwarp();  // the row is rewritten for the next token
+  }
+}
 
 // One warp per token: centroid coordinates, FWHT, * (scale * sign), * lambda (the reference decode's fp32 ops).
 template <int D, int G, int C>
@@ -174,7 +228,7 @@ __global__ void __launch_bounds__(kThreads) pvq_dequantize_kernel(const DeqArgs 
 }
 
 /// The one dispatch from (head_dim, bits) to the kernels' compile-time (D, g, c): f(D, G, C) as
-/// integral constants.
+/// integral constants (D = 0: a dense-rotation head_dim, tab.dense()).
 template <class F>
 void with_dgc(const PvqTables& tab, F&& f) {
   using std::integral_constant;
@@ -186,7 +240,10 @@ void with_dgc(const PvqTables& tab, F&& f) {
       case 4: return f(d_c, integral_constant<int, 2>{}, integral_constant<int, 8>{});
     }
   };
-  detail::with_pow2_head_dim(tab.head_dim(), by_bits);
+  if (tab.dense())
+    by_bits(integral_constant<int, 0>{});
+  else
+    detail::with_pow2_head_dim(tab.head_dim(), by_bits);
 }
 
 template <class Dst>
@@ -204,7 +261,10 @@ void launch_encode(const PvqTables& tab, IoType x_type, const EncArgs& ea, const
 void launch_dequantize(const PvqTables& tab, const DeqArgs& da, cudaStream_t s) {
   with_dgc(tab, [&](auto d_c, auto g_c, auto c_c) {
     constexpr int D = decltype(d_c)::value, G = decltype(g_c)::value, C = decltype(c_c)::value;
-    pvq_dequantize_kernel<D, G, C><<<detail::capped_grid(da.n, kWarps), kThreads, 0, s>>>(da);
+    if constexpr (D == 0)
+      pvq_dequantize_dense_kernel<G, C><<<detail::capped_grid(da.n, kWarps), kThreads, 0, s>>>(da);
+    else
+      pvq_dequantize_kernel<D, G, C><<<detail::capped_grid(da.n, kWarps), kThreads, 0, s>>>(da);
     TKV_CHECK_LAUNCH();
   });
 }
@@ -259,25 +319,40 @@ struct PvqLutKey {
 };
 
 // LUT[row][s][k] = <(Pi (lambda * q))_s, C_s[k]> in fp64 (Pvq::do_prepare_query's order), stored fp32.
+// rot_t (dense rotations, head_dim not a power of two): Pi^T [d][d], y = Pi (lambda q) in fp64 (ascending j,
+// as Rotation::forward); signs and scale unused then. Dynamic shared memory: 2 d doubles.
 __global__ void pvq_lut_kernel(const float* __restrict__ q, int d, int g, int kk, const float* __restrict__ lambda,
                                const float* __restrict__ signs, double scale, const float* __restrict__ cent,
-                               float* __restrict__ lut) {
-  extern __shared__ double lut_q[];  // [d]
+                               const float* __restrict__ rot_t, float* __restrict__ lut) {
+  extern __shared__ double lut_q[];  // [2 d]
   double* y = lut_q;
   const float* qq = q + static_cast<std::size_t>(blockIdx.x) * d;
-  for (int j = threadIdx.x; j < d; j += blockDim.x)
-    y[j] = __dmul_rn(__dmul_rn(static_cast<double>(qq[j]), static_cast<double>(lambda[j])), static_cast<double>(signs[j]));
-  for (int h = 1; h < d; h <<= 1) {
+  if (rot_t != nullptr) {
+    double* ql = lut_q + d;
+    for (int j = threadIdx.x; j < d; j += blockDim.x)
+      ql[j] = __dmul_rn(static_cast<double>(qq[j]), static_cast<double>(lambda[j]));
     __syncthreads();
-    for (int p = threadIdx.x; p < d / 2; p += blockDim.x) {
-      const int j = (p / h) * 2 * h + p % h;
-      const double u = y[j], v = y[j + h];
-      y[j] = __dadd_rn(u, v);
-      y[j + h] = __dsub_rn(u, v);
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+      double acc = 0;
+      for (int j = 0; j < d; ++j)
+        acc = __dadd_rn(acc, __dmul_rn(static_cast<double>(__ldg(rot_t + static_cast<std::size_t>(j) * d + i)), ql[j]));
+      y[i] = acc;
     }
+  } else {
+    for (int j = threadIdx.x; j < d; j += blockDim.x)
+      y[j] = __dmul_rn(__dmul_rn(static_cast<double>(qq[j]), static_cast<double>(lambda[j])), static_cast<double>(signs[j]));
+    for (int h = 1; h < d; h <<= 1) {
+      __syncthreads();
+      for (int p = threadIdx.x; p < d / 2; p += blockDim.x) {
+        const int j = (p / h) * 2 * h + p % h;
+        const double u = y[j], v = y[j + h];
+        y[j] = __dadd_rn(u, v);
+        y[j + h] = __dsub_rn(u, v);
+      }
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < d; j += blockDim.x) y[j] = __dmul_rn(y[j], scale);
   }
-  __syncthreads();
-  for (int j = threadIdx.x; j < d; j += blockDim.x) y[j] = __dmul_rn(y[j], scale);
   __syncthreads();
   const int nsub = d / g, ls = nsub * kk;
   float* out = lut + static_cast<std::size_t>(blockIdx.x) * ls;
@@ -293,9 +368,9 @@ __global__ void pvq_lut_kernel(const float* __restrict__ q, int d, int g, int kk
 /// StagedCall::prep of product-VQ keys: one pvq_lut_kernel block per (sequence, query head).
 void pvq_lut_prep(const detail::StagedCall& call, const float* q, int rows, float* lut, cudaStream_t s) {
   const auto& t = *static_cast<const PvqTables*>(call.prep_ctx);
-  pvq_lut_kernel<<<static_cast<unsigned>(rows), 128, sizeof(double) * t.head_dim(), s>>>(
+  pvq_lut_kernel<<<static_cast<unsigned>(rows), 128, 2 * sizeof(double) * t.head_dim(), s>>>(
       q, t.head_dim(), t.sub_dim(), t.num_centroids(), t.lambda(), t.signs(), static_cast<double>(t.hadamard_scale()),
-      t.centroids(), lut);
+      t.centroids(), t.rotation_t(), lut);
   TKV_CHECK_LAUNCH();
 }
 
@@ -312,7 +387,11 @@ detail::StagedCall pvq_call(const PvqTables& kt, const PvqTables& vt) {
   c.kside = pvq_side(kt), c.vside = pvq_side(vt);
   c.kside.off = kt.num_sub(), c.kside.lut_floats = kt.lut_size();
   c.prep = pvq_lut_prep, c.prep_ctx = &kt;  // keys by look-up tables: no query rotation here
-  c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale(), c.vlambda = vt.lambda();
+  c.vlambda = vt.lambda();
+  if (vt.dense())  // head_dim not a power of two: the merge's dense Pi_v^T
+    c.vrot = vt.rotation();
+  else
+    c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale();
   c.launch = detail::launch_staged<PvqLutKey, PvqFmt>;
   return c;
 }
@@ -326,8 +405,9 @@ PvqTables::PvqTables(const Codec& codec) {
             "must be the reference pvq codec of make_codec (method pvq, center off)");
   check_arg(codec.calibrated(), where, "codec.calibrated", codec.calibrated(), "must be true (call calibrate())");
   const int d = codec.head_dim();
-  check_arg(d == 64 || d == 128 || d == 256, where, "codec.head_dim", d, "must be 64, 128 or 256 for pvq on the GPU");
-  check_arg(r->rotation().kind() == RotationKind::kHadamard, where, "codec.rotation", rotation_name(r->rotation().kind()),
+  check_arg(detail::gpu_head_dim(d), where, "codec.head_dim", d, "must be a multiple of 16 in 64..256 for pvq on the GPU");
+  const RotationKind rk = r->rotation().kind();  // kHaar: the dense matrix Hadamard becomes where d is not 2^k
+  check_arg(rk == RotationKind::kHadamard || rk == RotationKind::kHaar, where, "codec.rotation", rotation_name(rk),
             "must be hadamard");
   head_dim_ = d;
   bits_ = static_cast<int>(codec.config().bits);
@@ -336,9 +416,14 @@ PvqTables::PvqTables(const Codec& codec) {
   static const int g_of[] = {0, 8, 4, 2, 2}, c_of[] = {0, 8, 8, 6, 8};
   check_arg(bits_ >= 1 && bits_ <= 4 && g_ == g_of[bits_] && c_ == c_of[bits_], where, "codec.bits", bits_,
             "must be 1..4 with the reference's (g, c)");
-  scale_ = Rotation::hadamard_scale(d);
+  if (r->rotation().kind() == RotationKind::kHaar) {  // not a power of two: the reference's dense rotation
+    scale_ = 1.0f;
+    detail::upload_dense_rotation(r->rotation().matrix(), d, rotation_, rotation_t_);
+  } else {
+    scale_ = Rotation::hadamard_scale(d);
+    signs_ = detail::upload(r->rotation().signs());
+  }
   lambda_ = detail::upload(r->lambda());
-  signs_ = detail::upload(r->rotation().signs());
   cent_ = detail::upload(r->centroids());
   cent_t_ = detail::upload(r->centroids_soa());
 }
@@ -350,7 +435,8 @@ std::size_t PvqTables::page_stride(int page_size) const {
 
 void pvq_encode(const PvqTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream) {
   if (!detail::check_block_io("cuda::pvq_encode", n, x, "x", out)) return;
-  const EncArgs ea{x, n, tab.lambda(), tab.signs(), tab.centroids_soa(), tab.hadamard_scale()};
+  const EncArgs ea{x, n, tab.lambda(), tab.signs(), tab.centroids_soa(), tab.hadamard_scale(), tab.rotation_t(),
+                   tab.head_dim()};
   launch_encode(tab, IoType::kF32, ea, detail::BlockDst{out, n, tab.code_bytes(), 0}, detail::stream_of(stream));
 }
 
@@ -363,14 +449,15 @@ void pvq_append(const PvqTables& tab, const void* x, int batch, int num_new, int
                                                  "must equal PvqTables::page_stride(page_size)", total);
   if (total == 0) return;
   const EncArgs ea{x, static_cast<std::size_t>(total), tab.lambda(), tab.signs(), tab.centroids_soa(),
-                   tab.hadamard_scale()};
+                   tab.hadamard_scale(), tab.rotation_t(), tab.head_dim()};
   detail::flag_bad_vectors(x, x_type, total, tab.head_dim(), bad, detail::stream_of(stream));
   launch_encode(tab, x_type, ea, dst, detail::stream_of(stream));
 }
 
 void pvq_dequantize(const PvqTables& tab, const std::uint8_t* block, std::size_t n, float* out, Stream stream) {
   if (!detail::check_block_io("cuda::pvq_dequantize", n, block, "block", out)) return;
-  const DeqArgs da{block, n, tab.lambda(), tab.signs(), tab.centroids(), tab.hadamard_scale(), out};
+  const DeqArgs da{block, n, tab.lambda(), tab.signs(), tab.centroids(), tab.hadamard_scale(), out, tab.rotation(),
+                   tab.head_dim()};
   launch_dequantize(tab, da, detail::stream_of(stream));
 }
 

@@ -11,6 +11,9 @@
 //   the product is exact, so it rounds like the add); norm = sqrt(sum);
 //   inv = norm > 0 ? 1 / norm : 0; u = (y * scale) * inv;
 //   code1 = #{boundaries1 < u}; r = u - c1[code1]; code2 = #{boundaries2 < r};
+// At a head_dim that is not a power of two (80, 96, 112, ...: the reference rotates by its dense Haar
+// matrix) the same kernel with D = 0 (head_dim at run time): lane l holds coordinates l + 32 k, y = Pi x
+// by warp_dense_rotate (the reference's order), u = y * inv, the rest as above.
 // codes go through a per-warp byte buffer into the LSB-first streams
 // [stage 1 packed(D, b)][stage 2 packed(D, b)]; lane 0 stores fp16 ||x||. The same kernel writes a
 // contiguous block (rvq_encode) or pages (rvq_append: fp32, fp16 or bf16 input widened exactly).
@@ -66,7 +69,7 @@ __device__ __forceinline__ float select_centroid(unsigned code, const float (&ce
 }
 
 struct EncArgs {
-  const void* x;  // [n][D] of the kernel's XT
+  const void* x;  // [n][d] of the kernel's XT
   std::size_t n;
   const float* signs;
   const float* c1;
@@ -74,19 +77,28 @@ struct EncArgs {
   const float* c2;
   const float* b2;
   float scale;
+  const float* rot_t;  // dense rotations (D = 0): Pi^T [d][d]; else nullptr
+  int d;               // head_dim
 };
 
+/// D: head_dim (64, 128, 256), or 0 for a dense-rotation head_dim a.d (see the file comment).
 template <int D, int B, class XT, class Dst>
 __global__ void __launch_bounds__(kEncThreads) rvq_encode_kernel(const EncArgs a, const Dst dst) {
-  constexpr int E = D / 32;
+  constexpr bool kDense = D == 0;
+  constexpr int E = kDense ? kDenseLaneElems : D / 32, DM = kDense ? 256 : D;
   constexpr int K = 1 << B, NB = K - 1;
-  constexpr std::size_t SB = static_cast<std::size_t>(D) * B / 8;
-  __shared__ __align__(16) float rows[kEncWarps][D];
-  __shared__ std::uint8_t codes[kEncWarps][2][D];
+  const int d = kDense ? a.d : D;
+  const std::size_t SB = static_cast<std::size_t>(d) * B / 8;
+  __shared__ __align__(16) float rows[kEncWarps][DM];
+  __shared__ std::uint8_t codes[kEncWarps][2][DM];
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  float sgn[E], bnd1[NB], bnd2[NB], cen1[K];
+  // Coordinate of this lane's element e.
+  auto coord = [&](int e) { return kDense ? lane + 32 * e : lane * E + e; };
+  float sgn[kDense ? 1 : E], bnd1[NB], bnd2[NB], cen1[K];
+  if constexpr (!kDense) {
 #pragma unroll
-  for (int e = 0; e < E; ++e) sgn[e] = __ldg(a.signs + lane * E + e);
+    for (int e = 0; e < E; ++e) sgn[e] = __ldg(a.signs + lane * E + e);
+  }
 #pragma unroll
   for (int k = 0; k < NB; ++k) bnd1[k] = __ldg(a.b1 + k), bnd2[k] = __ldg(a.b2 + k);
 #pragma unroll
@@ -95,29 +107,39 @@ __global__ void __launch_bounds__(kEncThreads) rvq_encode_kernel(const EncArgs a
   for (std::size_t t = static_cast<std::size_t>(blockIdx.x) * kEncWarps + w; t < a.n;
        t += static_cast<std::size_t>(gridDim.x) * kEncWarps) {  // warp-uniform
     float y[E];
+    float sum;
+    if constexpr (kDense) {
+      for (int i = lane; i < d; i += 32) row[i] = detail::load_x<XT>(a.x, t * d + i);
+      __syncwarp();
+      sum = sumsq_row(row, d);
+      warp_dense_rotate(a.rot_t, row, d, y);
+    } else {
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const float v = detail::load_x<XT>(a.x, t * D + lane * E + e);
-      row[lane * E + e] = v;
-      y[e] = __fmul_rn(v, sgn[e]);
+      for (int e = 0; e < E; ++e) {
+        const float v = detail::load_x<XT>(a.x, t * D + lane * E + e);
+        row[lane * E + e] = v;
+        y[e] = __fmul_rn(v, sgn[e]);
+      }
+      __syncwarp();
+      sum = sumsq_row(row, D);
+      warp_fwht<E>(y);
     }
-    __syncwarp();
-    const float sum = sumsq_row(row, D);
-    warp_fwht<E>(y);
     const float norm = __fsqrt_rn(sum);
     const float inv = norm > 0.0f ? __fdiv_rn(1.0f, norm) : 0.0f;
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      const float u = __fmul_rn(__fmul_rn(y[e], a.scale), inv);
+      const int i = coord(e);
+      if (kDense && i >= d) break;
+      const float u = kDense ? __fmul_rn(y[e], inv) : __fmul_rn(__fmul_rn(y[e], a.scale), inv);
       const unsigned k1 = count_below(u, bnd1);
       const float r = __fsub_rn(u, select_centroid(k1, cen1));
-      codes[w][0][lane * E + e] = static_cast<std::uint8_t>(k1);
-      codes[w][1][lane * E + e] = static_cast<std::uint8_t>(count_below(r, bnd2));
+      codes[w][0][i] = static_cast<std::uint8_t>(k1);
+      codes[w][1][i] = static_cast<std::uint8_t>(count_below(r, bnd2));
     }
     __syncwarp();
     const detail::TokenDst to = dst.at(t);
-    warp_pack_n(codes[w][0], D, B, to.codes);
-    warp_pack_n(codes[w][1], D, B, to.codes + SB);
+    warp_pack_n(codes[w][0], d, B, to.codes);
+    warp_pack_n(codes[w][1], d, B, to.codes + SB);
     if (lane == 0) store_half_le(to.scalars, norm);
     __syncwarp();  // row and codes are rewritten for the next token
   }
@@ -142,6 +164,10 @@ void launch_encode_any(const RvqTables& tab, IoType x_type, const EncArgs& a, co
       case 4: return launch_encode<D, 4, XT>(a, dst, s);
     }
   };
+  if (tab.dense()) {
+    detail::with_io_type(x_type, [&](auto xt_c) { go(std::integral_constant<int, 0>{}, xt_c); });
+    return;
+  }
   detail::with_pow2_head_dim(tab.head_dim(), [&](auto d_c) {
     detail::with_io_type(x_type, [&](auto xt_c) { go(d_c, xt_c); });
   });
@@ -194,9 +220,13 @@ detail::StagedSide rvq_side(const RvqTables& t) {
 detail::StagedCall rvq_call(const RvqTables& kt, const RvqTables& vt) {
   detail::StagedCall c;
   c.kside = rvq_side(kt), c.vside = rvq_side(vt);
+  c.launch = detail::launch_staged<RvqFmt<0>, RvqFmt<0>>;
+  if (kt.dense()) {  // head_dim not a power of two: dense rotations, the CUDA-core kernel only
+    c.krot_t = kt.rotation_t(), c.vrot = vt.rotation();
+    return c;
+  }
   c.ksigns = kt.signs(), c.kscale = kt.hadamard_scale();
   c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale();
-  c.launch = detail::launch_staged<RvqFmt<0>, RvqFmt<0>>;
   if (kt.bits() == 2 && vt.bits() == 2)  // compile-time widths (RvqFmt)
     c.launch_tc = detail::launch_staged_tc<RvqFmt<2>, RvqFmt<2>, 64, 128, 256>;
   else if (kt.bits() == 4 && vt.bits() == 4)
@@ -214,15 +244,20 @@ RvqTables::RvqTables(const CodecConfig& cfg) {
   check_arg(!cfg.center, where, "center", cfg.center, "must be off on the GPU");
   check_arg(cfg.bits == 1 || cfg.bits == 2 || cfg.bits == 3 || cfg.bits == 4, where, "bits", cfg.bits,
             "must be an integer width 1..4 for rvq");
-  check_arg(cfg.head_dim == 64 || cfg.head_dim == 128 || cfg.head_dim == 256, where, "head_dim", cfg.head_dim,
-            "must be 64, 128 or 256 for rvq on the GPU");
+  check_arg(detail::gpu_head_dim(cfg.head_dim), where, "head_dim", cfg.head_dim,
+            "must be a multiple of 16 in 64..256 for rvq on the GPU");
   check_arg(cfg.rotation == RotationKind::kHadamard, where, "rotation", rotation_name(cfg.rotation),
             "must be hadamard for rvq on the GPU");
   head_dim_ = cfg.head_dim;
   bits_ = static_cast<int>(cfg.bits);
   const ref::Rvq r(cfg);  // the reference codec's own rotation and codebooks
-  scale_ = Rotation::hadamard_scale(head_dim_);
-  signs_ = detail::upload(r.rotation().signs());
+  if (r.rotation().kind() == RotationKind::kHaar) {  // not a power of two: the reference's dense rotation
+    scale_ = 1.0f;
+    detail::upload_dense_rotation(r.rotation().matrix(), head_dim_, rotation_, rotation_t_);
+  } else {
+    scale_ = Rotation::hadamard_scale(head_dim_);
+    signs_ = detail::upload(r.rotation().signs());
+  }
   c1_ = detail::upload(r.stage1_codebook().centroids);
   b1_ = detail::upload(r.stage1_codebook().boundaries);
   c2_ = detail::upload(r.stage2_codebook().centroids);
@@ -243,7 +278,7 @@ std::size_t RvqTables::page_stride(int page_size) const {
 void rvq_encode(const RvqTables& tab, const float* x, std::size_t n, std::uint8_t* out, Stream stream) {
   if (!detail::check_block_io("cuda::rvq_encode", n, x, "x", out)) return;
   const EncArgs a{x, n, tab.signs(), tab.centroids1(), tab.boundaries1(), tab.centroids2(), tab.boundaries2(),
-                  tab.hadamard_scale()};
+                  tab.hadamard_scale(), tab.rotation_t(), tab.head_dim()};
   launch_encode_any(tab, IoType::kF32, a, detail::BlockDst{out, n, tab.code_bytes(), 2}, detail::stream_of(stream));
 }
 
@@ -256,7 +291,7 @@ void rvq_append(const RvqTables& tab, const void* x, int batch, int num_new, int
                                                  "must equal RvqTables::page_stride(page_size)", total);
   if (total == 0) return;
   const EncArgs a{x, static_cast<std::size_t>(total), tab.signs(), tab.centroids1(), tab.boundaries1(),
-                  tab.centroids2(), tab.boundaries2(), tab.hadamard_scale()};
+                  tab.centroids2(), tab.boundaries2(), tab.hadamard_scale(), tab.rotation_t(), tab.head_dim()};
   detail::flag_bad_vectors(x, x_type, total, tab.head_dim(), bad, detail::stream_of(stream));
   launch_encode_any(tab, x_type, a, dst, detail::stream_of(stream));
 }
@@ -303,9 +338,11 @@ void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kp
   // accumulated in the same fragments (H16Layout::RVQ2). TURBOKV_RVQ_H16=0 in the environment keeps the
   // staged kernel there (for A/B runs and tests of both paths).
   static const bool h16_off = detail::env_off("TURBOKV_RVQ_H16");
-  // (RvqTables allows head_dim 64, 128, 256 only)
+  // (power-of-two head_dims only: at the others the rotation is dense and only the staged CUDA-core
+  // kernel runs)
   const int b = ktab.bits();
-  if (args.kernel == 0 && !h16_off && vtab.bits() == b && (b == 2 || ((b == 3 || b == 4) && args.head_dim != 256))) {
+  if (args.kernel == 0 && !h16_off && !ktab.dense() && !vtab.dense() && vtab.bits() == b &&
+      (b == 2 || ((b == 3 || b == 4) && args.head_dim != 256))) {
     detail::rvq_paged_decode_h16(ktab, vtab, kpool, vpool, table, args, stream);
     return;
   }

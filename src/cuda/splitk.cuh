@@ -97,6 +97,33 @@ __device__ __forceinline__ void warp_fwht(float (&y)[E]) {
   }
 }
 
+/// Elements per lane of a warp-per-vector encoder at a dense-rotation head_dim (a multiple of 16 in
+/// 64..256 that is not a power of two: at most 240, i.e. 8 per lane).
+constexpr int kDenseLaneElems = 8;
+
+/// The dense (Haar) rotation of one vector by a warp (head_dim d not a power of two, rotation.h):
+/// y[k] = sum_j m[j][i] x_j for i = lane + 32 k < d (entries with i >= d are left 0), ascending j, each
+/// product and each sum rounded on its own (no FMA). With m = Pi^T that is Pi x in Rotation::forward's
+/// order, with m = Pi it is Pi^T x in Rotation::inverse's order, so every y_i is the reference's bit for
+/// bit. x: the vector [d] (shared memory, read by broadcast); m: [d][d] row-major (device; the warp
+/// reads row j as contiguous lines). The encoders of RVQ, product VQ and PolarQuant and product VQ's
+/// dequantize at those head_dims.
+__device__ __forceinline__ void warp_dense_rotate(const float* __restrict__ m, const float* x, int d,
+                                                  float (&y)[kDenseLaneElems]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int k = 0; k < kDenseLaneElems; ++k) y[k] = 0.0f;
+  for (int j = 0; j < d; ++j) {
+    const float xj = x[j];
+    const float* row = m + static_cast<std::size_t>(j) * d;
+#pragma unroll
+    for (int k = 0; k < kDenseLaneElems; ++k) {
+      const int i = lane + 32 * k;
+      if (i < d) y[k] = __fadd_rn(y[k], __fmul_rn(__ldg(row + i), xj));
+    }
+  }
+}
+
 /// Log-sum-exp merge of the split partials of row bh: ws holds [splits][rows][d + 2]
 /// (m in log2 units, l, acc[d]); writes y[i] = sum_s 2^(m_s - M) acc_s[i] / sum_s 2^(m_s - M) l_s
 /// (block-strided over i; the caller synchronises before reading y).

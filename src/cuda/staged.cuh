@@ -700,6 +700,11 @@ struct StagedCall {
   const float* vsigns = nullptr;
   float vscale = 1;
   const float* vlambda = nullptr;
+  /// Dense rotations (head_dim not a power of two; ksigns and vsigns nullptr): q' = Pi_k q by krot_t =
+  /// Pi_k^T [head_dim][head_dim] (fp32) and out = vlambda * Pi_v^T y by vrot = Pi_v (the merge); launch_tc
+  /// nullptr (the CUDA-core kernel runs for kernel 0 too).
+  const float* krot_t = nullptr;
+  const float* vrot = nullptr;
   /// The method's instance dispatch (launch_staged<KF, VF>): the CUDA-core kernel (args.kernel 1).
   void (*launch)(int hpw, const LaunchShape&, std::size_t, cudaStream_t, const DecodeKernelArgs&) = nullptr;
   /// The fp16 tensor-core kernel's (launch_staged_tc<KF, VF, head_dims...>; args.kernel 0); nullptr:

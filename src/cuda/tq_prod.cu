@@ -76,6 +76,21 @@ struct ProdQuant {
   }
 };
 
+/// The end of one vector's encode, by its warp (both encoders below): gamma = ||r|| from the residual row
+/// [d] (shared memory, sumsq_spec's order), the MSE stage's codes cw [d] packed into the LSB-first stream
+/// (MB > 0), and the fp16 [||x||, gamma] stored. Ends with __syncwarp (row and cw are rewritten next).
+template <int MB>
+__device__ __forceinline__ void store_prod_vector(const float* row, const std::uint8_t* cw, int d, float norm,
+                                                  const detail::TokenDst& to) {
+  const float gamma = __fsqrt_rn(sumsq_row(row, d));
+  if constexpr (MB > 0) warp_pack_n(cw, d, MB, to.codes);
+  if ((threadIdx.x & 31) == 0) {
+    store_half_le(to.scalars, norm);
+    store_half_le(to.scalars + 2, gamma);
+  }
+  __syncwarp();
+}
+
 /// Writes vector v's codes and [||x||, gamma] through dst (detail::BlockDst: tq_prod_encode's block;
 /// detail::PagedDst: tq_prod_append's pages). XT: the input type (fp16 / bf16 widened exactly on load).
 template <int D, int MB, class XT, class Dst>
@@ -112,25 +127,7 @@ __global__ void __launch_bounds__(kThreads) tq_prod_encode_kernel(const ProdArgs
     for (int e = 0; e < E; ++e)
       row[lane * E + e] = pq.residual(__fmul_rn(__fmul_rn(y[e], a.scale), inv), cw + lane * E + e);
     __syncwarp();
-    const float gamma = __fsqrt_rn(sumsq_row(row, D));
-    const detail::TokenDst to = dst.at(v0 + vv);
-    std::uint8_t* tok = to.codes;
-    if constexpr (MB > 0) {
-      for (int k = lane; k < D * MB / 8; k += 32) {  // stream byte k: bits 8k .. 8k + 7
-        unsigned byte = 0;
-#pragma unroll
-        for (int bit = 0; bit < 8; ++bit) {
-          const int g = 8 * k + bit;
-          byte |= ((static_cast<unsigned>(cw[g / MB]) >> (g % MB)) & 1u) << bit;
-        }
-        tok[k] = static_cast<std::uint8_t>(byte);
-      }
-    }
-    if (lane == 0) {
-      store_half_le(to.scalars, norm);
-      store_half_le(to.scalars + 2, gamma);
-    }
-    __syncwarp();  // cw is rewritten for the next vector
+    store_prod_vector<MB>(row, cw, D, norm, dst.at(v0 + vv));
   }
   sketch_signs(xs, nv, D, a.m, a.st, sst, dst, v0, a.mse_bytes);
 }
@@ -183,14 +180,7 @@ __global__ void __launch_bounds__(kThreads) tq_prod_encode_dense_kernel(const Pr
     __syncwarp();  // every lane has read the row
     for (int i = lane; i < D; i += 32) row[i] = pq.residual(__fmul_rn(ys[vv * D + i], inv), cw + i);
     __syncwarp();
-    const float gamma = __fsqrt_rn(sumsq_row(row, D));
-    const detail::TokenDst to = dst.at(v0 + vv);
-    if constexpr (MB > 0) warp_pack_n(cw, D, MB, to.codes);
-    if (lane == 0) {
-      store_half_le(to.scalars, norm);
-      store_half_le(to.scalars + 2, gamma);
-    }
-    __syncwarp();  // cw is rewritten for the next vector
+    store_prod_vector<MB>(row, cw, D, norm, dst.at(v0 + vv));
   }
   sketch_signs(xs, nv, D, a.m, a.st, sst, dst, v0, a.mse_bytes);
 }

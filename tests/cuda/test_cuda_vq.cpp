@@ -125,9 +125,13 @@ void check_rvq_bytes(int d, int bits, std::uint64_t seed) {
   }
 }
 
+/// Every head_dim the GPU takes: the powers of two (FWHT) and multiples of 16 whose reference rotation is
+/// the dense Haar matrix.
+const std::vector<int> kDims = {64, 80, 96, 112, 128, 144, 160, 192, 240, 256};
+
 TEST(CudaRvq, EncodeBytesMatchReference) {
   const std::uint64_t seed = fresh_seed();
-  for (int d : {64, 128, 256})
+  for (int d : kDims)
     for (int bits = 1; bits <= 4; ++bits) check_rvq_bytes(d, bits, seed + d * 13 + bits);
 }
 
@@ -181,7 +185,7 @@ void check_polar_bytes(int d, int bits, std::uint64_t seed) {
 
 TEST(CudaPolar, EncodeBytesMatchReference) {
   const std::uint64_t seed = fresh_seed();
-  for (int d : {64, 128, 256})
+  for (int d : kDims)
     for (int bits = 2; bits <= 4; ++bits) check_polar_bytes(d, bits, seed + d * 19 + bits);
 }
 
@@ -251,9 +255,10 @@ void check_pvq_bytes(int d, int bits, std::uint64_t seed, bool few_distinct) {
 
 TEST(CudaPvq, EncodeAndDequantizeMatchReference) {
   const std::uint64_t seed = fresh_seed();
-  for (int d : {64, 128, 256})
+  for (int d : kDims)
     for (int bits = 1; bits <= 4; ++bits) check_pvq_bytes(d, bits, seed + d * 17 + bits, false);
   for (int bits = 1; bits <= 4; ++bits) check_pvq_bytes(128, bits, seed + 7 * bits, true);
+  for (int bits = 1; bits <= 4; ++bits) check_pvq_bytes(96, bits, seed + 11 * bits, true);
 }
 
 // ---------------------------------------------------------------- decode attention
@@ -267,7 +272,8 @@ struct DecodeCase {
 
 /// The tolerance of case c: the fp16 tensor-core kernel's where it runs.
 double tol_of(const DecodeCase& c) {
-  return c.kernel == 0 && c.method != Method::kPvq ? kVqDecodeH16RelTol : kVqDecodeRelTol;
+  const bool dense = (c.head_dim & (c.head_dim - 1)) != 0;  // dense rotations: kernel 0 runs the CUDA-core kernel
+  return c.kernel == 0 && !dense && c.method != Method::kPvq ? kVqDecodeH16RelTol : kVqDecodeRelTol;
 }
 
 struct DecodeSetup {
@@ -485,11 +491,17 @@ TEST(CudaRvq, DecodeMatchesReference) {
   cases.push_back({Method::kRvq, 128, 4, 4, 8, 2, 0, {1000, 1}});
   cases.push_back({Method::kRvq, 256, 4, 4, 4, 1, 0, {130, 64}});
   cases.push_back({Method::kRvq, 256, 2, 2, 16, 2, 0, {301}});
+  // Dense rotations (head_dim not a power of two): the CUDA-core kernel for both kernel values.
+  cases.push_back({Method::kRvq, 80, 2, 3, 8, 2, 0, {1, 130, 1000}});
+  cases.push_back({Method::kRvq, 96, 4, 1, 6, 1, 7, {257, 5, 64}});
+  cases.push_back({Method::kRvq, 112, 3, 3, 12, 3, 0, {2000, 1}});
+  cases.push_back({Method::kRvq, 240, 1, 2, 4, 4, 1, {300, 77}});
   run_both_kernels("rvq", cases, seed);
   run_control(Method::kRvq, 128, 2, 2, seed + 1000);
   run_control(Method::kRvq, 128, 2, 2, seed + 1002, 0);
   run_control(Method::kRvq, 64, 4, 1, seed + 1001);
   run_control(Method::kRvq, 256, 4, 1, seed + 1003, 0);
+  run_control(Method::kRvq, 96, 2, 2, seed + 1004);
 }
 
 TEST(CudaPolar, DecodeMatchesReference) {
@@ -504,11 +516,15 @@ TEST(CudaPolar, DecodeMatchesReference) {
   cases.push_back({Method::kPolar, 128, 3, 4, 4, 4, 1, {2000, 1, 129}});
   cases.push_back({Method::kPolar, 128, 2, 3, 12, 3, 256, {300, 77}});
   cases.push_back({Method::kPolar, 256, 4, 2, 16, 1, 0, {4097}});
+  cases.push_back({Method::kPolar, 80, 3, 4, 8, 2, 0, {1, 130, 1000}});  // dense rotations
+  cases.push_back({Method::kPolar, 112, 2, 2, 6, 1, 7, {257, 5, 64}});
+  cases.push_back({Method::kPolar, 192, 4, 3, 12, 3, 0, {2000, 1}});
   run_both_kernels("polar", cases, seed);
   run_control(Method::kPolar, 128, 3, 3, seed + 3000);
   run_control(Method::kPolar, 128, 3, 3, seed + 3002, 0);
   run_control(Method::kPolar, 64, 4, 2, seed + 3001);
   run_control(Method::kPolar, 64, 4, 2, seed + 3003, 0);
+  run_control(Method::kPolar, 112, 3, 3, seed + 3004);
 }
 
 TEST(CudaPvq, DecodeMatchesReference) {
@@ -523,9 +539,13 @@ TEST(CudaPvq, DecodeMatchesReference) {
     }
   worst = std::max(worst, run_decode_case({Method::kPvq, 128, 3, 4, 4, 4, 1, {2000, 1, 129}}, seed + ++i));
   worst = std::max(worst, run_decode_case({Method::kPvq, 256, 4, 2, 12, 3, 256, {300, 77}}, seed + ++i));
+  for (int d : {80, 96, 112, 160})  // dense rotations
+    worst = std::max(worst, run_decode_case({Method::kPvq, d, 1 + d % 4, 1 + (d / 16) % 4, 8, 2, 0, {1, 130, 1000}},
+                                            seed + ++i));
   std::printf("[ measured ] pvq decode worst relative L2 error %.3g (tolerance %.0e)\n", worst, kVqDecodeRelTol);
   run_control(Method::kPvq, 128, 4, 3, seed + 2000);
   run_control(Method::kPvq, 256, 1, 4, seed + 2001);
+  run_control(Method::kPvq, 96, 2, 4, seed + 2002);
 }
 
 // ---------------------------------------------------------------- argument checks
@@ -538,8 +558,10 @@ TEST(CudaVq, RejectsBadArguments) {
   cfg.bits = 2.5;
   EXPECT_THROW(cuda::RvqTables t(cfg), std::invalid_argument);
   cfg.bits = 3;
-  cfg.head_dim = 96;
-  EXPECT_THROW(cuda::RvqTables t(cfg), std::invalid_argument);
+  for (int bad_d : {48, 72, 272}) {  // head_dim: below 64, not a multiple of 16, above 256
+    cfg.head_dim = bad_d;
+    EXPECT_THROW(cuda::RvqTables t(cfg), std::invalid_argument);
+  }
   cfg.head_dim = 128;
   cfg.rotation = RotationKind::kHaar;
   EXPECT_THROW(cuda::RvqTables t(cfg), std::invalid_argument);
@@ -563,14 +585,23 @@ TEST(CudaVq, RejectsBadArguments) {
   const auto pcodec = calibrated_pvq(128, 2, 1, false);
   cuda::PvqTables pvq(*pcodec);
 
-  // PolarQuant: bits 1 and fractional, head_dim 96, another method; the error names the field.
+  // PVQ at a head_dim the GPU does not take (the reference codec takes 72: sub-vectors of 8).
+  {
+    auto c72 = make_codec(pvq_config(72, 1, 1));
+    Rng rr(5);
+    const auto cal = awkward_rows(64, 72, rr);
+    c72->calibrate(cal.data(), 64);
+    expect_invalid([&] { cuda::PvqTables t(*c72); }, "head_dim");
+  }
+
+  // PolarQuant: bits 1 and fractional, head_dim 272, another method; the error names the field.
   CodecConfig pcfg = polar_config(128, 3, 1);
   for (double bad_bits : {1.0, 2.5}) {
     pcfg.bits = bad_bits;
     expect_invalid([&] { cuda::PolarTables t(pcfg); }, "bits");
   }
   pcfg.bits = 3;
-  pcfg.head_dim = 96;
+  pcfg.head_dim = 272;
   expect_invalid([&] { cuda::PolarTables t(pcfg); }, "head_dim");
   pcfg.head_dim = 128;
   pcfg.method = Method::kRvq;

@@ -223,9 +223,14 @@ bool pvq_h16(const DecodeCase& c) {
          (c.d == 64 || c.d == 128 || (c.d == 256 && c.kb == 3));
 }
 
+/// Whether d is a head_dim whose rotation is the reference's dense Haar matrix (not a power of two): there
+/// kernel 0 runs the CUDA-core kernel (fp32) as kernel 1 does.
+bool dense_dim(int d) { return (d & (d - 1)) != 0; }
+
 /// The decode tolerance of case c before 16-bit output rounding: the fp16 tensor-core kernel's where it runs.
 double kernel_tol(const DecodeCase& c) {
-  return c.kernel == 0 && (c.method != Method::kPvq || pvq_h16(c)) ? kStagedH16RelTol : kPagedRelTol;
+  return c.kernel == 0 && !dense_dim(c.d) && (c.method != Method::kPvq || pvq_h16(c)) ? kStagedH16RelTol
+                                                                                      : kPagedRelTol;
 }
 
 std::string describe(const DecodeCase& c, std::uint64_t seed) {
@@ -429,6 +434,57 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
   std::printf("[ measured ] paged decode worst relative L2 error, kernel 1 (CUDA cores): rvq %.3g, pvq %.3g, polar %.3g "
               "(tolerance %.0e + io)\n",
               worst[1][0], worst[1][1], worst[1][2], kPagedRelTol);
+}
+
+// head_dim a multiple of 16 that is not a power of two (80, 96, 112, 160, 192, 240): the reference rotates by
+// its dense Haar matrix, and so do the GPU appends (bytes identical) and decodes (the CUDA-core kernel for
+// kernel 0 and 1; the query rotated by Pi, the merge by Pi^T). The first decode case of each method is its
+// control (a wrong page-table entry must leave the tolerance).
+TEST(CudaVqPaged, DenseHeadDimsMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  using IO = cuda::IoType;
+  int i = 0;
+  for (Method m : {Method::kRvq, Method::kPvq, Method::kPolar})
+    for (int d : {80, 96, 112, 160, 192, 240}) {
+      const int b0 = m == Method::kPolar ? 2 : 1;
+      for (int bits = b0; bits <= 4; ++bits) {
+        if ((bits + d / 16) % 2 == 1 && bits != 4) continue;  // about half the widths per head_dim, 4 bits at all
+        const int ps = (bits + d / 16) % 3 == 0 ? 1 : (bits % 2 ? 16 : 64);
+        const IO io = (bits + d / 16) % 3 == 1 ? IO::kF16 : (bits + d / 16) % 3 == 2 ? IO::kBf16 : IO::kF32;
+        run_append_case({m, d, bits, ps, (bits % 2) == 0, io}, seed + ++i);
+      }
+    }
+  const Method R = Method::kRvq, P = Method::kPvq, Q = Method::kPolar;
+  const std::vector<DecodeCase> cases = {
+      {R, 96, 2, 2, 32, 8, 16, 0, 0, {1, 2, 31, 1000}},  // the RVQ control
+      {R, 80, 4, 3, 10, 2, 1, 0, 3, {257, 64}, 0.0f, IO::kF16},  // GQA 5, page 1, 3 splits
+      {R, 112, 1, 4, 16, 1, 64, 300, 0, {2049, 5}, 5.0f},  // GQA 16, window, soft-cap
+      {R, 240, 3, 3, 6, 3, 16, 0, 1, {999, 65}, 0.0f, IO::kBf16, 0, true},  // GQA 2, one split, shared
+      {R, 160, 4, 4, 7, 1, 32, 0, 0, {4097}},  // GQA 7
+      {P, 96, 2, 4, 32, 8, 16, 0, 0, {1, 31, 1000}},  // the product-VQ control
+      {P, 112, 4, 4, 12, 4, 8, 0, 0, {300, 17}, 0.0f, IO::kF16, 0, true},  // GQA 3, shared
+      {P, 80, 3, 1, 6, 1, 64, 37, 2, {999, 64}, 3.0f},  // GQA 6, window, soft-cap, 2 splits
+      {P, 192, 1, 2, 16, 2, 16, 0, 0, {4097, 1}, 0.0f, IO::kBf16},  // GQA 8
+      {Q, 96, 3, 2, 32, 8, 16, 0, 0, {1, 2, 31, 1000}},  // the PolarQuant control
+      {Q, 80, 2, 4, 12, 4, 1, 0, 2, {65, 64}},  // GQA 3, page 1
+      {Q, 112, 4, 3, 16, 1, 256, 0, 0, {4097, 1}, 0.0f, IO::kF16},  // GQA 16, page 256
+      {Q, 240, 2, 2, 14, 2, 8, 100, 0, {1000}, 3.0f},  // GQA 7, window, soft-cap
+  };
+  double worst[2][3] = {{0, 0, 0}, {0, 0, 0}};
+  for (int kernel : {0, 1}) {
+    bool controlled[3] = {false, false, false};
+    for (std::size_t k = 0; k < cases.size(); ++k) {
+      DecodeCase c = cases[k];
+      c.kernel = kernel;
+      const int mi = c.method == R ? 0 : c.method == P ? 1 : 2;
+      const bool control = !controlled[mi];
+      controlled[mi] = true;
+      worst[kernel][mi] = std::max(worst[kernel][mi], run_decode_case(c, seed + 1000 + 31 * k, control));
+    }
+  }
+  std::printf("[ measured ] dense head_dims, paged decode worst relative L2 error (rvq / pvq / polar): kernel 0 "
+              "%.3g / %.3g / %.3g, kernel 1 %.3g / %.3g / %.3g (tolerance %.0e + io)\n",
+              worst[0][0], worst[0][1], worst[0][2], worst[1][0], worst[1][1], worst[1][2], kPagedRelTol);
 }
 
 // 2 + 2-bit RVQ at head_dim 256, kernel 0: block_warps 12 and 8 must both match the reference and differ from
