@@ -6,7 +6,9 @@
 # Usage: bash docs/experiments/carry-build.sh test_cuda_qjl test_cuda_attention test_cuda_append
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-B=build-dev; O=build-carry; mkdir -p $O
+# B=build-lean: a library configured with -DTURBOKV_CUDA_PTX=OFF (sm_90 code only: ~6 MB less compressed, for
+# when the tree and the binary would pass the 64 MiB carry limit).
+B=${B:-build-dev}; O=build-carry; mkdir -p $O
 CXX="c++ -DTURBOKV_HAVE_CUDA=1 -Iinclude -Itests -Itests/cuda -isystem /usr/local/cuda/include -O3 -DNDEBUG -ffp-contract=off -std=c++20"
 objs=(); decls=""; first=""
 for t in "$@"; do

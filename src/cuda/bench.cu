@@ -804,9 +804,12 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         }
 
         // QJL keys (1-bit sketch, m = head_dim, fp16 norm) with MSE values at `bits`, paged, through the fp16
-        // tensor-core kernel (qjl_paged_decode; at head_dims that are not powers of two its CUDA-core kernel,
-        // the row named "(cuda cores)"). Key pools rotated like the value pools.
-        if (bits >= 2 && bits == bits_d && want("qjl")) {
+        // tensor-core kernel (qjl_paged_decode; at 80, 96, 112 also kernel 1, and at the other head_dims that are
+        // not powers of two only its CUDA-core kernel: the rows named "(cuda cores)"). Key pools rotated like the
+        // value pools.
+        const bool sketch_h16 = pow2 || d == 80 || d == 96 || d == 112;  // sketch keys' fp16 tensor-core instances
+        for (int qkernel : {0, 1}) {
+          if (!(bits >= 2 && bits == bits_d && want("qjl")) || (qkernel == 1 && (pow2 || !sketch_h16))) continue;
           CodecConfig qc;
           qc.method = Method::kQjl, qc.bits = 1, qc.head_dim = d;
           cuda::QjlTables qtab(qc);
@@ -816,29 +819,31 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           const auto qkp = filled_pools(s, rotations(kpool_bytes), kpool_bytes, qstride, noff, nend, 47 + bits + sd, 1);
           const int nqrot = static_cast<int>(qkp.size());
           cuda::DecodeArgs ak = a;
-          ak.kernel = 0;
+          ak.kernel = qkernel;
           ak.block_warps = 0;
           auto run = [&](int i) {
             cuda::qjl_paged_decode(qtab, tab, {qkp[i % nqrot]->as<std::uint8_t>(), qstride},
                                    {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
           };
           const double us = median_us(s, reps, run);
+          const bool h16 = sketch_h16 && qkernel == 0;
           BenchRow r = proto;
-          r.op = "decode_attention", r.method = pow2 ? "qjl keys" : "qjl keys (cuda cores)", r.bits = bits;
+          r.op = "decode_attention", r.method = h16 ? "qjl keys" : "qjl keys (cuda cores)", r.bits = bits;
           r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
           r.gbps = (std::size_t(batch) * ctx * kvh * (qcb + 2 + tab.code_bytes() + 2) + q_bytes) / (us * 1e3);
           if (opt.check) {
             const BlockFmt qf{qstride, qcb, 2, 0, d};
             const auto qref = make_codec(qc);
-            check(r, run, rc.ref(*qref, rc.gather(qkp[0]->as<std::uint8_t>(), qf), *ref, vrow), pow2 ? kTolH16 : kTolVq);
+            check(r, run, rc.ref(*qref, rc.gather(qkp[0]->as<std::uint8_t>(), qf), *ref, vrow), h16 ? kTolH16 : kTolVq);
           }
           rows.push_back(r);
         }
 
         // TurboQuant-Prod keys (bits - 1 MSE + 1-bit QJL, m = head_dim) with MSE values at `bits`: paged
-        // (tq_prod_paged_decode: the fp16 tensor-core kernel at 64 / 128 / 256, its CUDA-core kernel at the
-        // other head_dims, "(paged; cuda cores)"), on contiguous blocks (tq_prod_decode; the untuned CUDA-core
-        // kernel of cuda_qjl.h), and its encode (dense rotations at head_dims that are not powers of two).
+        // (tq_prod_paged_decode: the fp16 tensor-core kernel at 64, 80, 96, 112, 128, 256, its CUDA-core kernel at
+        // the other head_dims and as kernel 1 at 80, 96, 112: "(paged; cuda cores)"), on contiguous blocks
+        // (tq_prod_decode; the untuned CUDA-core kernel of cuda_qjl.h), and its encode (dense rotations at head_dims
+        // that are not powers of two).
         if (bits >= 2 && bits == bits_d && want("tq-prod")) {
           CodecConfig pc;
           pc.method = Method::kTurboProd, pc.bits = bits, pc.head_dim = d;
@@ -850,12 +855,15 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             // Key pools rotated like the value pools, so a call reads its keys from DRAM, not L2.
             const auto pkp = filled_pools(s, rotations(kpool_bytes), kpool_bytes, pstride, noff, nend, 41 + bits + sd, 1);
             const int nprot = static_cast<int>(pkp.size());
-            // head_dim 256: also DecodeArgs::block_warps 8 ("tq-prod keys (8 warps)", as tq-mse's row)
-            for (int warps : {0, 8}) {
+            // head_dim 256: also DecodeArgs::block_warps 8 ("tq-prod keys (8 warps)", as tq-mse's row); warps -1:
+            // kernel 1 at 80, 96, 112 (the CUDA-core kernel next to the fp16 one)
+            for (int warps : {0, 8, -1}) {
               if (warps == 8 && d != 256) continue;
+              if (warps == -1 && (pow2 || !sketch_h16)) continue;
+              const bool h16 = sketch_h16 && warps != -1;
               cuda::DecodeArgs ak = a;
-              ak.kernel = 0;
-              ak.block_warps = warps;
+              ak.kernel = h16 ? 0 : 1;
+              ak.block_warps = warps == 8 ? 8 : 0;
               auto run = [&](int i) {
                 cuda::tq_prod_paged_decode(ptab, tab, {pkp[i % nprot]->as<std::uint8_t>(), pstride},
                                            {vb[i % nrot]->as<std::uint8_t>(), stride}, pt, ak, st);
@@ -863,14 +871,14 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
               const double us = median_us(s, reps, run);
               BenchRow r = proto;
               r.op = "decode_attention", r.bits = bits;
-              r.method = !pow2 ? "tq-prod keys (paged; cuda cores)" : warps == 8 ? "tq-prod keys (8 warps)" : "tq-prod keys";
+              r.method = !h16 ? "tq-prod keys (paged; cuda cores)" : warps == 8 ? "tq-prod keys (8 warps)" : "tq-prod keys";
               r.time_us = us, r.baseline = base_name, r.baseline_time_us = base_us, r.speedup = base_us / us;
               r.gbps = (std::size_t(batch) * ctx * kvh * (ptab.code_bytes() + 4 + tab.code_bytes() + 2) + q_bytes) /
                        (us * 1e3);
               if (opt.check) {
                 const BlockFmt pf{pstride, ptab.code_bytes(), 4, 0, d};
                 const auto pref = make_codec(pc);
-                check(r, run, rc.ref(*pref, rc.gather(pkp[0]->as<std::uint8_t>(), pf), *ref, vrow), pow2 ? kTolH16 : kTolVq);
+                check(r, run, rc.ref(*pref, rc.gather(pkp[0]->as<std::uint8_t>(), pf), *ref, vrow), h16 ? kTolH16 : kTolVq);
               }
               rows.push_back(r);
             }

@@ -442,11 +442,13 @@ void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKe
              float vscale, cudaStream_t s, LaunchAny launch_any, bool fuse, bool pair = false) {
   validate(where, args);
   check_arg(pow2_head_dim(args.head_dim) ||
-                ((launch_any == launch_h16_any || launch_any == launch_fp8_h16) && h16_dense_head_dim(args.head_dim)),
+                ((launch_any == launch_h16_any || launch_any == launch_fp8_h16 || launch_any == launch_h16p_any ||
+                  launch_any == launch_qjl_h16) &&
+                 h16_dense_head_dim(args.head_dim)),
             where,
             "head_dim", args.head_dim,
-            "must be 64, 128 or 256 for the tensor-core kernels, or 80, 96, 112 for the fp16 one with TurboQuant-MSE "
-            "keys at integer widths (other multiples of 16 run the CUDA-core kernel)");
+            "must be 64, 128 or 256 for the tensor-core kernels, or 80, 96, 112 for the fp16 one with TurboQuant-MSE, "
+            "-Prod, QJL or fp8 keys at integer widths (other multiples of 16 run the CUDA-core kernel)");
   DecodeArgs blocks = args;  // the plan's (sequence, KV head) blocks: pairs of sequences when pair
   if (pair) blocks.batch = (args.batch + 1) / 2;
   Plan p = make_plan(blocks);  // zdim = ceil(group / 8) here as well
@@ -630,7 +632,8 @@ void sketch_paged_decode(const char* where, Method method, const QjlTables& kc, 
             "must equal args.head_dim for keys and values");
   check_arg(kc.rows() == kc.head_dim(), where, "kcodec.rows", kc.rows(), "must equal head_dim (qjl_rows = 0)");
   check_arg(args.kernel == 0 || args.kernel == 1, where, "kernel", args.kernel,
-            "must be 0 (fp16 tensor cores at head_dim 64, 128, 256; the CUDA-core kernel elsewhere) or 1 (CUDA cores)");
+            "must be 0 (fp16 tensor cores at head_dim 64, 80, 96, 112, 128, 256; the CUDA-core kernel elsewhere) or "
+            "1 (CUDA cores)");
   check_arg(!vc.split(), where, "vcodec.bits", vc.nominal_bits(), "must be an integer width (1..4) here");
   detail::check_page_size(where, table.page_size);
   detail::DecodeKernelArgs ka =
@@ -647,18 +650,21 @@ void sketch_paged_decode(const char* where, Method method, const QjlTables& kc, 
   ka.sketch = kc.sketch_t();
   ka.kappa = static_cast<float>(kc.kappa());
   const cudaStream_t s = detail::stream_of(stream);
-  if (args.kernel == 0 && detail::pow2_head_dim(args.head_dim)) {
-    detail::run_mma(where, args, kc.mse_bits(), vc.bits(), ka, vc.signs(), vc.hadamard_scale(), s,
-                    qjl ? detail::launch_qjl_h16 : detail::launch_h16p_any, true);
-    return;
-  }
-  // The CUDA-core kernel (decode.cuh, SketchKeyFmt): fp32, any multiple of 16 in 64..256. Dense rotations
-  // (head_dim not a power of two): Pi q by the keys' Pi^T in the set-up, Pi^T by the combine kernel.
+  // Dense rotations (head_dim not a power of two): Pi q by the keys' Pi^T in the set-up (Prod; QJL keys
+  // are not rotated), Pi_v^T by the combine kernel.
   if (kc.dense()) {
     ka.ksigns = nullptr;
     ka.krot_t = kc.rotation_t();
   }
   ka.vrot = vc.rotation();
+  if (args.kernel == 0 && (detail::pow2_head_dim(args.head_dim) || detail::h16_dense_head_dim(args.head_dim))) {
+    // The fp16 tensor-core kernel: at 64, 128, 256 its one-split FUSE instance finishes the rows itself; 80,
+    // 96, 112 have none (the combine kernel applies the dense Pi_v^T).
+    detail::run_mma(where, args, kc.mse_bits(), vc.bits(), ka, vc.signs(), vc.hadamard_scale(), s,
+                    qjl ? detail::launch_qjl_h16 : detail::launch_h16p_any, detail::pow2_head_dim(args.head_dim));
+    return;
+  }
+  // The CUDA-core kernel (decode.cuh, SketchKeyFmt): fp32, any multiple of 16 in 64..256.
   const int kmb = kc.mse_bits(), vb = vc.bits();
   auto launch = [&](int hpw, const detail::LaunchShape& shape, std::size_t smem, const detail::DecodeKernelArgs& a) {
     if (qjl) return detail::launch_qjl_decode(vb, hpw, shape, smem, s, a);

@@ -209,7 +209,7 @@ constexpr int kMaxBlockSmem = 232448;
 /// serves 2 G query heads instead of G (head_dim 128 since session 34: the d256 step's 4-bit rows are dense,
 /// as kD128's). A stage holds each sequence's page block as it is in the pool
 /// ([16 rows][16 fp16 norms], keys then values, sequence 0's block first): H16Layout::kH1 / vH1.
-/// QJL (MODE kModeQjl; PROD with KB = 0, head_dim 64 / 128 / 256, m = head_dim): QJL keys (Zandieh, Daliri, Han,
+/// QJL (MODE kModeQjl; PROD with KB = 0, head_dim 64 / 80 / 96 / 112 / 128 / 256, m = head_dim): QJL keys (Zandieh, Daliri, Han,
 /// arXiv 2406.03482: signs of S k, fp16 ||k||) on the Prod kernel's sign chain with no MSE part: the query is not
 /// rotated (S q from q itself), a token's key scalar is its fp16 norm alone (2 bytes, the formats.h qjl block:
 /// NBK 2) and gamma is 1, so logit = scale * ||k|| * kappa <S q, signs>.
@@ -218,8 +218,8 @@ template <int D, int KB, int VB, int NW, bool PROD = false, bool SPLIT = false, 
 struct H16Layout {
   static constexpr bool F8 = KB == 8, RVQ = MODE == kModeRvq, KIVI = MODE == kModeKivi, PVQ = MODE == kModePvq,
                         RVQ2 = MODE == kModeRvq2, PAIR = MODE == kModePair, QJL = MODE == kModeQjl;
-  static_assert(!QJL || (PROD && KB == 0 && !SPLIT && (D == 64 || D == 128 || D == 256)),
-                "qjl: the Prod kernel with no MSE part, head_dim 64 / 128 / 256");
+  static_assert(!QJL || (PROD && KB == 0 && !SPLIT && (D == 64 || D == 80 || D == 96 || D == 112 || D == 128 || D == 256)),
+                "qjl: the Prod kernel with no MSE part, head_dim 64 / 80 / 96 / 112 / 128 / 256");
   static_assert(!PAIR || ((D == 128 || D == 256) && KB >= 2 && KB <= 4 && VB >= 2 && VB <= 4 && !PROD && !SPLIT),
                 "pair: two head_dim-64 or head_dim-128 sequences, 2..4-bit keys and values");
   static_assert(!RVQ2 || ((KB == 3 || KB == 4) && VB == KB && !PROD && !SPLIT && (D == 64 || D == 128)),
@@ -780,15 +780,16 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
   constexpr int H = Lay::H;
   constexpr int TILE = Lay::kTileT, NT = 32 * NW;
   constexpr int KSPAN = Lay::cbM / 4;   // bytes of a key row's MSE codes per lane (D/4 dims)
-  constexpr int SSPAN = D / 32;         // PROD: bytes of a key row's sign bits per lane (D/4 rows of S)
+  constexpr int SSPAN = D / 32;         // PROD: bytes of a key row's sign bits per lane (D/4 rows of S; whole
+                                        // bytes at 64, 128, 256 only: 80, 96, 112 load D/4 bits by BitSpan)
   constexpr int VSPAN = Lay::cbV / 8;   // bytes of a value row per lane (D/8 dims)
   // The same in bits (lane spans of D * KB / 4 and D * VB / 8 bits): not whole bytes at head_dim 80
   // and 112 (keys at 1 and 3 bits, values at 1, 2 and 3 bits) and 96 (values at 1 and 3 bits).
   constexpr int KBITS = 2 * Lay::cbM, VBITS = Lay::cbV;
   // head_dim 80, 96, 112 (not a power of two): dense (Haar) rotations; Pi q is a dense product in
-  // the set-up (a.krot_t) and Pi^T is applied by the combine kernel (no FUSE instance).
+  // the set-up (a.krot_t; QJL keys: q itself) and Pi^T is applied by the combine kernel (no FUSE instance).
   constexpr bool kDenseRot = (D & (D - 1)) != 0;
-  static_assert(!kDenseRot || (!PROD && !SPLIT && !FUSE), "dense rotations: TurboQuant-MSE integer widths, combine");
+  static_assert(!kDenseRot || (!SPLIT && !FUSE), "dense rotations: integer widths, combine");
   static_assert(!PVQ || !FUSE, "product VQ: the combine kernel applies the value smoothing");
   extern __shared__ __align__(16) std::uint8_t smem[];
   // The combine kernel is a programmatic dependent launch (decode.cu): let it be scheduled now; it
@@ -1192,8 +1193,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       float y = 0.0f;
       if (hg < a.group) {
         const float* qh = a.q + (static_cast<std::size_t>(b) * a.num_heads + g * a.group + hg) * D;
-        if constexpr (F8)
-          y = __ldg(qh + i);  // fp8: no rotation
+        if constexpr (F8 || QJL)
+          y = __ldg(qh + i);  // fp8, QJL keys: no rotation
         else
           for (int j = 0; j < D; ++j) y = fmaf(__ldg(a.krot_t + j * D + i), __ldg(qh + j), y);
       }
@@ -1610,9 +1611,18 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         if constexpr (PROD) {
           // + gamma_t * kappa * <S Pi q, signs_t>: sign pairs (+-1, +-1) against the (S Pi q) fragments.
           float sg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-          CodeSpan<SSPAN> g0, g1;
-          g0.load(s_kc + (tb + kr) * Lay::rsK + Lay::cbM + SSPAN * tig);
-          g1.load(s_kc + (tb + kr + 8) * Lay::rsK + Lay::cbM + SSPAN * tig);
+          // head_dim 80, 96, 112: the lane's D/4 sign bits from bit D/4 tig of the sign stream (rows padded to
+          // 16-byte multiples; the stream starts at cbM, a multiple of 2 or 4).
+          using GSpan = std::conditional_t<kDenseRot, BitSpan<D / 4, Lay::cbM % 4 == 0 ? 4 : 2>, CodeSpan<SSPAN>>;
+          GSpan g0, g1;
+          if constexpr (kDenseRot) {
+            static_assert(Lay::rsK % 16 == 0, "dense rotations: Prod key rows padded (16-byte aligned)");
+            g0.load_bits(s_kc + (tb + kr) * Lay::rsK + Lay::cbM, (D / 4) * tig);
+            g1.load_bits(s_kc + (tb + kr + 8) * Lay::rsK + Lay::cbM, (D / 4) * tig);
+          } else {
+            g0.load(s_kc + (tb + kr) * Lay::rsK + Lay::cbM + SSPAN * tig);
+            g1.load(s_kc + (tb + kr + 8) * Lay::rsK + Lay::cbM + SSPAN * tig);
+          }
 #pragma unroll
           for (int kk = 0; kk < D / 16; ++kk) {
             std::uint32_t af[4];
@@ -2140,12 +2150,10 @@ void launch_h16_kb(int d, int vb, const LaunchShape& shape, cudaStream_t s, cons
       case 128: return launch_h16<128, KB, VB, PROD, MODE>(shape, s, a);
       case 256: return launch_h16<256, KB, VB, PROD, MODE>(shape, s, a);
     }
-    if constexpr (!PROD) {  // dense rotations (h16_dense_head_dim), TurboQuant-MSE keys only
-      switch (d) {
-        case 80: return launch_h16<80, KB, VB>(shape, s, a);
-        case 96: return launch_h16<96, KB, VB>(shape, s, a);
-        case 112: return launch_h16<112, KB, VB>(shape, s, a);
-      }
+    switch (d) {  // dense rotations (h16_dense_head_dim)
+      case 80: return launch_h16<80, KB, VB, PROD, MODE>(shape, s, a);
+      case 96: return launch_h16<96, KB, VB, PROD, MODE>(shape, s, a);
+      case 112: return launch_h16<112, KB, VB, PROD, MODE>(shape, s, a);
     }
     throw std::logic_error("launch_h16: head_dim out of range");
   };
@@ -2185,8 +2193,8 @@ void launch_h16p_k0(int d, int vb, const LaunchShape&, cudaStream_t, const Decod
 void launch_h16p_k1(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16p_k2(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 void launch_h16p_k3(int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
-/// QJL keys (H16Layout::QJL; m = head_dim 64 / 128 / 256) with TurboQuant-MSE values at vb = 1..4 bits (kb
-/// unused): qjl.cu.
+/// QJL keys (H16Layout::QJL; m = head_dim 64 / 80 / 96 / 112 / 128 / 256) with TurboQuant-MSE values at vb =
+/// 1..4 bits (kb unused): qjl.cu.
 void launch_qjl_h16(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 
 }  // namespace turbokv::cuda::detail

@@ -530,7 +530,18 @@ double run_prod_case(Method km, int d, int kb, int vb, int nh, int kvh, int page
   };
   decode();
   const auto out = dout.download();
-  const bool cuda_cores = kernel == 1 || (d != 64 && d != 128 && d != 256);
+  const bool dense_tc = d == 80 || d == 96 || d == 112;  // the fp16 kernel's dense-rotation instances
+  const bool cuda_cores = kernel == 1 || !(d == 64 || d == 128 || d == 256 || dense_tc);
+  if (!cuda_cores && dense_tc) {
+    // kernel 0 at 80 / 96 / 112 runs the fp16 tensor-core kernel (fp16 fragments), kernel 1 the fp32 CUDA-core
+    // one: their outputs differ (proves the routing; the tolerance alone would pass either)
+    a.kernel = 1;
+    decode();
+    const auto out1 = dout.download();
+    a.kernel = kernel;
+    EXPECT_NE(std::memcmp(out.data(), out1.data(), out.size() * sizeof(float)), 0)
+        << "kernel 0 and kernel 1 are identical at head_dim " << d << " (kernel 0 must run the fp16 kernel)";
+  }
   if (!cuda_cores && block_warps == 12 && (window == 0 || window >= 1000) && max_len >= 1000) {
     // 8 warps split the tokens otherwise: over 1,000 tokens the fp32 rounding differs (proves the routing)
     a.block_warps = 8;
@@ -592,9 +603,40 @@ TEST(CudaDecode, QjlKeysMatchReference) {
   std::printf("qjl keys (fp16 tensor cores): worst relative error vs fp64 %.3g\n", worst);
 }
 
+// Sketch keys on the fp16 tensor-core kernel at head_dim 80, 96, 112 (Prod's dense rotation: Pi q in the set-up,
+// Pi_v^T by the combine kernel; QJL keys unrotated; the lanes' D/4 sign bits not whole bytes at 80 and 112):
+// every MSE part (0..3 bits) and value width, GQA 1..16 (3, 5, 6, 7 too), pages 1..256, windows, forced splits
+// (one split included: no FUSE instance there). run_prod_case also checks that kernel 1 gives other floats.
+TEST(CudaDecode, SketchKeysDenseHeadDimsTensorCoresMatchReference) {
+  const std::uint64_t seed = fresh_seed();
+  const auto L = small_lens;
+  const Method pr = Method::kTurboProd, qj = Method::kQjl;
+  const int gqa[8][2] = {{32, 8}, {10, 2}, {12, 2}, {14, 2}, {16, 1}, {9, 3}, {6, 6}, {8, 1}};  // 4, 5, 6, 7, 16, 3, 1, 8
+  const int pages[5] = {16, 1, 8, 64, 256};
+  double worst[2] = {0, 0};
+  int i = 0;
+  for (int d : {80, 96, 112})
+    for (int kb = 1; kb <= 4; ++kb)
+      for (int vb : {1 + (kb + d / 16) % 4, 1 + (kb + d / 16 + 2) % 4}) {
+        ++i;
+        const int* h = gqa[i % 8];
+        const std::vector<int> lens =
+            L(i % 3 == 0 ? std::vector<int>{1, 65, 1000} : i % 3 == 1 ? std::vector<int>{4097, 31} : std::vector<int>{257});
+        worst[0] = std::max(worst[0], run_prod_case(pr, d, kb, vb, h[0], h[1], pages[i % 5], lens, i % 4 == 0 ? 100 : 0,
+                                                    i % 2 == 0, seed + 17 * i, i % 5 == 0 ? 3 : i % 7 == 0 ? 1 : 0));
+        if (kb == 1)
+          worst[1] = std::max(worst[1], run_prod_case(qj, d, 1, vb, h[0], h[1], pages[(i + 2) % 5], lens,
+                                                      i % 3 == 0 ? 300 : 0, i % 2 == 1, seed + 17 * i + 5,
+                                                      i % 4 == 1 ? 1 : 0));
+      }
+  std::printf("sketch keys at head_dim 80 / 96 / 112 (fp16 tensor cores): worst relative error vs fp64: tq-prod %.3g, "
+              "qjl %.3g (tolerance %.0e)\n",
+              worst[0], worst[1], kTqDecodeH16RelTol);
+}
+
 // Sketch keys on the CUDA-core kernel (decode.cuh SketchKeyFmt): TurboQuant-Prod and QJL keys at head_dims
-// without a tensor-core instance (80, 96, 112, 160, 192, 240: Prod's dense rotation) and kernel 1 at 64 / 128 /
-// 256, every MSE part and value width, GQA 1..16 (5, 6, 7 too), pages 1..256 (page 1: scalars at 2 mod 4 bytes
+// without a tensor-core instance (160, 192, 240: Prod's dense rotation), kernel 1 at 80, 96, 112 and at 64 / 128
+// / 256, every MSE part and value width, GQA 1..16 (5, 6, 7 too), pages 1..256 (page 1: scalars at 2 mod 4 bytes
 // where code_bytes is), windows, forced split counts.
 TEST(CudaDecode, SketchKeysCudaCoresMatchReference) {
   const std::uint64_t seed = fresh_seed();
@@ -609,12 +651,13 @@ TEST(CudaDecode, SketchKeysCudaCoresMatchReference) {
       ++i;
       const int* h = gqa[i % 8];
       const int vb = 1 + (kb + i) % 4;
+      const int kernel = d <= 112 ? 1 : 0;  // 80, 96, 112: kernel 0 is the fp16 kernel (TqProdDenseHeadDims...)
       const std::vector<int> lens = L(i % 3 == 0 ? std::vector<int>{1, 65, 1000} : std::vector<int>{257, 31});
       worst[0] = std::max(worst[0], run_prod_case(pr, d, kb, vb, h[0], h[1], pages[i % 5], lens, i % 4 == 0 ? 100 : 0,
-                                                  i % 2 == 0, seed + 11 * i, i % 5 == 0 ? 3 : 0));
+                                                  i % 2 == 0, seed + 11 * i, i % 5 == 0 ? 3 : 0, 0, kernel));
       if (kb == 1)
         worst[1] = std::max(worst[1], run_prod_case(qj, d, 1, vb, h[0], h[1], pages[(i + 2) % 5], lens, 0, i % 2 == 1,
-                                                    seed + 11 * i + 5));
+                                                    seed + 11 * i + 5, 0, 0, kernel));
     }
   for (int d : {64, 128, 256})  // kernel 1 where the tensor-core kernel also runs
     for (int kb = 1; kb <= 4; ++kb) {
