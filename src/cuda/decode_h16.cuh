@@ -550,7 +550,12 @@ __device__ __forceinline__ void warp_copy(std::uint8_t* s_codes, std::uint8_t* s
     const unsigned pos = static_cast<unsigned>(p0 + row);
     const std::uint8_t* src =
         pool_g + static_cast<std::uint64_t>(page) * pstride + ((pmask + 1u) * CB + (pos & pmask) * NBY);
-    if constexpr (NBY == 4) {
+    if constexpr (NBY == 4 && CB % 4 != 0) {
+      // Prod keys with code rows of 2 mod 4 bytes (head_dim 80, 112; QJL-part-only rows of 10 / 14 bytes): at
+      // page_size 1 the page's scalars start at 2 mod 4, so the [||x||, gamma] word is two 2-byte loads.
+      const unsigned short* h = reinterpret_cast<const unsigned short*>(src);
+      reinterpret_cast<unsigned*>(s_norm)[row] = __ldg(h) | (static_cast<unsigned>(__ldg(h + 1)) << 16);
+    } else if constexpr (NBY == 4) {
       cp_async_n<4>(s_norm + 4 * row, src);
     } else if constexpr (NBY == 2) {
       reinterpret_cast<unsigned short*>(s_norm)[row] = __ldg(reinterpret_cast<const unsigned short*>(src));
@@ -2136,7 +2141,11 @@ void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKerne
       MODE == kModeTq || MODE == kModeKivi || MODE == kModeRvq || MODE == kModePair || MODE == kModeQjl;
   if constexpr (D == 256 && kWideMode && H16Layout<D, KB, VB, 12, PROD, false, MODE>::kFits)
     if (shape.wide) return launch_h16_nw<D, KB, VB, 12, PROD, false, MODE>(shape, stream, a);
-  launch_h16_nw<D, KB, VB, (D == 256 ? 8 : 16), PROD, false, MODE>(shape, stream, a);
+  // Sketch keys (Prod, QJL) at head_dim 80 and 112 (lane spans by BitSpan): 12 warps (168 registers). At 16
+  // warps (128 registers) ptxas gave most of them 32-144-byte stack frames (H100 run s42-2: 3-bit values at
+  // head_dim 112 took 434-514 us against 218-270 at 2 and 4 bits, b16 x 32k); head_dim 96 does not spill.
+  constexpr bool kDense12 = PROD && (D == 80 || D == 112) && H16Layout<D, KB, VB, 12, PROD, false, MODE>::kFits;
+  launch_h16_nw<D, KB, VB, (D == 256 ? 8 : kDense12 ? 12 : 16), PROD, false, MODE>(shape, stream, a);
 }
 
 /// The runtime head_dim and value width -> instance dispatch of the TurboQuant-key families (MODE kModeTq:
