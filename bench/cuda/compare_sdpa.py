@@ -151,8 +151,8 @@ def main():
                 name = f"turbokv tq-prod K{r['bits']} V{r['bits']}" + (" 8warps" if "8 warps" in r["method"] else "")
             elif r["method"].startswith("tq-prod"):
                 name = f"turbokv tq-prod K{r['bits']} V{r['bits']} cc"
-            elif r["method"] == "qjl keys":
-                name = f"turbokv qjl K1 V{r['bits']}"
+            elif r["method"].startswith("qjl keys"):
+                name = f"turbokv qjl K1 V{r['bits']}" + (" cc" if "cuda cores" in r["method"] else "")
             elif r["method"].startswith("fp8"):
                 name = "turbokv fp8" + (" cc" if "cuda cores" in r["method"] else " 12warps" if "12 warps" in r["method"]
                                         else "")

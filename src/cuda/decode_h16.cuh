@@ -2141,10 +2141,13 @@ void launch_h16(const LaunchShape& shape, cudaStream_t stream, const DecodeKerne
       MODE == kModeTq || MODE == kModeKivi || MODE == kModeRvq || MODE == kModePair || MODE == kModeQjl;
   if constexpr (D == 256 && kWideMode && H16Layout<D, KB, VB, 12, PROD, false, MODE>::kFits)
     if (shape.wide) return launch_h16_nw<D, KB, VB, 12, PROD, false, MODE>(shape, stream, a);
-  // Sketch keys (Prod, QJL) at head_dim 80 and 112 (lane spans by BitSpan): 12 warps (168 registers). At 16
-  // warps (128 registers) ptxas gave most of them 32-144-byte stack frames (H100 run s42-2: 3-bit values at
-  // head_dim 112 took 434-514 us against 218-270 at 2 and 4 bits, b16 x 32k); head_dim 96 does not spill.
-  constexpr bool kDense12 = PROD && (D == 80 || D == 112) && H16Layout<D, KB, VB, 12, PROD, false, MODE>::kFits;
+  // Sketch keys (Prod, QJL) at head_dim 112 with 3-bit values: 12 warps (168 registers). At 16 warps (128
+  // registers) ptxas gives the sketch instances at 80 and 112 stack frames of up to 144 bytes; H100, b16 x 32k,
+  // 32/8 heads, 16 warps (run s42-2) / 12 warps for every 80 / 112 instance (run s42-3), us: d112 3-bit values
+  // Prod 514.2 / 378.1, QJL 433.8 / 327.9; but d112 2- and 4-bit Prod 246.5 / 254.1 and 269.7 / 266.9, QJL 218.3
+  // / 256.9 and 225.9 / 264.1, and d80 2 / 3 / 4-bit Prod 197.5 / 207.6, 302.9 / 330.5, 215.6 / 218.0 (QJL 188.7 /
+  // 215.2, 246.1 / 294.3, 195.7 / 220.8): elsewhere 16 warps win, spills and all.
+  constexpr bool kDense12 = PROD && D == 112 && VB == 3 && H16Layout<D, KB, VB, 12, PROD, false, MODE>::kFits;
   launch_h16_nw<D, KB, VB, (D == 256 ? 8 : kDense12 ? 12 : 16), PROD, false, MODE>(shape, stream, a);
 }
 
