@@ -14,6 +14,7 @@
 #include "turbokv/cuda.h"
 #include "turbokv/error.h"
 #include "turbokv/fastdiv.h"
+#include "turbokv/rotation.h"
 
 namespace turbokv::cuda::detail {
 
@@ -136,6 +137,20 @@ inline void upload_dense_rotation(const std::vector<float>& m, int dim, DeviceAr
     for (int j = 0; j < dim; ++j) mt[std::size_t(j) * dim + i] = m[std::size_t(i) * dim + j];
   rot = upload(m);
   rot_t = upload(mt);
+}
+
+/// The device copy of a reference rotation (rotation.h) for the tables of every rotated method: its dense Haar
+/// matrix where it has one (kHaar: the Hadamard kind at a head_dim that is not a power of two) as rot = Pi and
+/// rot_t = Pi^T (upload_dense_rotation), else its random signs D into signs. Returns the scale the kernels apply
+/// after the unnormalised FWHT: 1 / sqrt(dim), or 1 for the dense matrix.
+inline float upload_rotation(const Rotation& r, DeviceArray<float>& signs, DeviceArray<float>& rot,
+                             DeviceArray<float>& rot_t) {
+  if (r.kind() == RotationKind::kHaar) {
+    upload_dense_rotation(r.matrix(), r.dim(), rot, rot_t);
+    return 1.0f;
+  }
+  signs = upload(r.signs());
+  return Rotation::hadamard_scale(r.dim());
 }
 
 inline int num_sms() {

@@ -167,13 +167,8 @@ void TqMseTables::init(const CodecConfig& cfg) {
   if (!split_) {
     const Rotation rot(dim, cfg.rotation, cfg.seed);
     codebook_ = &lloyd_max_codebook(dim, bits_, cfg.codebook);
-    if (rot.kind() == RotationKind::kHaar) {  // not a power of two: the reference's dense rotation
-      dense_ = true;
-      scale_ = 1.0f;
-      detail::upload_dense_rotation(rot.matrix(), dim, rotation_, rotation_t_);
-    } else {
-      signs_ = detail::upload(rot.signs());  // head_dim floats
-    }
+    scale_ = detail::upload_rotation(rot, signs_, rotation_, rotation_t_);  // dense where not a power of two
+    dense_ = rotation_ != nullptr;
     centroids_ = detail::upload(codebook_->centroids);
     boundaries_ = detail::upload(bounds(*codebook_));
     return;

@@ -255,13 +255,7 @@ PolarTables::PolarTables(const CodecConfig& cfg) {
   head_dim_ = cfg.head_dim;
   bits_ = r.level1_bits();
   high_bits_ = r.high_bits();
-  if (r.rotation().kind() == RotationKind::kHaar) {  // not a power of two: the reference's dense rotation
-    scale_ = 1.0f;
-    detail::upload_dense_rotation(r.rotation().matrix(), head_dim_, rotation_, rotation_t_);
-  } else {
-    scale_ = Rotation::hadamard_scale(head_dim_);
-    signs_ = detail::upload(r.rotation().signs());
-  }
+  scale_ = detail::upload_rotation(r.rotation(), signs_, rotation_, rotation_t_);  // dense where not a power of two
   std::vector<float> tab(kTableFloats, 0.0f);
   for (std::size_t i = 0; i < r.cos_table(1).size(); ++i) {
     tab[kCos1 + i] = r.cos_table(1)[i];

@@ -416,13 +416,7 @@ PvqTables::PvqTables(const Codec& codec) {
   static const int g_of[] = {0, 8, 4, 2, 2}, c_of[] = {0, 8, 8, 6, 8};
   check_arg(bits_ >= 1 && bits_ <= 4 && g_ == g_of[bits_] && c_ == c_of[bits_], where, "codec.bits", bits_,
             "must be 1..4 with the reference's (g, c)");
-  if (r->rotation().kind() == RotationKind::kHaar) {  // not a power of two: the reference's dense rotation
-    scale_ = 1.0f;
-    detail::upload_dense_rotation(r->rotation().matrix(), d, rotation_, rotation_t_);
-  } else {
-    scale_ = Rotation::hadamard_scale(d);
-    signs_ = detail::upload(r->rotation().signs());
-  }
+  scale_ = detail::upload_rotation(r->rotation(), signs_, rotation_, rotation_t_);  // dense where not a power of two
   lambda_ = detail::upload(r->lambda());
   cent_ = detail::upload(r->centroids());
   cent_t_ = detail::upload(r->centroids_soa());

@@ -125,13 +125,7 @@ QjlTables::QjlTables(const CodecConfig& cfg) {
   sketch_t_ = detail::upload(sk.st);
   if (method_ == Method::kTurboProd) {
     const Rotation rot(head_dim_, cfg.rotation, cfg.seed);
-    if (rot.kind() == RotationKind::kHaar) {  // not a power of two: the reference's dense rotation
-      scale_ = 1.0f;
-      detail::upload_dense_rotation(rot.matrix(), head_dim_, rotation_, rotation_t_);
-    } else {
-      scale_ = Rotation::hadamard_scale(head_dim_);
-      signs_ = detail::upload(rot.signs());
-    }
+    scale_ = detail::upload_rotation(rot, signs_, rotation_, rotation_t_);  // dense where not a power of two
     if (mse_bits_ > 0) {
       const ScalarCodebook& cb = lloyd_max_codebook(head_dim_, mse_bits_, cfg.codebook);
       centroids_ = detail::upload(cb.centroids);

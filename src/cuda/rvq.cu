@@ -251,13 +251,7 @@ RvqTables::RvqTables(const CodecConfig& cfg) {
   head_dim_ = cfg.head_dim;
   bits_ = static_cast<int>(cfg.bits);
   const ref::Rvq r(cfg);  // the reference codec's own rotation and codebooks
-  if (r.rotation().kind() == RotationKind::kHaar) {  // not a power of two: the reference's dense rotation
-    scale_ = 1.0f;
-    detail::upload_dense_rotation(r.rotation().matrix(), head_dim_, rotation_, rotation_t_);
-  } else {
-    scale_ = Rotation::hadamard_scale(head_dim_);
-    signs_ = detail::upload(r.rotation().signs());
-  }
+  scale_ = detail::upload_rotation(r.rotation(), signs_, rotation_, rotation_t_);  // dense where not a power of two
   c1_ = detail::upload(r.stage1_codebook().centroids);
   b1_ = detail::upload(r.stage1_codebook().boundaries);
   c2_ = detail::upload(r.stage2_codebook().centroids);
