@@ -254,9 +254,10 @@ void tq_mse_dequantize(const TqMseTables& codec, PagedPool pool, const PageTable
 
 /// Shapes and options of one decode-attention call (one query token per sequence).
 struct DecodeArgs {
-  /// head_dim: a multiple of 16 in 64..256; 64, 128, 256 for the tensor-core kernels (kernel 0 and 2,
-  /// tq_prod_paged_decode), and 80, 96, 112 too for tq_mse_decode's and fp8_decode's kernel 0; the others (160, 192,
-  /// ...) run the CUDA-core kernel (tq_mse_decode with dense-rotation tables, fp8_decode, fp16_decode).
+  /// head_dim: a multiple of 16 in 64..256; 64, 128, 256 for every tensor-core kernel (kernel 0 and 2), and 80, 96,
+  /// 112 too for kernel 0 of tq_mse_decode, fp8_decode, tq_prod_paged_decode and qjl_paged_decode; the others (144,
+  /// 160, ...) run the CUDA-core kernel (those decodes with dense-rotation tables, fp16_decode), as do
+  /// rvq_paged_decode, pvq_paged_decode and polar_paged_decode at every head_dim that is not a power of two.
   int batch = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   const void* q = nullptr;              ///< device [batch][num_heads][head_dim] of type `io`
   void* out = nullptr;                  ///< device [batch][num_heads][head_dim] of type `io`
@@ -279,8 +280,8 @@ struct DecodeArgs {
   /// 2 = 3xTF32 tensor cores (fp32-accurate, decode_mma.cuh). Other values throw. At head_dim not a
   /// power of two (dense rotations) 2 throws, and 0 means 1 except at 80, 96 and 112.
   /// The staged decodes (kivi_decode, rvq_paged_decode, polar_paged_decode, pvq_paged_decode): 0 = fp16
-  /// tensor cores (default; product VQ's look-up-table keys: CUDA cores), 1 = CUDA cores (fp32); others
-  /// throw. fp8_decode: 0 = fp16 tensor cores at head_dim 64, 80, 96, 112, 128, 256 (default; the
+  /// tensor cores (default; product VQ's look-up-table keys, and RVQ / product VQ / PolarQuant at head_dims that
+  /// are not powers of two: CUDA cores), 1 = CUDA cores (fp32); others throw. fp8_decode: 0 = fp16 tensor cores at head_dim 64, 80, 96, 112, 128, 256 (default; the
   /// CUDA-core kernel at the other head_dims), 1 = CUDA cores (fp32); others throw.
   int kernel = 0;
   /// Two sequences per block in tq_mse_decode's kernel 0 where it applies: head_dim 64 or 128, page_size 16,

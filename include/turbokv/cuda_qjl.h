@@ -252,7 +252,7 @@ std::size_t tq_prod_page_stride(int page_size, std::size_t code_bytes);
  * 256: that fp16 tensor-core kernel, fp16 operands, fp32 accumulation (tolerance as the MSE fp16 kernel; at 80,
  * 96, 112 the dense rotations: Pi q in the set-up, Pi_v^T in the combine kernel; tests/cuda/
  * test_cuda_attention.cpp SketchKeysDenseHeadDimsTensorCoresMatchReference).
- * args.kernel 1, and kernel 0 at the other head_dims (160, ..., 240; dense rotations as above): the CUDA-core kernel of
+ * args.kernel 1, and kernel 0 at the other head_dims (144, 160, ..., 240; dense rotations as above): the CUDA-core kernel of
  * tq_mse_decode (decode.cuh, SketchKeyFmt), fp32 throughout: per token ||k|| (<Pi q, c[code]> + kappa
  * gamma <S Pi q, signs>) from the lane's 16 dims of MSE codes and sign bits (tests/cuda/
  * test_cuda_attention.cpp SketchKeysCudaCoresMatchReference: relative error 1e-4 against fp64).
@@ -266,7 +266,7 @@ void tq_prod_paged_decode(const QjlTables& kcodec, const TqMseTables& vcodec, Pa
  * Split-K flash-decoding on paged QJL keys (kcodec: qjl, head_dim a multiple of 16 in 64..256, qjl_rows 0 =
  * head_dim) and TurboQuant-MSE values (vcodec, integer widths 1..4). args.kernel 0 (default) at head_dim
  * 64, 80, 96, 112, 128, 256: the fp16 tensor-core kernel of tq_mse_decode (decode_h16.cuh, H16Layout::QJL): the
- * Prod kernel's sign chain with no MSE part; args.kernel 1, and kernel 0 at 160, 176, ..., 240: the CUDA-core
+ * Prod kernel's sign chain with no MSE part; args.kernel 1, and kernel 0 at 144, 160, ..., 240: the CUDA-core
  * kernel (decode.cuh SketchKeyFmt, fp32, logit as below; tolerance 1e-4 relative against fp64). Per
  * block, S q of its (up to 8) query heads once (fp32, times softmax_scale log2(e) kappa, then fp16
  * fragments); per 16-token tile the (+-1 sign pairs) . (S q) MMA chain gives <S q, signs_t>, and

@@ -207,9 +207,9 @@ struct VqDecodeArgs {
   int num_splits = 0;                  ///< split-K count 1..256; 0 = chosen by the cost model of DecodeArgs::num_splits (cuda.h)
   void* workspace = nullptr;           ///< device, 16-byte aligned, *_decode_workspace_bytes bytes
   /// The decode kernel, as DecodeArgs::kernel of the staged decodes (cuda.h): 0 = fp16 tensor cores
-  /// (default; RVQ and PolarQuant; product VQ's look-up-table keys run the CUDA-core kernel in these
-  /// contiguous blocks: only pvq_paged_decode has the tensor-core path), 1 = CUDA cores (fp32). Other
-  /// values throw.
+  /// (default; RVQ and PolarQuant at head_dim 64, 128, 256; product VQ's look-up-table keys, and every method at
+  /// head_dims that are not powers of two, run the CUDA-core kernel in these contiguous blocks: only
+  /// pvq_paged_decode has product VQ's tensor-core path), 1 = CUDA cores (fp32). Other values throw.
   int kernel = 0;
 };
 

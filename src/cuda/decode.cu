@@ -328,7 +328,8 @@ void fill_kernel_args(const DecodeArgs& args, const Plan& p, int nsub, DecodeKer
 }
 
 /// The staged decodes' query preparation (StagedCall), after fill_kernel_args: q' = Pi_k q into the
-/// workspace's query slot (ksigns set), or the look-up tables of look-up-table keys (prep set).
+/// workspace's query slot (ksigns or, for dense rotations, krot_t set), or the look-up tables of
+/// look-up-table keys (prep set).
 void prepare_staged_query(const DecodeArgs& args, int splits, const StagedCall& call, DecodeKernelArgs& ka,
                           cudaStream_t s) {
   const std::size_t rows = std::size_t(args.batch) * args.num_heads;

@@ -114,7 +114,9 @@ struct CodeSpan {
 /// that are not an even number of bytes: the UNIT-byte units (4: rows 4-byte aligned; 2: rows of 2
 /// mod 4 bytes) holding them are loaded and shifted down, so field p of the span starts at bit
 /// p * PB of w as in CodeSpan (bits past the span, from the next lane's span, are never a field of
-/// this one). Units past the span's last bit are not read (never past the row).
+/// this one). Units past the unit holding the span's last bit are not read; that unit may reach past
+/// the span (into the next lane's span, or into a padded row's unwritten padding: bits shifted out,
+/// never used, though compute-sanitizer's initcheck would report the read).
 template <int BITS, int UNIT>
 struct BitSpan : CodeSpan<(BITS + 7) / 8> {
   using Base = CodeSpan<(BITS + 7) / 8>;
@@ -550,9 +552,10 @@ __device__ __forceinline__ void warp_copy(std::uint8_t* s_codes, std::uint8_t* s
     const unsigned pos = static_cast<unsigned>(p0 + row);
     const std::uint8_t* src =
         pool_g + static_cast<std::uint64_t>(page) * pstride + ((pmask + 1u) * CB + (pos & pmask) * NBY);
-    if constexpr (NBY == 4 && CB % 4 != 0) {
+    if (NBY == 4 && CB % 4 != 0 && pmask == 0) {
       // Prod keys with code rows of 2 mod 4 bytes (head_dim 80, 112; QJL-part-only rows of 10 / 14 bytes): at
-      // page_size 1 the page's scalars start at 2 mod 4, so the [||x||, gamma] word is two 2-byte loads.
+      // page_size 1 (pmask 0) the page's scalars start at 2 mod 4, so the [||x||, gamma] word is two 2-byte
+      // loads (at even page sizes page_size * CB is a multiple of 4: cp.async below).
       const unsigned short* h = reinterpret_cast<const unsigned short*>(src);
       reinterpret_cast<unsigned*>(s_norm)[row] = __ldg(h) | (static_cast<unsigned>(__ldg(h + 1)) << 16);
     } else if constexpr (NBY == 4) {

@@ -1,5 +1,5 @@
 // fp16 tensor-core decode-attention instances for TurboQuant-Prod keys with a 3-bit MSE part
-// (value widths 1..4, head_dim 64/128/256).
+// (value widths 1..4, head_dim 64/80/96/112/128/256).
 #include "decode_h16.cuh"
 
 namespace turbokv::cuda::detail {

@@ -605,7 +605,7 @@ TEST(CudaDecode, QjlKeysMatchReference) {
 
 // Sketch keys on the fp16 tensor-core kernel at head_dim 80, 96, 112 (Prod's dense rotation: Pi q in the set-up,
 // Pi_v^T by the combine kernel; QJL keys unrotated; the lanes' D/4 sign bits not whole bytes at 80 and 112):
-// every MSE part (0..3 bits) and value width, GQA 1..16 (3, 5, 6, 7 too), pages 1..256, windows, forced splits
+// every (MSE part 0..3 bits, value width) pair, GQA 1..16 (3, 5, 6, 7 too), pages 1..256, windows, forced splits
 // (one split included: no FUSE instance there). run_prod_case also checks that kernel 1 gives other floats.
 TEST(CudaDecode, SketchKeysDenseHeadDimsTensorCoresMatchReference) {
   const std::uint64_t seed = fresh_seed();
@@ -617,7 +617,7 @@ TEST(CudaDecode, SketchKeysDenseHeadDimsTensorCoresMatchReference) {
   int i = 0;
   for (int d : {80, 96, 112})
     for (int kb = 1; kb <= 4; ++kb)
-      for (int vb : {1 + (kb + d / 16) % 4, 1 + (kb + d / 16 + 2) % 4}) {
+      for (int vb = 1; vb <= 4; ++vb) {  // every instance: MSE part 0..3 bits x value widths 1..4
         ++i;
         const int* h = gqa[i % 8];
         const std::vector<int> lens =
@@ -651,7 +651,7 @@ TEST(CudaDecode, SketchKeysCudaCoresMatchReference) {
       ++i;
       const int* h = gqa[i % 8];
       const int vb = 1 + (kb + i) % 4;
-      const int kernel = d <= 112 ? 1 : 0;  // 80, 96, 112: kernel 0 is the fp16 kernel (TqProdDenseHeadDims...)
+      const int kernel = d <= 112 ? 1 : 0;  // 80, 96, 112: kernel 0 is the fp16 kernel (SketchKeysDenseHeadDims...)
       const std::vector<int> lens = L(i % 3 == 0 ? std::vector<int>{1, 65, 1000} : std::vector<int>{257, 31});
       worst[0] = std::max(worst[0], run_prod_case(pr, d, kb, vb, h[0], h[1], pages[i % 5], lens, i % 4 == 0 ? 100 : 0,
                                                   i % 2 == 0, seed + 11 * i, i % 5 == 0 ? 3 : 0, 0, kernel));
