@@ -19,8 +19,8 @@
 // such as glibc's does); any other angle is that close to a boundary with
 // probability ~1e-15. Tests compare every byte.
 // At a head_dim that is not a power of two (multiples of 16 in 64..256) Pi is the reference's dense
-// Haar matrix (rotation.h), applied in the reference's order; the decodes then run the CUDA-core
-// kernel for kernel 0 and 1 (as rvq's, cuda_vq.h).
+// Haar matrix (rotation.h), applied in the reference's order; the decodes rotate the query by Pi and
+// the merged output by Pi^T around either kernel (as rvq's, cuda_vq.h).
 // polar_append writes the same bytes straight into pages (cuda.h's paged layout).
 // polar_decode / polar_paged_decode are split-K decode attention on PolarQuant keys
 // and values in contiguous blocks (VqDecodeArgs, like rvq_decode) or pages

@@ -24,7 +24,8 @@
 // bits. At a head_dim that is not a power of two (80, 96, 112, ...: multiples of 16 in 64..256, where the
 // reference's "Hadamard" rotation is its dense Haar matrix, rotation.h) the encoders rotate by that matrix in
 // the reference's order (bytes identical), the decodes rotate the query by Pi and the merged output by Pi^T
-// (fp32), and kernel 0 runs the CUDA-core kernel as kernel 1 does (fp32 tolerance). tests/cuda/test_cuda_vq.cpp
+// (fp32) around either kernel; kernel 0 is there the staged fp16 tensor-core kernel for RVQ (and PolarQuant,
+// cuda_polar.h), the look-up-table kernel for product VQ. tests/cuda/test_cuda_vq.cpp
 // and test_cuda_vq_paged.cpp check them against attention_compressed (fp64).
 //
 // Every function takes device pointers and a stream, validates its arguments on

@@ -300,7 +300,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
   if (cuda::device_count(&why) == 0) throw std::runtime_error("run_cuda_bench: no CUDA device: " + why);
   check_arg(opt.head_dim >= 64 && opt.head_dim <= 256 && opt.head_dim % 16 == 0, "run_cuda_bench", "head_dim",
             opt.head_dim, "must be a multiple of 16 in 64..256");
-  const bool pow2 = (opt.head_dim & (opt.head_dim - 1)) == 0;  // others: dense rotation
+  const bool pow2 = cuda::detail::pow2_head_dim(opt.head_dim);  // others: dense rotation
   check_arg(opt.num_kv_heads > 0 && opt.num_heads % opt.num_kv_heads == 0, "run_cuda_bench", "num_heads",
             opt.num_heads, "must be a multiple of num_kv_heads");
   for (double b : opt.bits) {
@@ -451,7 +451,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         // 4: kernel 0 with DecodeArgs::block_warps 12 at head_dim 256 ("fp8 (12 warps)", timed next to the
         // default, which keeps 8 warps: 12 measured 0.99-1.00x in run s30-4)
         for (const int kernel : {0, 4, 1}) {
-          if (kernel == 0 && !(pow2 || d == 80 || d == 96 || d == 112)) continue;  // kernel 0 = the CUDA-core one
+          if (kernel == 0 && !(pow2 || cuda::detail::h16_dense_head_dim(d))) continue;  // kernel 0 = the CUDA-core one
           if (kernel == 4 && d != 256) continue;
           cuda::DecodeArgs fa = a;
           fa.kernel = kernel == 4 ? 0 : kernel;
@@ -521,7 +521,8 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
       // product VQ at head_dim 64 / 128 and at 3 bits at 256; product VQ's other widths at 256 run the
       // look-up-table kernel either way, so only kernel 1 is timed there) and kernel 1 (CUDA cores)) on the same page table,
       // keys and values at the same integer width; random code bytes, fp16 scalars in [0.5, 1.5). At
-      // head_dims that are not powers of two (dense rotations) only kernel 1 is timed (kernel 0 is the same).
+      // head_dims that are not powers of two (dense rotations) kernel 0 is the staged fp16 kernel for RVQ
+      // and PolarQuant (product VQ: the look-up-table kernel, only kernel 1 timed).
       // Product VQ's key and value tables come from two reference codecs, each calibrated on its own
       // 1200 Gaussian rows (3 k-means iterations).
       for (double bits_d : opt.bits) {
@@ -579,7 +580,6 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           // at head_dim 256 (2 + 2-bit RVQ: 12 warps at large shapes since session 30)
           for (int kernel : {0, 4, 1}) {
             if (pvq && kernel == 0 && !(d == 64 || d == 128 || (d == 256 && b == 3))) continue;  // = kernel 1
-            if (!pow2 && kernel != 1) continue;  // dense rotations: kernel 0 runs the CUDA-core kernel too
             if (kernel == 4 && !(m[0] == 'r' && d == 256 && b == 2)) continue;
             va.kernel = kernel == 4 ? 0 : kernel;
             va.block_warps = kernel == 4 ? 8 : 0;
@@ -665,7 +665,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
           r.op = "decode_attention", r.bits = bits_d;
           // kernel 0: the fp16 tensor-core kernel at 64..256 powers of two and 80, 96, 112; the
           // CUDA-core one at the other multiples of 16.
-          const bool h16 = pow2 || opt.head_dim == 80 || opt.head_dim == 96 || opt.head_dim == 112;
+          const bool h16 = pow2 || cuda::detail::h16_dense_head_dim(opt.head_dim);
           r.method = kernel == 2   ? "tq-mse (3xtf32)"
                      : kernel == 3 ? "tq-mse (1 seq/block)"
                      : kernel == 4 ? "tq-mse (8 warps)"
@@ -807,7 +807,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
         // tensor-core kernel (qjl_paged_decode; at 80, 96, 112 also kernel 1, and at the other head_dims that are
         // not powers of two only its CUDA-core kernel: the rows named "(cuda cores)"). Key pools rotated like the
         // value pools.
-        const bool sketch_h16 = pow2 || d == 80 || d == 96 || d == 112;  // sketch keys' fp16 tensor-core instances
+        const bool sketch_h16 = pow2 || cuda::detail::h16_dense_head_dim(d);  // sketch keys' fp16 tensor-core instances
         for (int qkernel : {0, 1}) {
           if (!(bits >= 2 && bits == bits_d && want("qjl")) || (qkernel == 1 && (pow2 || !sketch_h16))) continue;
           CodecConfig qc;

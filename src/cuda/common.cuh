@@ -264,6 +264,15 @@ void with_pow2_head_dim(int d, F&& f) {
   }
 }
 
+/// The same with the dense-rotation case of the block encoders (rvq, pvq, polar): dense (head_dim not a
+/// power of two, the tables' dense()) calls f(std::integral_constant<int, 0>{}), the instances that read d
+/// at run time and rotate by the tables' dense matrix.
+template <class F>
+void with_head_dim_or_dense(int d, bool dense, F&& f) {
+  if (dense) return f(std::integral_constant<int, 0>{});
+  with_pow2_head_dim(d, f);
+}
+
 /// The input-type dispatch of the encoders: calls f(std::type_identity<XT>{}) with XT = float, __half
 /// or __nv_bfloat16 for x_type kF32, kF16, kBf16.
 template <class F>

@@ -132,24 +132,19 @@ __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __
   }
 }
 
-/// The staged decodes' query preparation (StagedCall): row blockIdx.x of in [rows][d] (fp32) ->
-/// out = Pi q (rotate_shared: * signs, FWHT, * scale; fp32). in == out
-/// allowed (the row is read whole before it is written).
-__global__ void rotate_query_kernel(const float* in, float* out, int d, const float* __restrict__ signs, float scale) {
+/// The staged decodes' query preparation (StagedCall): row blockIdx.x of in [rows][d] (fp32) -> out = Pi q
+/// (fp32): rot_t nullptr: rotate_shared (* signs, FWHT, * scale), d floats of dynamic shared memory; else
+/// the dense rotation (head_dim not a power of two) by rot_t = Pi^T [d][d] (rotate_dense_shared: fp32
+/// multiply-adds in ascending j), 2 d floats. in == out allowed (the row is read whole before it is written).
+__global__ void rotate_query_kernel(const float* in, float* out, int d, const float* __restrict__ signs, float scale,
+                                    const float* __restrict__ rot_t) {
   extern __shared__ float rq[];
   const std::size_t row = blockIdx.x;
   for (int j = threadIdx.x; j < d; j += blockDim.x) rq[j] = in[row * d + j];
-  splitk::rotate_shared(rq, d, signs, scale, false);  // its first step touches only this thread's j
-  for (int j = threadIdx.x; j < d; j += blockDim.x) out[row * d + j] = rq[j];
-}
-
-/// The same for dense rotations (head_dim not a power of two): out = Pi q with rot_t = Pi^T [d][d]
-/// (rotate_dense_shared: fp32 multiply-adds in ascending j); 2 d floats of dynamic shared memory.
-__global__ void rotate_query_dense_kernel(const float* in, float* out, int d, const float* __restrict__ rot_t) {
-  extern __shared__ float rq[];
-  const std::size_t row = blockIdx.x;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) rq[j] = in[row * d + j];
-  splitk::rotate_dense_shared(rq, rq + d, d, rot_t);
+  if (rot_t)
+    splitk::rotate_dense_shared(rq, rq + d, d, rot_t);
+  else
+    splitk::rotate_shared(rq, d, signs, scale, false);  // its first step touches only this thread's j
   for (int j = threadIdx.x; j < d; j += blockDim.x) out[row * d + j] = rq[j];
 }
 
@@ -335,12 +330,9 @@ void prepare_staged_query(const DecodeArgs& args, int splits, const StagedCall& 
   const std::size_t rows = std::size_t(args.batch) * args.num_heads;
   if (call.ksigns || call.krot_t) {
     float* ws_q = ka.ws_ml + rows * splits * 2;  // fill_kernel_args' query slot
-    if (call.krot_t)
-      rotate_query_dense_kernel<<<static_cast<unsigned>(rows), 128, 2 * sizeof(float) * args.head_dim, s>>>(
-          ka.q, ws_q, args.head_dim, call.krot_t);
-    else
-      rotate_query_kernel<<<static_cast<unsigned>(rows), 128, sizeof(float) * args.head_dim, s>>>(
-          ka.q, ws_q, args.head_dim, call.ksigns, call.kscale);
+    const std::size_t smem = (call.krot_t ? 2 : 1) * sizeof(float) * args.head_dim;
+    rotate_query_kernel<<<static_cast<unsigned>(rows), 128, smem, s>>>(ka.q, ws_q, args.head_dim, call.ksigns,
+                                                                       call.kscale, call.krot_t);
     TKV_CHECK_LAUNCH();
     ka.q = ws_q;
   }

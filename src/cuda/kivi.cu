@@ -463,8 +463,7 @@ void kivi_decode(const CodecConfig& kcfg, const CodecConfig& vcfg, PagedPool kpo
   else if (pow2 && kcfg.bits == 4 && vcfg.bits == 4)
     call.launch_tc = detail::launch_staged_tc<KiviKeyFmt<4>, KiviValueFmt<4>, 64, 128, 256>;
   else
-    call.launch_tc = detail::launch_staged_tc<KiviKeyFmt<0>, KiviValueFmt<0>, 64, 80, 96, 112, 128, 144, 160, 176, 192,
-                                               208, 224, 240, 256>;
+    call.launch_tc = detail::launch_staged_tc_any_dim<KiviKeyFmt<0>, KiviValueFmt<0>>;
   detail::run_staged_paged(where, kpool, vpool, table, args, kstride, "must equal kivi_page_stride(kcodec, page_size)",
                            vstride, "must equal kivi_page_stride(vcodec, page_size)", call, detail::stream_of(stream));
 }

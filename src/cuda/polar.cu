@@ -117,13 +117,7 @@ __global__ void __launch_bounds__(kEncThreads) polar_encode_kernel(const EncArgs
       float* row = rows[w];
       for (int i = lane; i < d; i += 32) row[i] = detail::load_x<XT>(a.x, t * d + i);
       __syncwarp();
-      float y[kDenseLaneElems];
-      detail::splitk::warp_dense_rotate(a.rot_t, row, d, y);
-      __syncwarp();  // every lane has read x
-#pragma unroll
-      for (int k = 0; k < kDenseLaneElems; ++k)
-        if (lane + 32 * k < d) row[lane + 32 * k] = y[k];
-      __syncwarp();
+      detail::splitk::warp_dense_rotate_row(a.rot_t, row, d);
       for (int i = lane; i < d / 2; i += 32) polar_level1(row[2 * i], row[2 * i + 1], i, k1, a.dirs, ra[w], c1[w]);
     } else {
       float y[E];
@@ -174,10 +168,7 @@ void launch_encode(const PolarTables& tab, IoType x_type, const EncArgs& a, cons
       TKV_CHECK_LAUNCH();
     });
   };
-  if (tab.dense())
-    go(std::integral_constant<int, 0>{});
-  else
-    detail::with_pow2_head_dim(tab.head_dim(), go);
+  detail::with_head_dim_or_dense(tab.head_dim(), tab.dense(), go);
 }
 
 // ---- Staged decode (staged.cuh): side.bits = b (level-1 bits), side.bits2 = level 2..4 bits,
@@ -231,13 +222,13 @@ detail::StagedCall polar_call(const PolarTables& kt, const PolarTables& vt) {
   detail::StagedCall c;
   c.kside = polar_side(kt), c.vside = polar_side(vt);
   c.launch = detail::launch_staged<PolarFmt, PolarFmt>;
-  if (kt.dense()) {  // head_dim not a power of two: dense rotations, the CUDA-core kernel only
+  if (kt.dense()) {  // head_dim not a power of two: dense rotations
     c.krot_t = kt.rotation_t(), c.vrot = vt.rotation();
-    return c;
+  } else {
+    c.ksigns = kt.signs(), c.kscale = kt.hadamard_scale();
+    c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale();
   }
-  c.ksigns = kt.signs(), c.kscale = kt.hadamard_scale();
-  c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale();
-  c.launch_tc = detail::launch_staged_tc<PolarFmt, PolarFmt, 64, 128, 256>;
+  c.launch_tc = detail::launch_staged_tc_any_dim<PolarFmt, PolarFmt>;
   return c;
 }
 

@@ -85,12 +85,7 @@ __global__ void __launch_bounds__(kThreads) pvq_encode_kernel(const EncArgs a, c
       float* row = zs[vv];
       for (int i = lane; i < d; i += 32) row[i] = __fdiv_rn(detail::load_x<XT>(a.x, xt + i), __ldg(a.lambda + i));
       __syncwarp();
-      float y[kDenseLaneElems];
-      warp_dense_rotate(a.rot_t, row, d, y);
-      __syncwarp();  // every lane has read the row
-#pragma unroll
-      for (int k = 0; k < kDenseLaneElems; ++k)
-        if (lane + 32 * k < d) row[lane + 32 * k] = y[k];
+      warp_dense_rotate_row(a.rot_t, row, d);
     }
   } else {
     float lam[E], sgn[E];
@@ -240,10 +235,7 @@ void with_dgc(const PvqTables& tab, F&& f) {
       case 4: return f(d_c, integral_constant<int, 2>{}, integral_constant<int, 8>{});
     }
   };
-  if (tab.dense())
-    by_bits(integral_constant<int, 0>{});
-  else
-    detail::with_pow2_head_dim(tab.head_dim(), by_bits);
+  detail::with_head_dim_or_dense(tab.head_dim(), tab.dense(), by_bits);
 }
 
 template <class Dst>

@@ -164,11 +164,7 @@ void launch_encode_any(const RvqTables& tab, IoType x_type, const EncArgs& a, co
       case 4: return launch_encode<D, 4, XT>(a, dst, s);
     }
   };
-  if (tab.dense()) {
-    detail::with_io_type(x_type, [&](auto xt_c) { go(std::integral_constant<int, 0>{}, xt_c); });
-    return;
-  }
-  detail::with_pow2_head_dim(tab.head_dim(), [&](auto d_c) {
+  detail::with_head_dim_or_dense(tab.head_dim(), tab.dense(), [&](auto d_c) {
     detail::with_io_type(x_type, [&](auto xt_c) { go(d_c, xt_c); });
   });
 }
@@ -221,18 +217,18 @@ detail::StagedCall rvq_call(const RvqTables& kt, const RvqTables& vt) {
   detail::StagedCall c;
   c.kside = rvq_side(kt), c.vside = rvq_side(vt);
   c.launch = detail::launch_staged<RvqFmt<0>, RvqFmt<0>>;
-  if (kt.dense()) {  // head_dim not a power of two: dense rotations, the CUDA-core kernel only
+  if (kt.dense()) {  // head_dim not a power of two: dense rotations
     c.krot_t = kt.rotation_t(), c.vrot = vt.rotation();
-    return c;
+  } else {
+    c.ksigns = kt.signs(), c.kscale = kt.hadamard_scale();
+    c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale();
   }
-  c.ksigns = kt.signs(), c.kscale = kt.hadamard_scale();
-  c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale();
-  if (kt.bits() == 2 && vt.bits() == 2)  // compile-time widths (RvqFmt)
+  if (!kt.dense() && kt.bits() == 2 && vt.bits() == 2)  // compile-time widths (RvqFmt) at 64 / 128 / 256
     c.launch_tc = detail::launch_staged_tc<RvqFmt<2>, RvqFmt<2>, 64, 128, 256>;
-  else if (kt.bits() == 4 && vt.bits() == 4)
+  else if (!kt.dense() && kt.bits() == 4 && vt.bits() == 4)
     c.launch_tc = detail::launch_staged_tc<RvqFmt<4>, RvqFmt<4>, 64, 128, 256>;
   else
-    c.launch_tc = detail::launch_staged_tc<RvqFmt<0>, RvqFmt<0>, 64, 128, 256>;
+    c.launch_tc = detail::launch_staged_tc_any_dim<RvqFmt<0>, RvqFmt<0>>;
   return c;
 }
 

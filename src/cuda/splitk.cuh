@@ -124,6 +124,20 @@ __device__ __forceinline__ void warp_dense_rotate(const float* __restrict__ m, c
   }
 }
 
+/// warp_dense_rotate in place: the warp's shared row x [d] becomes y = M^T x (same order and rounding).
+/// The caller's __syncwarp() must precede (x written); this one returns after the row is rewritten and
+/// synchronised, so every lane may read any of its elements.
+__device__ __forceinline__ void warp_dense_rotate_row(const float* __restrict__ m, float* row, int d) {
+  const int lane = threadIdx.x & 31;
+  float y[kDenseLaneElems];
+  warp_dense_rotate(m, row, d, y);
+  __syncwarp();  // every lane has read x
+#pragma unroll
+  for (int k = 0; k < kDenseLaneElems; ++k)
+    if (lane + 32 * k < d) row[lane + 32 * k] = y[k];
+  __syncwarp();
+}
+
 /// Log-sum-exp merge of the split partials of row bh: ws holds [splits][rows][d + 2]
 /// (m in log2 units, l, acc[d]); writes y[i] = sum_s 2^(m_s - M) acc_s[i] / sum_s 2^(m_s - M) l_s
 /// (block-strided over i; the caller synchronises before reading y).

@@ -688,6 +688,13 @@ void launch_staged_tc(const LaunchShape& shape, cudaStream_t s, const DecodeKern
   if (!launched) throw std::logic_error("launch_staged_tc: head_dim out of range");
 }
 
+/// launch_staged_tc at every head_dim the GPU takes (the multiples of 16 in 64..256): the formats'
+/// run-time-width instances (the compile-time-width ones are instantiated at 64 / 128 / 256 only).
+template <class KF, class VF>
+void launch_staged_tc_any_dim(const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
+  launch_staged_tc<KF, VF, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256>(shape, s, a);
+}
+
 /// The method-specific part of one staged decode call.
 struct StagedCall {
   StagedSide kside{}, vside{};
@@ -701,8 +708,8 @@ struct StagedCall {
   float vscale = 1;
   const float* vlambda = nullptr;
   /// Dense rotations (head_dim not a power of two; ksigns and vsigns nullptr): q' = Pi_k q by krot_t =
-  /// Pi_k^T [head_dim][head_dim] (fp32) and out = vlambda * Pi_v^T y by vrot = Pi_v (the merge); launch_tc
-  /// nullptr (the CUDA-core kernel runs for kernel 0 too).
+  /// Pi_k^T [head_dim][head_dim] (fp32) and out = vlambda * Pi_v^T y by vrot = Pi_v (the merge), around
+  /// either kernel.
   const float* krot_t = nullptr;
   const float* vrot = nullptr;
   /// The method's instance dispatch (launch_staged<KF, VF>): the CUDA-core kernel (args.kernel 1).

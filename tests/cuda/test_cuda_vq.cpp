@@ -270,10 +270,10 @@ struct DecodeCase {
   int kernel = 1;  ///< VqDecodeArgs::kernel (0: fp16 tensor cores for RVQ and PolarQuant)
 };
 
-/// The tolerance of case c: the fp16 tensor-core kernel's where it runs.
+/// The tolerance of case c: the fp16 tensor-core kernel's where it runs (kernel 0 for RVQ and PolarQuant at
+/// every head_dim, dense rotations included).
 double tol_of(const DecodeCase& c) {
-  const bool dense = (c.head_dim & (c.head_dim - 1)) != 0;  // dense rotations: kernel 0 runs the CUDA-core kernel
-  return c.kernel == 0 && !dense && c.method != Method::kPvq ? kVqDecodeH16RelTol : kVqDecodeRelTol;
+  return c.kernel == 0 && c.method != Method::kPvq ? kVqDecodeH16RelTol : kVqDecodeRelTol;
 }
 
 struct DecodeSetup {
@@ -491,7 +491,7 @@ TEST(CudaRvq, DecodeMatchesReference) {
   cases.push_back({Method::kRvq, 128, 4, 4, 8, 2, 0, {1000, 1}});
   cases.push_back({Method::kRvq, 256, 4, 4, 4, 1, 0, {130, 64}});
   cases.push_back({Method::kRvq, 256, 2, 2, 16, 2, 0, {301}});
-  // Dense rotations (head_dim not a power of two): the CUDA-core kernel for both kernel values.
+  // Dense rotations (head_dim not a power of two): kernel 0 the staged fp16 kernel (run-time widths).
   cases.push_back({Method::kRvq, 80, 2, 3, 8, 2, 0, {1, 130, 1000}});
   cases.push_back({Method::kRvq, 96, 4, 1, 6, 1, 7, {257, 5, 64}});
   cases.push_back({Method::kRvq, 112, 3, 3, 12, 3, 0, {2000, 1}});
@@ -502,6 +502,7 @@ TEST(CudaRvq, DecodeMatchesReference) {
   run_control(Method::kRvq, 64, 4, 1, seed + 1001);
   run_control(Method::kRvq, 256, 4, 1, seed + 1003, 0);
   run_control(Method::kRvq, 96, 2, 2, seed + 1004);
+  run_control(Method::kRvq, 96, 3, 2, seed + 1005, 0);  // dense rotations on the fp16 kernel
 }
 
 TEST(CudaPolar, DecodeMatchesReference) {
@@ -525,6 +526,7 @@ TEST(CudaPolar, DecodeMatchesReference) {
   run_control(Method::kPolar, 64, 4, 2, seed + 3001);
   run_control(Method::kPolar, 64, 4, 2, seed + 3003, 0);
   run_control(Method::kPolar, 112, 3, 3, seed + 3004);
+  run_control(Method::kPolar, 80, 4, 2, seed + 3005, 0);
 }
 
 TEST(CudaPvq, DecodeMatchesReference) {

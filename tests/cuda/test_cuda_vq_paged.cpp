@@ -223,14 +223,10 @@ bool pvq_h16(const DecodeCase& c) {
          (c.d == 64 || c.d == 128 || (c.d == 256 && c.kb == 3));
 }
 
-/// Whether d is a head_dim whose rotation is the reference's dense Haar matrix (not a power of two): there
-/// kernel 0 runs the CUDA-core kernel (fp32) as kernel 1 does.
-bool dense_dim(int d) { return (d & (d - 1)) != 0; }
-
-/// The decode tolerance of case c before 16-bit output rounding: the fp16 tensor-core kernel's where it runs.
+/// The decode tolerance of case c before 16-bit output rounding: the fp16 tensor-core kernel's where it runs
+/// (kernel 0 at every head_dim, dense rotations included, except product VQ's look-up-table kernel).
 double kernel_tol(const DecodeCase& c) {
-  return c.kernel == 0 && !dense_dim(c.d) && (c.method != Method::kPvq || pvq_h16(c)) ? kStagedH16RelTol
-                                                                                      : kPagedRelTol;
+  return c.kernel == 0 && (c.method != Method::kPvq || pvq_h16(c)) ? kStagedH16RelTol : kPagedRelTol;
 }
 
 std::string describe(const DecodeCase& c, std::uint64_t seed) {
@@ -437,8 +433,9 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
 }
 
 // head_dim a multiple of 16 that is not a power of two (80, 96, 112, 160, 192, 240): the reference rotates by
-// its dense Haar matrix, and so do the GPU appends (bytes identical) and decodes (the CUDA-core kernel for
-// kernel 0 and 1; the query rotated by Pi, the merge by Pi^T). The first decode case of each method is its
+// its dense Haar matrix, and so do the GPU appends (bytes identical) and decodes (the query rotated by Pi, the
+// merge by Pi^T; kernel 0 the staged fp16 kernel for RVQ and PolarQuant, the look-up-table kernel for product
+// VQ, kernel 1 the CUDA-core kernel). The first decode case of each method is its
 // control (a wrong page-table entry must leave the tolerance).
 TEST(CudaVqPaged, DenseHeadDimsMatchReference) {
   const std::uint64_t seed = fresh_seed();
