@@ -231,7 +231,8 @@ struct H16Layout {
                 "pvq: 1..4 bits, head_dim 64 / 128; 3 bits at 256");
   /// PVQ: bytes of a table entry (g fp16 values), code bits c and entries 2^c per sub-vector table.
   static constexpr int kPvqE = PVQ ? (KB == 3 ? 4 : 16 / KB) : 0, kPvqC = KB == 3 ? 6 : 8, kPvqK = 1 << kPvqC;
-  static_assert(!RVQ || (KB == 4 && VB == 4 && !PROD && !SPLIT && (D & (D - 1)) == 0), "rvq: 2 + 2 bits");
+  static_assert(!RVQ || (KB == 4 && VB == 4 && !PROD && !SPLIT && ((D & (D - 1)) == 0 || D == 80 || D == 96 || D == 112)),
+                "rvq: 2 + 2 bits, head_dim 64 / 80 / 96 / 112 / 128 / 256");
   static_assert(!KIVI || (KB >= 2 && KB <= 4 && VB == KB && !PROD && !SPLIT && (D & (D - 1)) == 0), "kivi: 2, 3 or 4 bits");
   static constexpr int kTileT = 16 * NW;
   static constexpr int H = D / 2;
@@ -1476,12 +1477,21 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             // plane word holds dims 2n, 2n + 1 of its 16; the stage-1 nibble | stage-2 nibble << 4 of
             // dims (4k, 4k + 1) of word i is byte k of e (a0 / a1 of kk = 4i + k), of (4k + 2, 4k + 3)
             // byte k of o (a2 / a3).
+            // head_dim 80, 96, 112: the lane's 2D bits of a plane by LaneSpan (odd byte counts at 80 / 112:
+            // BitSpan's unit loads; the planes start at D / 4 bytes, a multiple of 4).
             (void)k0, (void)k1;
             constexpr int PS = D / 16;  // plane bytes per lane
-            CodeSpan<PS> p10, p20, p11, p21;
-            const std::uint8_t* ra = s_kc + (tb + kr) * Lay::rsK + PS * tig;
-            const std::uint8_t* rc = s_kc + (tb + kr + 8) * Lay::rsK + PS * tig;
-            p10.load(ra), p20.load(ra + D / 4), p11.load(rc), p21.load(rc + D / 4);
+            using PSpan = LaneSpan<8 * PS, Lay::rsK % 4 == 0 ? 4 : 2, kDenseRot>;
+            PSpan p10, p20, p11, p21;
+            const std::uint8_t* ra = s_kc + (tb + kr) * Lay::rsK;
+            const std::uint8_t* rc = s_kc + (tb + kr + 8) * Lay::rsK;
+            if constexpr (std::is_same_v<PSpan, CodeSpan<PS>>) {
+              p10.load(ra + PS * tig), p20.load(ra + D / 4 + PS * tig);
+              p11.load(rc + PS * tig), p21.load(rc + D / 4 + PS * tig);
+            } else {
+              p10.load_bits(ra, 8 * PS * tig), p20.load_bits(ra + D / 4, 8 * PS * tig);
+              p11.load_bits(rc, 8 * PS * tig), p21.load_bits(rc + D / 4, 8 * PS * tig);
+            }
             constexpr std::uint32_t m4 = 0x0F0F0F0Fu;
 #pragma unroll
             for (int i = 0; i < (PS + 3) / 4; ++i) {
@@ -1759,17 +1769,25 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         split_value_part<VS, 2 * VB, Lay::kWideV, D / 16, Lay::rsV, R1, R2, R3>(vrow + PL, tabs + Lay::kRvq2S, vlane,
                                                                               pb0, pb1, acc);
       } else if constexpr (RVQ) {
-        // Each plane's D/32 bytes of the lane's dims (D/8 of them) in rows r0, r0 + R1, r0 + R2, r0 + R3;
+        // Each plane's D/4 bits of the lane's dims (D/8 of them) in rows r0, r0 + R1, r0 + R2, r0 + R3;
         // per plane the cross-token 2-bit fields (nibble n: (row x, row y) at dim 2n: lo; 2n + 1: hi), then
         // stage-1 nibble | stage-2 nibble << 4 as bytes (even nibbles: E, odd: O): the table entry of
-        // (row x, row y) at that dim is the A register.
+        // (row x, row y) at that dim is the A register. Powers of two: D/32 whole bytes (CodeSpan); head_dim
+        // 80, 96, 112: 20, 24, 28 bits by LaneSpan (BitSpan).
         (void)v0, (void)v1, (void)v2, (void)v3;
-        constexpr int PV = D / 32;
-        const std::uint8_t* vrow = s_vc + (tb + r0) * Lay::rsV + PV * gid;
-        CodeSpan<PV> q1[4], q2[4];
+        constexpr int PVB = D / 4, PW = (PVB + 31) / 32;  // plane bits of the lane; their words
+        using PSpan = LaneSpan<PVB, Lay::rsV % 4 == 0 ? 4 : 2, kDenseRot>;
+        const std::uint8_t* vrow = s_vc + (tb + r0) * Lay::rsV;
+        PSpan q1[4], q2[4];
         const int roff[4] = {0, R1 * Lay::rsV, R2 * Lay::rsV, R3 * Lay::rsV};
 #pragma unroll
-        for (int r = 0; r < 4; ++r) q1[r].load(vrow + roff[r]), q2[r].load(vrow + roff[r] + D / 4);
+        for (int r = 0; r < 4; ++r) {
+          if constexpr (std::is_same_v<PSpan, CodeSpan<PVB / 8>>) {
+            q1[r].load(vrow + roff[r] + (PVB / 8) * gid), q2[r].load(vrow + roff[r] + D / 4 + (PVB / 8) * gid);
+          } else {
+            q1[r].load_bits(vrow + roff[r], PVB * gid), q2[r].load_bits(vrow + roff[r] + D / 4, PVB * gid);
+          }
+        }
         constexpr std::uint32_t m2 = 0x33333333u, m4 = 0x0F0F0F0Fu;
         auto cross = [&](std::uint32_t x, std::uint32_t y, std::uint32_t& lo, std::uint32_t& hi) {
           lo = bitsel(x, y << 2, m2);
@@ -1780,7 +1798,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           o = bitsel(l1 >> 4, l2, m4);
         };
 #pragma unroll
-        for (int wq = 0; wq < (PV + 3) / 4; ++wq) {
+        for (int wq = 0; wq < PW; ++wq) {
           std::uint32_t l1a, h1a, l2a, h2a, l1c, h1c, l2c, h2c;
           cross(q1[0].w[wq], q1[1].w[wq], l1a, h1a), cross(q2[0].w[wq], q2[1].w[wq], l2a, h2a);
           cross(q1[2].w[wq], q1[3].w[wq], l1c, h1c), cross(q2[2].w[wq], q2[3].w[wq], l2c, h2c);
@@ -2196,8 +2214,8 @@ void launch_h16_k4(int d, int vb, const LaunchShape&, cudaStream_t, const Decode
 // kb, head_dim d, vb, shape, stream, arguments); kb is the method's bits (keys and values alike).
 /// fp8 e4m3 keys and values (KB = VB = 8) at head_dim 64, 80, 96, 112, 128, 256 (kb, vb unused): decode_fp8.cu.
 void launch_fp8_h16(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
-/// RVQ keys and values at kb bits per stage: 2 (H16Layout::RVQ, head_dim 64 / 128 / 256) or 3, 4 (H16Layout::RVQ2,
-/// head_dim 64 / 128): rvq.cu.
+/// RVQ keys and values at kb bits per stage: 2 (H16Layout::RVQ, head_dim 64 / 80 / 96 / 112 / 128 / 256) or 3, 4
+/// (H16Layout::RVQ2, head_dim 64 / 128): rvq.cu.
 void launch_rvq_h16(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// KIVI keys and values at kb = 2, 3 or 4 bits (H16Layout::KIVI) at head_dim 64 / 128 / 256: kivi.cu.
 void launch_kivi_h16(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);

@@ -299,7 +299,8 @@ namespace detail {
 void rvq_paged_decode_h16(const RvqTables& ktab, const RvqTables& vtab, PagedPool kpool, PagedPool vpool,
                           const PageTable& table, const DecodeArgs& args, Stream stream);
 
-/// kb = 2 bits per stage: one 4-bit code per coordinate (the layout's KB = 4, H16Layout::RVQ; at head_dim 256
+/// kb = 2 bits per stage: one 4-bit code per coordinate (the layout's KB = 4, H16Layout::RVQ; head_dim 64, 80,
+/// 96, 112, 128, 256; at head_dim 256
 /// 12 warps per block by DecodeArgs::block_warps' rule, 1.02-1.10x the 8-warp kernel, run s30-4). kb = 3, 4: two
 /// parts (H16Layout::RVQ2), 8 warps per block, 2 (4 + 4) or 3 (3 + 3) pipeline stages per warp at head_dim
 /// 128: two stages' pair tables take 128 KB (16 warps would leave room for fewer than 2 stages of 256- /
@@ -310,6 +311,9 @@ void launch_rvq_h16(int kb, int d, int /*vb*/, const LaunchShape& shape, cudaStr
       case 64: return launch_h16<64, 4, 4, false, kModeRvq>(shape, s, a);
       case 128: return launch_h16<128, 4, 4, false, kModeRvq>(shape, s, a);
       case 256: return launch_h16<256, 4, 4, false, kModeRvq>(shape, s, a);
+      case 80: return launch_h16<80, 4, 4, false, kModeRvq>(shape, s, a);  // dense rotations
+      case 96: return launch_h16<96, 4, 4, false, kModeRvq>(shape, s, a);
+      case 112: return launch_h16<112, 4, 4, false, kModeRvq>(shape, s, a);
     }
   }
   if (d == 64 && kb == 3) return launch_h16_nw<64, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);
@@ -328,11 +332,12 @@ void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kp
   // accumulated in the same fragments (H16Layout::RVQ2). TURBOKV_RVQ_H16=0 in the environment keeps the
   // staged kernel there (for A/B runs and tests of both paths).
   static const bool h16_off = detail::env_off("TURBOKV_RVQ_H16");
-  // (power-of-two head_dims only: at the others the rotation is dense and only the staged CUDA-core
-  // kernel runs)
-  const int b = ktab.bits();
-  if (args.kernel == 0 && !h16_off && !ktab.dense() && !vtab.dense() && vtab.bits() == b &&
-      (b == 2 || ((b == 3 || b == 4) && args.head_dim != 256))) {
+  // At head_dim 80, 96, 112 (dense rotations: q rotated by Pi in the kernel's set-up, Pi_v^T by the
+  // combine kernel) 2 + 2 bits only; the other widths and head_dims take the staged kernel.
+  const int b = ktab.bits(), d = args.head_dim;
+  const bool pow2 = detail::pow2_head_dim(d);
+  if (args.kernel == 0 && !h16_off && vtab.bits() == b &&
+      ((b == 2 && (pow2 || detail::h16_dense_head_dim(d))) || ((b == 3 || b == 4) && (d == 64 || d == 128)))) {
     detail::rvq_paged_decode_h16(ktab, vtab, kpool, vpool, table, args, stream);
     return;
   }

@@ -454,6 +454,10 @@ TEST(CudaVqPaged, DenseHeadDimsMatchReference) {
   const Method R = Method::kRvq, P = Method::kPvq, Q = Method::kPolar;
   const std::vector<DecodeCase> cases = {
       {R, 96, 2, 2, 32, 8, 16, 0, 0, {1, 2, 31, 1000}},  // the RVQ control
+      // 2 + 2 bits at 80 / 112 too: kernel 0 is the TurboQuant fp16 kernel there (H16Layout::RVQ, bit spans)
+      {R, 80, 2, 2, 20, 4, 16, 0, 0, {1, 63, 2049}, 0.0f, IO::kBf16},  // GQA 5
+      {R, 112, 2, 2, 12, 2, 1, 200, 3, {65, 777}, 4.0f},  // GQA 6, page 1, window, soft-cap, 3 splits
+      {R, 80, 2, 2, 16, 1, 64, 0, 1, {4097, 3}, 0.0f, IO::kF16, 0, true},  // GQA 16, one split, shared
       {R, 80, 4, 3, 10, 2, 1, 0, 3, {257, 64}, 0.0f, IO::kF16},  // GQA 5, page 1, 3 splits
       {R, 112, 1, 4, 16, 1, 64, 300, 0, {2049, 5}, 5.0f},  // GQA 16, window, soft-cap
       {R, 240, 3, 3, 6, 3, 16, 0, 1, {999, 65}, 0.0f, IO::kBf16, 0, true},  // GQA 2, one split, shared
