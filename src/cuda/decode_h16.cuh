@@ -199,7 +199,8 @@ constexpr int kMaxBlockSmem = 232448;
 /// (values: one byte permute per register with the neighbouring token's pair, as the generic path). One
 /// table per side and sub-vector, [s][2^c] entries of 2 g bytes (D / 2 KB per side; D / 8 KB at 3 bits),
 /// not replicated per lane: a look-up's banks follow its codes.
-/// RVQ2 (MODE kModeRvq2; KB = VB = b = 3 or 4, head_dim 64 / 128): two-stage RVQ at b bits per stage
+/// RVQ2 (MODE kModeRvq2; KB = VB = b = 3 or 4, head_dim 64 / 128, and b = 4 at 80 / 96 / 112, whose lane spans
+/// (keys D / 8, values D / 16 bytes a stage) are whole bytes): two-stage RVQ at b bits per stage
 /// (rows [stage 1 packed(D, b)][stage 2 packed(D, b)] and the fp16 norm): each stage is a TurboQuant-like
 /// part of all D dims with its own pair tables (stage 1 at byte 0, stage 2 at kRvq2S), and both parts
 /// accumulate into the same score and value fragments (c1 + c2 summed by the mma, in fp32).
@@ -224,8 +225,9 @@ struct H16Layout {
                 "qjl: the Prod kernel with no MSE part, head_dim 64 / 80 / 96 / 112 / 128 / 256");
   static_assert(!PAIR || ((D == 128 || D == 256) && KB >= 2 && KB <= 4 && VB >= 2 && VB <= 4 && !PROD && !SPLIT),
                 "pair: two head_dim-64 or head_dim-128 sequences, 2..4-bit keys and values");
-  static_assert(!RVQ2 || ((KB == 3 || KB == 4) && VB == KB && !PROD && !SPLIT && (D == 64 || D == 128)),
-                "rvq2: 3 + 3 or 4 + 4 bits, head_dim 64 / 128");
+  static_assert(!RVQ2 || ((KB == 3 || KB == 4) && VB == KB && !PROD && !SPLIT &&
+                          (D == 64 || D == 128 || (KB == 4 && (D == 80 || D == 96 || D == 112)))),
+                "rvq2: 3 + 3 or 4 + 4 bits, head_dim 64 / 128; 4 + 4 at 80 / 96 / 112 too (whole-byte lane spans)");
   static_assert(!F8 || (VB == 8 && !PROD && !SPLIT && MODE == kModeTq), "fp8: keys and values e4m3");
   static_assert(!PVQ || (KB >= 1 && KB <= 4 && VB == KB && !PROD && !SPLIT && (D == 64 || D == 128 || (D == 256 && KB == 3))),
                 "pvq: 1..4 bits, head_dim 64 / 128; 3 bits at 256");
@@ -2215,7 +2217,7 @@ void launch_h16_k4(int d, int vb, const LaunchShape&, cudaStream_t, const Decode
 /// fp8 e4m3 keys and values (KB = VB = 8) at head_dim 64, 80, 96, 112, 128, 256 (kb, vb unused): decode_fp8.cu.
 void launch_fp8_h16(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// RVQ keys and values at kb bits per stage: 2 (H16Layout::RVQ, head_dim 64 / 80 / 96 / 112 / 128 / 256) or 3, 4
-/// (H16Layout::RVQ2, head_dim 64 / 128): rvq.cu.
+/// (H16Layout::RVQ2, head_dim 64 / 128; 4 also at 80 / 96 / 112): rvq.cu.
 void launch_rvq_h16(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// KIVI keys and values at kb = 2, 3 or 4 bits (H16Layout::KIVI) at head_dim 64 / 128 / 256: kivi.cu.
 void launch_kivi_h16(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
