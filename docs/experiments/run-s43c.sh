@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 43, device call 3 (B=build-lean carry-build of test_cuda_vq_paged test_cuda_vq):
 # 4 + 4-bit RVQ at head_dim 80 / 96 / 112 on the TurboQuant fp16 kernel (H16Layout::RVQ2, byte spans; dense
-# rotations in the set-up and the combine). The RVQ instances' registers / stack, every test of the three binaries,
+# rotations in the set-up and the combine). The RVQ instances' registers / stack, every CudaVq* / CudaRvq* test,
 # the staged fallbacks (TURBOKV_RVQ_H16=0 ...), memcheck / racecheck of the dense decode test (small), then the rvq
 # rows at 80 / 96 / 112 / 128 (b16 x 32k, 2, 3, 4 bits) and PyTorch SDPA on the same shapes. The summary is printed last.
 . docs/experiments/device-prelude.sh

@@ -436,13 +436,13 @@ void run_mma(const char* where, const DecodeArgs& args, int kb, int vb, DecodeKe
   validate(where, args);
   check_arg(pow2_head_dim(args.head_dim) ||
                 ((launch_any == launch_h16_any || launch_any == launch_fp8_h16 || launch_any == launch_h16p_any ||
-                  launch_any == launch_qjl_h16 || (launch_any == launch_rvq_h16 && (kb == 2 || kb == 4))) &&
+                  launch_any == launch_qjl_h16 || launch_any == launch_rvq_h16) &&
                  h16_dense_head_dim(args.head_dim)),
             where,
             "head_dim", args.head_dim,
             "must be 64, 128 or 256 for the tensor-core kernels, or 80, 96, 112 for the fp16 one with TurboQuant-MSE, "
-            "-Prod, QJL, fp8, or 2 + 2- or 4 + 4-bit RVQ keys at integer widths (other multiples of 16 run the CUDA-core "
-            "kernel)");
+            "-Prod, QJL, fp8 or RVQ (2 + 2, 3 + 3, 4 + 4 bits) keys at integer widths (other multiples of 16 run the "
+            "CUDA-core kernel)");
   DecodeArgs blocks = args;  // the plan's (sequence, KV head) blocks: pairs of sequences when pair
   if (pair) blocks.batch = (args.batch + 1) / 2;
   Plan p = make_plan(blocks);  // zdim = ceil(group / 8) here as well
@@ -726,8 +726,8 @@ DecodeKernelArgs vq_h16_args(const char* where, const Tables& kt, const Tables& 
 /// rvq_paged_decode's kernel 0 with 2, 3 or 4 bits per stage on both sides (rvq.cu checks where it
 /// applies): the TurboQuant fp16 tensor-core kernel, as tq_mse_decode with the RVQ tables' rotation,
 /// norms and page strides (dense rotations at head_dim 80 / 96 / 112 as tq_mse_decode's). 2 + 2 bits (head_dim
-/// 64, 80, 96, 112, 128, 256): pair tables of c1 + c2 sums rounded to fp16 (H16Layout::RVQ); 3 + 3 (head_dim
-/// 64 / 128) and 4 + 4 (64, 80, 96, 112, 128): one set of pair tables per stage, both stages accumulated in the
+/// 64, 80, 96, 112, 128, 256): pair tables of c1 + c2 sums rounded to fp16 (H16Layout::RVQ); 3 + 3 and 4 + 4
+/// (head_dim 64, 80, 96, 112, 128): one set of pair tables per stage, both stages accumulated in the
 /// same fragments (H16Layout::RVQ2).
 void rvq_paged_decode_h16(const RvqTables& kt, const RvqTables& vt, PagedPool kpool, PagedPool vpool,
                           const PageTable& table, const DecodeArgs& args, Stream stream) {
@@ -738,7 +738,7 @@ void rvq_paged_decode_h16(const RvqTables& kt, const RvqTables& vt, PagedPool kp
   ka.vcent = two ? vt.centroids1() : vt.sum_centroids();
   ka.kcent2 = two ? kt.centroids2() : nullptr;
   ka.vcent2 = two ? vt.centroids2() : nullptr;
-  // head_dim 80, 96, 112 (2 + 2, 4 + 4 bits): Pi q by the keys' Pi^T in the set-up, Pi_v^T by the combine kernel.
+  // head_dim 80, 96, 112: Pi q by the keys' Pi^T in the set-up, Pi_v^T by the combine kernel.
   ka.krot_t = kt.rotation_t();
   ka.vrot = vt.rotation();
   run_mma(where, args, kt.bits(), vt.bits(), ka, vt.signs(), vt.hadamard_scale(), stream_of(stream), launch_rvq_h16,

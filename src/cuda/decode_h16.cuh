@@ -199,8 +199,8 @@ constexpr int kMaxBlockSmem = 232448;
 /// (values: one byte permute per register with the neighbouring token's pair, as the generic path). One
 /// table per side and sub-vector, [s][2^c] entries of 2 g bytes (D / 2 KB per side; D / 8 KB at 3 bits),
 /// not replicated per lane: a look-up's banks follow its codes.
-/// RVQ2 (MODE kModeRvq2; KB = VB = b = 3 or 4, head_dim 64 / 128, and b = 4 at 80 / 96 / 112, whose lane spans
-/// (keys D / 8, values D / 16 bytes a stage) are whole bytes): two-stage RVQ at b bits per stage
+/// RVQ2 (MODE kModeRvq2; KB = VB = b = 3 or 4, head_dim 64 / 80 / 96 / 112 / 128; at 80 / 96 / 112 the lane
+/// spans of 3-bit stages, D 3 / 4 and D 3 / 8 bits, are BitSpans): two-stage RVQ at b bits per stage
 /// (rows [stage 1 packed(D, b)][stage 2 packed(D, b)] and the fp16 norm): each stage is a TurboQuant-like
 /// part of all D dims with its own pair tables (stage 1 at byte 0, stage 2 at kRvq2S), and both parts
 /// accumulate into the same score and value fragments (c1 + c2 summed by the mma, in fp32).
@@ -226,8 +226,8 @@ struct H16Layout {
   static_assert(!PAIR || ((D == 128 || D == 256) && KB >= 2 && KB <= 4 && VB >= 2 && VB <= 4 && !PROD && !SPLIT),
                 "pair: two head_dim-64 or head_dim-128 sequences, 2..4-bit keys and values");
   static_assert(!RVQ2 || ((KB == 3 || KB == 4) && VB == KB && !PROD && !SPLIT &&
-                          (D == 64 || D == 128 || (KB == 4 && (D == 80 || D == 96 || D == 112)))),
-                "rvq2: 3 + 3 or 4 + 4 bits, head_dim 64 / 128; 4 + 4 at 80 / 96 / 112 too (whole-byte lane spans)");
+                          (D == 64 || D == 128 || D == 80 || D == 96 || D == 112)),
+                "rvq2: 3 + 3 or 4 + 4 bits, head_dim 64 / 80 / 96 / 112 / 128");
   static_assert(!F8 || (VB == 8 && !PROD && !SPLIT && MODE == kModeTq), "fp8: keys and values e4m3");
   static_assert(!PVQ || (KB >= 1 && KB <= 4 && VB == KB && !PROD && !SPLIT && (D == 64 || D == 128 || (D == 256 && KB == 3))),
                 "pvq: 1..4 bits, head_dim 64 / 128; 3 bits at 256");
@@ -578,13 +578,11 @@ __device__ __forceinline__ void warp_copy(std::uint8_t* s_codes, std::uint8_t* s
 /// looked up at table byte lanebyte (the key slot for part 0, the value slot for part 1), against
 /// the B fragments qb[0 .. KK) (two accumulator chains, even / odd kk).
 /// ONE: every k-step into s2[0] (SPLIT: each part is one chain already; RVQ2 alternates chains).
-template <int SPAN, int PB, bool WIDE, int KK, bool ONE = false>
-__device__ __forceinline__ void split_key_part(const std::uint8_t* row_a, const std::uint8_t* row_c, int tig,
-                                               std::uint32_t tabs, std::uint32_t lanebyte,
-                                               const std::uint32_t (*qb)[2], float (&s2)[2][4]) {
-  CodeSpan<SPAN> k0, k1;
-  k0.load(row_a + SPAN * tig);
-  k1.load(row_c + SPAN * tig);
+/// key_part_lookups: the same from the lane's spans k0 (row a), k1 (row c) already loaded (CodeSpan or
+/// BitSpan: the RVQ2 stages at head_dim 80, 96, 112 whose spans are not whole bytes).
+template <int PB, bool WIDE, int KK, bool ONE = false, class S>
+__device__ __forceinline__ void key_part_lookups(const S& k0, const S& k1, std::uint32_t tabs, std::uint32_t lanebyte,
+                                                 const std::uint32_t (*qb)[2], float (&s2)[2][4]) {
 #pragma unroll
   for (int kk = 0; kk < KK; ++kk) {
     std::uint32_t af[4];
@@ -595,18 +593,24 @@ __device__ __forceinline__ void split_key_part(const std::uint8_t* row_a, const 
     mma_f16(s2[ONE ? 0 : kk & 1], af, qb[kk][0], qb[kk][1]);
   }
 }
+template <int SPAN, int PB, bool WIDE, int KK, bool ONE = false>
+__device__ __forceinline__ void split_key_part(const std::uint8_t* row_a, const std::uint8_t* row_c, int tig,
+                                               std::uint32_t tabs, std::uint32_t lanebyte,
+                                               const std::uint32_t (*qb)[2], float (&s2)[2][4]) {
+  CodeSpan<SPAN> k0, k1;
+  k0.load(row_a + SPAN * tig);
+  k1.load(row_c + SPAN * tig);
+  key_part_lookups<PB, WIDE, KK, ONE>(k0, k1, tabs, lanebyte, qb, s2);
+}
 
 /// SPLIT value accumulation of one part: the lane's SPAN bytes of value rows r0, r0 + R1, r0 + R2,
 /// r0 + R3 (vr: row r0 at the lane's span; RS bytes between rows), pair fields of PB bits (dims pair j
 /// of the lane's JJ) looked up at lanebyte, acc[j] += A . (pb0, pb1) as the integer kernel's generic path.
-template <int SPAN, int PB, bool WIDE, int JJ, int RS, int R1, int R2, int R3>
-__device__ __forceinline__ void split_value_part(const std::uint8_t* vr, std::uint32_t tabs, std::uint32_t lanebyte,
-                                                 std::uint32_t pb0, std::uint32_t pb1, float (*acc)[4]) {
-  CodeSpan<SPAN> v0, v1, v2, v3;
-  v0.load(vr);
-  v1.load(vr + R1 * RS);
-  v2.load(vr + R2 * RS);
-  v3.load(vr + R3 * RS);
+/// value_part_lookups: the same from the four rows' spans already loaded (CodeSpan or BitSpan).
+template <int PB, bool WIDE, int JJ, class S>
+__device__ __forceinline__ void value_part_lookups(const S& v0, const S& v1, const S& v2, const S& v3,
+                                                   std::uint32_t tabs, std::uint32_t lanebyte, std::uint32_t pb0,
+                                                   std::uint32_t pb1, float (*acc)[4]) {
 #pragma unroll
   for (int j = 0; j < JJ; ++j) {
     const std::uint32_t c0 = lds_at(tabs, v0.template row_addr<PB, WIDE>(j, lanebyte));
@@ -620,6 +624,16 @@ __device__ __forceinline__ void split_value_part(const std::uint8_t* vr, std::ui
     af[3] = __byte_perm(c2, c3, 0x7632);
     mma_f16(acc[j], af, pb0, pb1);
   }
+}
+template <int SPAN, int PB, bool WIDE, int JJ, int RS, int R1, int R2, int R3>
+__device__ __forceinline__ void split_value_part(const std::uint8_t* vr, std::uint32_t tabs, std::uint32_t lanebyte,
+                                                 std::uint32_t pb0, std::uint32_t pb1, float (*acc)[4]) {
+  CodeSpan<SPAN> v0, v1, v2, v3;
+  v0.load(vr);
+  v1.load(vr + R1 * RS);
+  v2.load(vr + R2 * RS);
+  v3.load(vr + R3 * RS);
+  value_part_lookups<PB, WIDE, JJ>(v0, v1, v2, v3, tabs, lanebyte, pb0, pb1, acc);
 }
 
 /// Cross-token 6-bit fields of two rows' 3-bit codes (the lane's span of rows x and y at the same dims): e
@@ -1467,13 +1481,24 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
           if constexpr (RVQ2) {
             // Stage 1, then stage 2 (plane offset D KB / 8, its tables at kRvq2S): each as TurboQuant's
             // generic KB-bit key path (split_key_part over all D / 16 k-steps), into the same accumulators.
+            // head_dim 80, 96, 112: the lane's D KB / 4 bits of a stage by LaneSpan (BitSpan where they are not
+            // an even number of bytes: 3 + 3 bits; stage 2 from bit 8 PL of the row).
             (void)k0, (void)k1;
-            constexpr int PL = D * KB / 8;
+            constexpr int PL = D * KB / 8, SB = D * KB / 4;  // stage bytes; the lane's bits of a stage
             const std::uint8_t* ra = s_kc + (tb + kr) * Lay::rsK;
             const std::uint8_t* rc = s_kc + (tb + kr + 8) * Lay::rsK;
-            split_key_part<D * KB / 32, 2 * KB, Lay::kWideK, D / 16>(ra, rc, tig, tabs, klane, qb, s2);
-            split_key_part<D * KB / 32, 2 * KB, Lay::kWideK, D / 16>(ra + PL, rc + PL, tig, tabs + Lay::kRvq2S, klane, qb,
-                                                                    s2);
+            using SSpan = LaneSpan<SB, Lay::rsK % 4 == 0 ? 4 : 2, kDenseRot>;
+            if constexpr (std::is_same_v<SSpan, CodeSpan<SB / 8>>) {
+              split_key_part<SB / 8, 2 * KB, Lay::kWideK, D / 16>(ra, rc, tig, tabs, klane, qb, s2);
+              split_key_part<SB / 8, 2 * KB, Lay::kWideK, D / 16>(ra + PL, rc + PL, tig, tabs + Lay::kRvq2S, klane,
+                                                                 qb, s2);
+            } else {
+              SSpan a1, c1, a2, c2;
+              a1.load_bits(ra, SB * tig), c1.load_bits(rc, SB * tig);
+              a2.load_bits(ra, 8 * PL + SB * tig), c2.load_bits(rc, 8 * PL + SB * tig);
+              key_part_lookups<2 * KB, Lay::kWideK, D / 16>(a1, c1, tabs, klane, qb, s2);
+              key_part_lookups<2 * KB, Lay::kWideK, D / 16>(a2, c2, tabs + Lay::kRvq2S, klane, qb, s2);
+            }
           } else if constexpr (RVQ) {
             // The lane's D/4 dims in each plane (D/16 bytes at plane offset + D/16 tig): nibble n of a
             // plane word holds dims 2n, 2n + 1 of its 16; the stage-1 nibble | stage-2 nibble << 4 of
@@ -1763,13 +1788,29 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         v3.load(vr + R3 * Lay::rsV);
       }
       if constexpr (RVQ2) {
-        // Stage 1, then stage 2: each as the generic value path (split_value_part), into the same acc.
+        // Stage 1, then stage 2: each as the generic value path (split_value_part), into the same acc. head_dim
+        // 80, 96, 112 at 3 + 3 bits: the lane's D VB / 8 bits of a stage by BitSpan (stage 2 from bit 8 PL).
         (void)v0, (void)v1, (void)v2, (void)v3;
-        constexpr int PL = D * VB / 8, VS = D * VB / 64;  // plane bytes; the lane's span in a plane
-        const std::uint8_t* vrow = s_vc + (tb + r0) * Lay::rsV + VS * gid;
-        split_value_part<VS, 2 * VB, Lay::kWideV, D / 16, Lay::rsV, R1, R2, R3>(vrow, tabs, vlane, pb0, pb1, acc);
-        split_value_part<VS, 2 * VB, Lay::kWideV, D / 16, Lay::rsV, R1, R2, R3>(vrow + PL, tabs + Lay::kRvq2S, vlane,
-                                                                              pb0, pb1, acc);
+        constexpr int PL = D * VB / 8, VSB = D * VB / 8;  // plane bytes; the lane's bits in a plane
+        using SSpan = LaneSpan<VSB, Lay::rsV % 4 == 0 ? 4 : 2, kDenseRot>;
+        if constexpr (std::is_same_v<SSpan, CodeSpan<VSB / 8>>) {
+          constexpr int VS = VSB / 8;
+          const std::uint8_t* vrow = s_vc + (tb + r0) * Lay::rsV + VS * gid;
+          split_value_part<VS, 2 * VB, Lay::kWideV, D / 16, Lay::rsV, R1, R2, R3>(vrow, tabs, vlane, pb0, pb1, acc);
+          split_value_part<VS, 2 * VB, Lay::kWideV, D / 16, Lay::rsV, R1, R2, R3>(vrow + PL, tabs + Lay::kRvq2S,
+                                                                                vlane, pb0, pb1, acc);
+        } else {
+          const std::uint8_t* vrow = s_vc + (tb + r0) * Lay::rsV;
+          const int roff[4] = {0, R1 * Lay::rsV, R2 * Lay::rsV, R3 * Lay::rsV};
+#pragma unroll
+          for (int st = 0; st < 2; ++st) {
+            SSpan q[4];
+#pragma unroll
+            for (int r = 0; r < 4; ++r) q[r].load_bits(vrow + roff[r], 8 * PL * st + VSB * gid);
+            value_part_lookups<2 * VB, Lay::kWideV, D / 16>(q[0], q[1], q[2], q[3], tabs + st * Lay::kRvq2S, vlane,
+                                                            pb0, pb1, acc);
+          }
+        }
       } else if constexpr (RVQ) {
         // Each plane's D/4 bits of the lane's dims (D/8 of them) in rows r0, r0 + R1, r0 + R2, r0 + R3;
         // per plane the cross-token 2-bit fields (nibble n: (row x, row y) at dim 2n: lo; 2n + 1: hi), then
@@ -2217,7 +2258,7 @@ void launch_h16_k4(int d, int vb, const LaunchShape&, cudaStream_t, const Decode
 /// fp8 e4m3 keys and values (KB = VB = 8) at head_dim 64, 80, 96, 112, 128, 256 (kb, vb unused): decode_fp8.cu.
 void launch_fp8_h16(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// RVQ keys and values at kb bits per stage: 2 (H16Layout::RVQ, head_dim 64 / 80 / 96 / 112 / 128 / 256) or 3, 4
-/// (H16Layout::RVQ2, head_dim 64 / 128; 4 also at 80 / 96 / 112): rvq.cu.
+/// (H16Layout::RVQ2, head_dim 64 / 80 / 96 / 112 / 128): rvq.cu.
 void launch_rvq_h16(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);
 /// KIVI keys and values at kb = 2, 3 or 4 bits (H16Layout::KIVI) at head_dim 64 / 128 / 256: kivi.cu.
 void launch_kivi_h16(int kb, int d, int vb, const LaunchShape&, cudaStream_t, const DecodeKernelArgs&);

@@ -302,7 +302,7 @@ void rvq_paged_decode_h16(const RvqTables& ktab, const RvqTables& vtab, PagedPoo
 /// kb = 2 bits per stage: one 4-bit code per coordinate (the layout's KB = 4, H16Layout::RVQ; head_dim 64, 80,
 /// 96, 112, 128, 256; at head_dim 256
 /// 12 warps per block by DecodeArgs::block_warps' rule, 1.02-1.10x the 8-warp kernel, run s30-4). kb = 3, 4: two
-/// parts (H16Layout::RVQ2; head_dim 64, 128, and for kb = 4 also 80, 96, 112), 8 warps per block, 2 (4 + 4) or
+/// parts (H16Layout::RVQ2; head_dim 64, 80, 96, 112, 128), 8 warps per block, 2 (4 + 4) or
 /// 3 (3 + 3) pipeline stages per warp at head_dim
 /// 128: two stages' pair tables take 128 KB (16 warps would leave room for fewer than 2 stages of 256- /
 /// 192-byte rows).
@@ -321,8 +321,11 @@ void launch_rvq_h16(int kb, int d, int /*vb*/, const LaunchShape& shape, cudaStr
   if (d == 64 && kb == 4) return launch_h16_nw<64, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
   if (d == 128 && kb == 3) return launch_h16_nw<128, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);
   if (d == 128 && kb == 4) return launch_h16_nw<128, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
-  if (d == 80 && kb == 4) return launch_h16_nw<80, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);  // dense rotations
+  if (d == 80 && kb == 3) return launch_h16_nw<80, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);  // dense rotations
+  if (d == 80 && kb == 4) return launch_h16_nw<80, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
+  if (d == 96 && kb == 3) return launch_h16_nw<96, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);
   if (d == 96 && kb == 4) return launch_h16_nw<96, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
+  if (d == 112 && kb == 3) return launch_h16_nw<112, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);
   if (d == 112 && kb == 4) return launch_h16_nw<112, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
   throw std::logic_error("launch_rvq_h16: head_dim or bits out of range");
 }
@@ -336,13 +339,12 @@ void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kp
   // accumulated in the same fragments (H16Layout::RVQ2). TURBOKV_RVQ_H16=0 in the environment keeps the
   // staged kernel there (for A/B runs and tests of both paths).
   static const bool h16_off = detail::env_off("TURBOKV_RVQ_H16");
-  // At head_dim 80, 96, 112 (dense rotations: q rotated by Pi in the kernel's set-up, Pi_v^T by the
-  // combine kernel) 2 + 2 and 4 + 4 bits (3 + 3: lane spans of fractional bytes there); the other widths
-  // and head_dims take the staged kernel.
+  // At head_dim 80, 96, 112 too (dense rotations: q rotated by Pi in the kernel's set-up, Pi_v^T by the
+  // combine kernel); the other widths and head_dims take the staged kernel.
   const int b = ktab.bits(), d = args.head_dim;
   const bool pow2 = detail::pow2_head_dim(d), dense = detail::h16_dense_head_dim(d);
   if (args.kernel == 0 && !h16_off && vtab.bits() == b &&
-      ((b == 2 && (pow2 || dense)) || (b == 3 && (d == 64 || d == 128)) || (b == 4 && (d == 64 || d == 128 || dense)))) {
+      ((b == 2 && (pow2 || dense)) || ((b == 3 || b == 4) && (d == 64 || d == 128 || dense)))) {
     detail::rvq_paged_decode_h16(ktab, vtab, kpool, vpool, table, args, stream);
     return;
   }

@@ -205,11 +205,11 @@ struct DecodeCase {
   int block_warps = 0;  ///< DecodeArgs::block_warps (2 + 2-bit RVQ at head_dim 256, kernel 0: 8 or 12 warps)
 };
 
-/// RVQ's kernel 0 at 3 + 3 or 4 + 4 bits, head_dim 64 / 128 (4 + 4 also at 80 / 96 / 112): the fp16 kernel's
-/// two-part layout (H16Layout::RVQ2).
+/// RVQ's kernel 0 at 3 + 3 or 4 + 4 bits, head_dim 64 / 80 / 96 / 112 / 128: the fp16 kernel's two-part layout
+/// (H16Layout::RVQ2).
 bool rvq2_h16(const DecodeCase& c) {
   return c.method == Method::kRvq && c.kernel == 0 && (c.kb == 3 || c.kb == 4) && c.vb == c.kb &&
-         (c.d == 64 || c.d == 128 || (c.kb == 4 && (c.d == 80 || c.d == 96 || c.d == 112)));
+         (c.d == 64 || c.d == 80 || c.d == 96 || c.d == 112 || c.d == 128);
 }
 
 /// Product VQ's kernel 0 runs the fp16 tensor-core kernel (keys and values of the same width at head_dim
@@ -459,7 +459,11 @@ TEST(CudaVqPaged, DenseHeadDimsMatchReference) {
       {R, 80, 2, 2, 20, 4, 16, 0, 0, {1, 63, 2049}, 0.0f, IO::kBf16},  // GQA 5
       {R, 112, 2, 2, 12, 2, 1, 200, 3, {65, 777}, 4.0f},  // GQA 6, page 1, window, soft-cap, 3 splits
       {R, 80, 2, 2, 16, 1, 64, 0, 1, {4097, 3}, 0.0f, IO::kF16, 0, true},  // GQA 16, one split, shared
-      // 4 + 4 bits at 80 / 96 / 112: kernel 0 is the same kernel's two-part layout (H16Layout::RVQ2)
+      // 3 + 3 and 4 + 4 bits at 80 / 96 / 112: kernel 0 is the same kernel's two-part layout (H16Layout::RVQ2;
+      // 3-bit stages through bit spans)
+      {R, 80, 3, 3, 32, 8, 16, 0, 0, {1, 31, 1000}},
+      {R, 96, 3, 3, 6, 1, 1, 0, 2, {257, 64}, 0.0f, IO::kF16},  // GQA 6, page 1, 2 splits
+      {R, 112, 3, 3, 10, 2, 64, 300, 0, {2049, 5}, 3.0f, IO::kBf16, 0, true},  // GQA 5, window, soft-cap, shared
       {R, 96, 4, 4, 32, 8, 16, 0, 0, {1, 31, 1000}},
       {R, 80, 4, 4, 14, 2, 1, 0, 2, {257, 64}, 0.0f, IO::kBf16},  // GQA 7, page 1, 2 splits
       {R, 112, 4, 4, 8, 1, 32, 500, 0, {3000, 2}, 2.0f, IO::kF16, 0, true},  // GQA 8, window, soft-cap, shared
