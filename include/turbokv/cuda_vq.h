@@ -20,12 +20,13 @@
 // accumulation), kernel 1 stages fp32 and runs on CUDA cores (fp32 throughout); product VQ's
 // look-up-table keys always run kernel 1, except pvq_paged_decode's kernel 0 (one width, head_dim 64 / 128;
 // 3 bits at 256),
-// which is TurboQuant's fp16 tensor-core kernel with product-VQ tables, as is rvq_paged_decode's at 2 + 2
-// bits. At a head_dim that is not a power of two (80, 96, 112, ...: multiples of 16 in 64..256, where the
+// which is TurboQuant's fp16 tensor-core kernel with product-VQ tables, as is rvq_paged_decode's at 2 + 2,
+// 3 + 3 and 4 + 4 bits. At a head_dim that is not a power of two (80, 96, 112, ...: multiples of 16 in 64..256, where the
 // reference's "Hadamard" rotation is its dense Haar matrix, rotation.h) the encoders rotate by that matrix in
 // the reference's order (bytes identical), the decodes rotate the query by Pi and the merged output by Pi^T
-// (fp32) around either kernel; kernel 0 is there the staged fp16 tensor-core kernel for RVQ (and PolarQuant,
-// cuda_polar.h), the look-up-table kernel for product VQ. tests/cuda/test_cuda_vq.cpp
+// (fp32) around either kernel; kernel 0 is there the staged fp16 tensor-core kernel for RVQ (but
+// rvq_paged_decode's equal widths 2..4 at 80 / 96 / 112: TurboQuant's fp16 kernel) and PolarQuant
+// (cuda_polar.h), the look-up-table kernel for product VQ. tests/cuda/test_cuda_vq.cpp
 // and test_cuda_vq_paged.cpp check them against attention_compressed (fp64).
 //
 // Every function takes device pointers and a stream, validates its arguments on
@@ -249,7 +250,9 @@ void rvq_decode(const RvqTables& ktab, const RvqTables& vtab, const VqDecodeArgs
  * head_dim 64 or 128: the same kernel with one set of pair tables per stage (fp16 c1 pairs and c2 pairs),
  * the two stages accumulated into the same fragments in fp32, same tolerance; H200 at the shape above:
  * 650 us (3 + 3) and 705 us (4 + 4) against 2,725 / 2,467 us staged (docs/RESULTS.md "Session 19").
- * Other widths (1 + 1, unequal, head_dim 256): the staged kernel.
+ * Both also at head_dim 80, 96, 112 (2 + 2, 3 + 3, 4 + 4; dense rotations: Pi q before the kernel's steps,
+ * Pi_v^T in the merge): H100, batch 16 x 32,768, 32/8 heads, 1.85-3.44x cuDNN SDPA (docs/RESULTS.md
+ * "Session 43"). Other widths (1 + 1, unequal), head_dim 256 at 3 or 4 bits and 144..240: the staged kernel.
  * Throws std::invalid_argument naming the argument.
  */
 void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kpool, PagedPool vpool,
