@@ -519,9 +519,10 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
       // RVQ, product VQ and PolarQuant (rvq_paged_decode, pvq_paged_decode, polar_paged_decode) on the same page
       // table, keys and values at the same integer width; random code bytes, fp16 scalars in [0.5, 1.5). Kernel 0
       // (fp16 tensor cores): decode_h16.cuh for RVQ at 2 + 2 bits (head_dim 64, 80, 96, 112, 128, 256) and at
-      // 3 + 3 / 4 + 4 (64, 128), and for product VQ at head_dim 64 / 128 and at 3 bits at 256; the staged kernel
-      // of staged.cuh for the other RVQ cases and PolarQuant (dense rotations included); product VQ's other
-      // cases run the look-up-table kernel either way, so only kernel 1 is timed there. Kernel 1: CUDA cores.
+      // 3 + 3 / 4 + 4 (64, 80, 96, 112, 128), and for product VQ at head_dim 64 / 128 and at 3 bits at 256; the
+      // staged kernel of staged.cuh for the other RVQ cases and PolarQuant (dense rotations included); product
+      // VQ's other cases run the look-up-table kernel either way, so only kernel 1 is timed there. Kernel 1: CUDA
+      // cores.
       // Product VQ's key and value tables come from two reference codecs, each calibrated on its own
       // 1200 Gaussian rows (3 k-means iterations).
       for (double bits_d : opt.bits) {

@@ -199,8 +199,10 @@ constexpr int kMaxBlockSmem = 232448;
 /// (values: one byte permute per register with the neighbouring token's pair, as the generic path). One
 /// table per side and sub-vector, [s][2^c] entries of 2 g bytes (D / 2 KB per side; D / 8 KB at 3 bits),
 /// not replicated per lane: a look-up's banks follow its codes.
-/// RVQ2 (MODE kModeRvq2; KB = VB = b = 3 or 4, head_dim 64 / 80 / 96 / 112 / 128; at 80 / 96 / 112 the lane
-/// spans of 3-bit stages, D 3 / 4 and D 3 / 8 bits, are BitSpans): two-stage RVQ at b bits per stage
+/// RVQ2 (MODE kModeRvq2; KB = VB = b = 3 or 4, head_dim 64 / 80 / 96 / 112 / 128; at 80 / 96 / 112 a lane's
+/// span of a stage, D b / 4 key bits and D b / 8 value bits, is a LaneSpan: a BitSpan where it is not an even
+/// number of bytes, i.e. every 3-bit span there and the 4-bit value spans at 80 / 112): two-stage RVQ at b bits
+/// per stage
 /// (rows [stage 1 packed(D, b)][stage 2 packed(D, b)] and the fp16 norm): each stage is a TurboQuant-like
 /// part of all D dims with its own pair tables (stage 1 at byte 0, stage 2 at kRvq2S), and both parts
 /// accumulate into the same score and value fragments (c1 + c2 summed by the mma, in fp32).
@@ -1482,7 +1484,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             // Stage 1, then stage 2 (plane offset D KB / 8, its tables at kRvq2S): each as TurboQuant's
             // generic KB-bit key path (split_key_part over all D / 16 k-steps), into the same accumulators.
             // head_dim 80, 96, 112: the lane's D KB / 4 bits of a stage by LaneSpan (BitSpan where they are not
-            // an even number of bytes: 3 + 3 bits; stage 2 from bit 8 PL of the row).
+            // an even number of bytes: 3-bit stages; stage 2 from bit 8 PL of the row).
             (void)k0, (void)k1;
             constexpr int PL = D * KB / 8, SB = D * KB / 4;  // stage bytes; the lane's bits of a stage
             const std::uint8_t* ra = s_kc + (tb + kr) * Lay::rsK;
@@ -1789,7 +1791,8 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
       }
       if constexpr (RVQ2) {
         // Stage 1, then stage 2: each as the generic value path (split_value_part), into the same acc. head_dim
-        // 80, 96, 112 at 3 + 3 bits: the lane's D VB / 8 bits of a stage by BitSpan (stage 2 from bit 8 PL).
+        // 80, 96, 112: the lane's D VB / 8 bits of a stage by LaneSpan (BitSpan at 3 bits, and at 4 bits at 80 /
+        // 112; stage 2 from bit 8 PL).
         (void)v0, (void)v1, (void)v2, (void)v3;
         constexpr int PL = D * VB / 8, VSB = D * VB / 8;  // plane bytes; the lane's bits in a plane
         using SSpan = LaneSpan<VSB, Lay::rsV % 4 == 0 ? 4 : 2, kDenseRot>;
