@@ -4,12 +4,13 @@
 # build-dev (Release, TURBOKV_CUDA=ON): `tkv_dev [gtest flags]` runs every linked test, `tkv_dev bench ...` is
 # turbokv_cuda_bench. Written xz-compressed (~28 MB) to build-carry/tkv_dev.xz for `run`'s carry.
 # Usage: bash docs/experiments/carry-build.sh test_cuda_qjl test_cuda_attention test_cuda_append
+# (TURBOKV_SOURCE_DIR is ".": test_cuda_real finds data/kv when the binary runs in the repository root.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # B=build-lean: a library configured with -DTURBOKV_CUDA_PTX=OFF (sm_90 code only: ~6 MB less compressed, for
 # when the tree and the binary would pass the 64 MiB carry limit).
 B=${B:-build-dev}; O=build-carry; mkdir -p $O
-CXX="c++ -DTURBOKV_HAVE_CUDA=1 -Iinclude -Itests -Itests/cuda -isystem /usr/local/cuda/include -O3 -DNDEBUG -ffp-contract=off -std=c++20"
+CXX="c++ -DTURBOKV_HAVE_CUDA=1 -DTURBOKV_SOURCE_DIR=\".\" -Iinclude -Itests -Itests/cuda -isystem /usr/local/cuda/include -O3 -DNDEBUG -ffp-contract=off -std=c++20"
 objs=(); decls=""; first=""
 for t in "$@"; do
   n=${t#test_cuda_}
