@@ -1512,14 +1512,21 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             constexpr int PS = D / 16;  // plane bytes per lane
             using PSpan = LaneSpan<8 * PS, Lay::rsK % 4 == 0 ? 4 : 2, kDenseRot>;
             PSpan p10, p20, p11, p21;
-            const std::uint8_t* ra = s_kc + (tb + kr) * Lay::rsK;
-            const std::uint8_t* rc = s_kc + (tb + kr + 8) * Lay::rsK;
-            if constexpr (std::is_same_v<PSpan, CodeSpan<PS>>) {
-              p10.load(ra + PS * tig), p20.load(ra + D / 4 + PS * tig);
-              p11.load(rc + PS * tig), p21.load(rc + D / 4 + PS * tig);
+            if constexpr (!kDenseRot) {
+              // (the addresses as written before bit spans: the power-of-two instances' PTX is unchanged)
+              const std::uint8_t* ra = s_kc + (tb + kr) * Lay::rsK + PS * tig;
+              const std::uint8_t* rc = s_kc + (tb + kr + 8) * Lay::rsK + PS * tig;
+              p10.load(ra), p20.load(ra + D / 4), p11.load(rc), p21.load(rc + D / 4);
             } else {
-              p10.load_bits(ra, 8 * PS * tig), p20.load_bits(ra + D / 4, 8 * PS * tig);
-              p11.load_bits(rc, 8 * PS * tig), p21.load_bits(rc + D / 4, 8 * PS * tig);
+              const std::uint8_t* ra = s_kc + (tb + kr) * Lay::rsK;
+              const std::uint8_t* rc = s_kc + (tb + kr + 8) * Lay::rsK;
+              if constexpr (std::is_same_v<PSpan, CodeSpan<PS>>) {  // d96: 6-byte spans
+                p10.load(ra + PS * tig), p20.load(ra + D / 4 + PS * tig);
+                p11.load(rc + PS * tig), p21.load(rc + D / 4 + PS * tig);
+              } else {
+                p10.load_bits(ra, 8 * PS * tig), p20.load_bits(ra + D / 4, 8 * PS * tig);
+                p11.load_bits(rc, 8 * PS * tig), p21.load_bits(rc + D / 4, 8 * PS * tig);
+              }
             }
             constexpr std::uint32_t m4 = 0x0F0F0F0Fu;
 #pragma unroll
@@ -1823,13 +1830,16 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
         (void)v0, (void)v1, (void)v2, (void)v3;
         constexpr int PVB = D / 4, PW = (PVB + 31) / 32;  // plane bits of the lane; their words
         using PSpan = LaneSpan<PVB, Lay::rsV % 4 == 0 ? 4 : 2, kDenseRot>;
-        const std::uint8_t* vrow = s_vc + (tb + r0) * Lay::rsV;
+        constexpr bool kBytes = std::is_same_v<PSpan, CodeSpan<PVB / 8>>;
+        // (whole bytes: the row pointer at the lane's span as before bit spans, so those instances' PTX is
+        // unchanged)
+        const std::uint8_t* vrow = s_vc + (tb + r0) * Lay::rsV + (kBytes ? (PVB / 8) * gid : 0);
         PSpan q1[4], q2[4];
         const int roff[4] = {0, R1 * Lay::rsV, R2 * Lay::rsV, R3 * Lay::rsV};
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-          if constexpr (std::is_same_v<PSpan, CodeSpan<PVB / 8>>) {
-            q1[r].load(vrow + roff[r] + (PVB / 8) * gid), q2[r].load(vrow + roff[r] + D / 4 + (PVB / 8) * gid);
+          if constexpr (kBytes) {
+            q1[r].load(vrow + roff[r]), q2[r].load(vrow + roff[r] + D / 4);
           } else {
             q1[r].load_bits(vrow + roff[r], PVB * gid), q2[r].load_bits(vrow + roff[r] + D / 4, PVB * gid);
           }
