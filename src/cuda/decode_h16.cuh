@@ -1506,7 +1506,7 @@ __global__ void __launch_bounds__(32 * NW, 1) decode_h16_kernel(const DecodeKern
             // plane word holds dims 2n, 2n + 1 of its 16; the stage-1 nibble | stage-2 nibble << 4 of
             // dims (4k, 4k + 1) of word i is byte k of e (a0 / a1 of kk = 4i + k), of (4k + 2, 4k + 3)
             // byte k of o (a2 / a3).
-            // head_dim 80, 96, 112: the lane's 2D bits of a plane by LaneSpan (odd byte counts at 80 / 112:
+            // head_dim 80, 96, 112: the lane's D / 2 bits of a plane by LaneSpan (odd byte counts at 80 / 112:
             // BitSpan's unit loads; the planes start at D / 4 bytes, a multiple of 4).
             (void)k0, (void)k1;
             constexpr int PS = D / 16;  // plane bytes per lane
