@@ -176,6 +176,20 @@ void launch_encode(const PolarTables& tab, IoType x_type, const EncArgs& a, cons
 // in the rotated domain (ref::Polar::reconstruct): the level-4 radius of group j / 16 times the cos or
 // sin of the angle at each level (level l: angle j >> l, sin where bit l - 1 of j is set), fp32
 // products in the reference's order (level 4 first).
+
+/// Level 2..4 angle bits for level-1 width b (cuda_polar.h PolarTables::high_bits: max(1, b - 2)).
+__host__ __device__ constexpr int polar_high_bits(int b) { return b > 3 ? b - 2 : 1; }
+
+/// B: the level-1 width as a template constant (2..4; the level 2..4 width polar_high_bits(B)), or 0:
+/// both widths from the side at run time (mixed key / value widths, and the CUDA-core kernel).
+/// A lane stages runs of U = 4, 2 or 1 quads (the largest that divides the KQ quads it stages per token:
+/// 4 at head_dim 128 / 256 in the fp16 kernel, i.e. one 16-element group of one radius, one level-4
+/// and two level-3 angles). A run's angles of each level are adjacent in the code row, so one read
+/// per level serves the run (one span of <= 32 level-1 bits, one of the level-2, one of the level-3
+/// angles) where quads one by one read four fields each; its shared factors (the radius times the
+/// level-4 and level-3 cos / sin) are loaded once. The products and their order are the quad-by-quad
+/// ones: staged elements are bit-identical for every U and B.
+template <int B>
 struct PolarFmt {
   static constexpr bool kLut = false, kSide = true, kRawSide = true, kSmemTab = true;
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
@@ -184,26 +198,39 @@ struct PolarFmt {
   template <int KQ, int LS, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
                                                const std::uint8_t* rad, int lane, T* dst) {
-    const std::uint8_t* hi = row + s.off;  // levels 2..4: [level 2: D/4][level 3: D/8][level 4: D/16]
+    constexpr int U = KQ % 4 == 0 ? 4 : KQ % 2 == 0 ? 2 : 1, KU = KQ / U;
+    const int b1 = B ? B : s.bits, bh = B ? polar_high_bits(B) : s.bits2;
+    const unsigned m1 = (1u << b1) - 1u, mh = (1u << bh) - 1u;
+    const std::uint8_t* hi = row + (B ? D * B / 16 : s.off);  // levels 2..4: [level 2: D/4][level 3: D/8][level 4: D/16]
     const float* t = s.tab0;
 #pragma unroll
-    for (int k = 0; k < KQ; ++k) {
-      const int q = lane + LS * k, j = 4 * q;
-      if (j < D) {
-        // Elements j .. j + 3 share the level-4, -3 and -2 angles (j >> 4, j >> 3, j >> 2 = q) and the
-        // radius; the level-2 factor is cos for j, j + 1 and sin for j + 2, j + 3; level 1 has two angles.
-        const unsigned a4 = detail::field<R>(hi, (D / 4 + D / 8 + (q >> 2)) * s.bits2, s.bits2);
-        const unsigned a3 = detail::field<R>(hi, (D / 4 + (q >> 1)) * s.bits2, s.bits2);
-        const unsigned a2 = detail::field<R>(hi, q * s.bits2, s.bits2);
-        const unsigned u1 = R::span(row, 2 * q * s.bits, 2 * s.bits);  // level-1 angles 2 q, 2 q + 1
-        const unsigned m1 = (1u << s.bits) - 1u;
-        const unsigned b0 = u1 & m1, b1 = (u1 >> s.bits) & m1;
-        float r = detail::half_at(rad + 2 * (q >> 2));
-        r = __fmul_rn(r, t[(((q >> 1) & 1) ? lvl_sin(4) : lvl_cos(4)) + a4]);
-        r = __fmul_rn(r, t[((q & 1) ? lvl_sin(3) : lvl_cos(3)) + a3]);
-        const float r0 = __fmul_rn(r, t[lvl_cos(2) + a2]), r1 = __fmul_rn(r, t[lvl_sin(2) + a2]);
-        detail::store_quad(dst + j, __fmul_rn(r0, t[kCos1 + b0]), __fmul_rn(r0, t[kSin1 + b0]),
-                           __fmul_rn(r1, t[kCos1 + b1]), __fmul_rn(r1, t[kSin1 + b1]));
+    for (int k = 0; k < KU; ++k) {
+      // Run of quads q0 .. q0 + U - 1 (elements 4 q0 .. 4 q0 + 4 U - 1): inside one radius group (U divides 4).
+      const int q0 = U * (lane + LS * k);
+      if (4 * q0 < D) {
+        const unsigned c1 = R::span(row, 2 * q0 * b1, 2 * U * b1);  // level-1 angles 2 q0 .. 2 q0 + 2 U - 1
+        const unsigned c2 = R::span(hi, q0 * bh, U * bh);           // level-2 angles q0 .. q0 + U - 1
+        const unsigned c3 = R::span(hi, (D / 4 + (q0 >> 1)) * bh, ((U + 1) / 2) * bh);  // level 3: q0 / 2 ..
+        const unsigned a4 = detail::field<R>(hi, (D / 4 + D / 8 + (q0 >> 2)) * bh, bh);
+        const float r = detail::half_at(rad + 2 * (q0 >> 2));
+        float y[4 * U];
+#pragma unroll
+        for (int i = 0; i < U; ++i) {
+          // Quad q: elements 4 q .. 4 q + 3 share the level-4, -3 and -2 angles (q >> 2, q >> 1, q) and
+          // the radius; the level-2 factor is cos for the first two and sin for the last two; level 1
+          // has two angles.
+          const int q = q0 + i;
+          const unsigned a3 = (c3 >> ((i >> 1) * bh)) & mh, a2 = (c2 >> (i * bh)) & mh;
+          const unsigned e0 = (c1 >> (2 * i * b1)) & m1, e1 = (c1 >> ((2 * i + 1) * b1)) & m1;
+          const float r4 = __fmul_rn(r, t[(((q >> 1) & 1) ? lvl_sin(4) : lvl_cos(4)) + a4]);
+          const float r3 = __fmul_rn(r4, t[((q & 1) ? lvl_sin(3) : lvl_cos(3)) + a3]);
+          const float r0 = __fmul_rn(r3, t[lvl_cos(2) + a2]), r1 = __fmul_rn(r3, t[lvl_sin(2) + a2]);
+          y[4 * i] = __fmul_rn(r0, t[kCos1 + e0]);
+          y[4 * i + 1] = __fmul_rn(r0, t[kSin1 + e0]);
+          y[4 * i + 2] = __fmul_rn(r1, t[kCos1 + e1]);
+          y[4 * i + 3] = __fmul_rn(r1, t[kSin1 + e1]);
+        }
+        detail::store_run<U>(dst + 4 * q0, y, lane);
       }
     }
   }
@@ -221,14 +248,21 @@ detail::StagedSide polar_side(const PolarTables& t) {
 detail::StagedCall polar_call(const PolarTables& kt, const PolarTables& vt) {
   detail::StagedCall c;
   c.kside = polar_side(kt), c.vside = polar_side(vt);
-  c.launch = detail::launch_staged<PolarFmt, PolarFmt>;
+  c.launch = detail::launch_staged<PolarFmt<0>, PolarFmt<0>>;
   if (kt.dense()) {  // head_dim not a power of two: dense rotations
     c.krot_t = kt.rotation_t(), c.vrot = vt.rotation();
   } else {
     c.ksigns = kt.signs(), c.kscale = kt.hadamard_scale();
     c.vsigns = vt.signs(), c.vscale = vt.hadamard_scale();
   }
-  c.launch_tc = detail::launch_staged_tc_any_dim<PolarFmt, PolarFmt>;
+  // The fp16 kernel with the widths as template constants where keys and values share them (as the
+  // tables check: high_bits() follows bits()); mixed widths read them at run time.
+  c.launch_tc = detail::launch_staged_tc_any_dim<PolarFmt<0>, PolarFmt<0>>;
+  if (kt.bits() == vt.bits() && kt.high_bits() == polar_high_bits(kt.bits()) && vt.high_bits() == kt.high_bits()) {
+    if (kt.bits() == 2) c.launch_tc = detail::launch_staged_tc_any_dim<PolarFmt<2>, PolarFmt<2>>;
+    if (kt.bits() == 3) c.launch_tc = detail::launch_staged_tc_any_dim<PolarFmt<3>, PolarFmt<3>>;
+    if (kt.bits() == 4) c.launch_tc = detail::launch_staged_tc_any_dim<PolarFmt<4>, PolarFmt<4>>;
+  }
   return c;
 }
 

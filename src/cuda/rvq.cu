@@ -307,27 +307,31 @@ void rvq_paged_decode_h16(const RvqTables& ktab, const RvqTables& vtab, PagedPoo
 /// 128: two stages' pair tables take 128 KB (16 warps would leave room for fewer than 2 stages of 256- /
 /// 192-byte rows).
 void launch_rvq_h16(int kb, int d, int /*vb*/, const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
-  if (kb == 2) {
-    switch (d) {
-      case 64: return launch_h16<64, 4, 4, false, kModeRvq>(shape, s, a);
-      case 128: return launch_h16<128, 4, 4, false, kModeRvq>(shape, s, a);
-      case 256: return launch_h16<256, 4, 4, false, kModeRvq>(shape, s, a);
-      case 80: return launch_h16<80, 4, 4, false, kModeRvq>(shape, s, a);  // dense rotations
-      case 96: return launch_h16<96, 4, 4, false, kModeRvq>(shape, s, a);
-      case 112: return launch_h16<112, 4, 4, false, kModeRvq>(shape, s, a);
+  auto go = [&](auto d_c) {
+    constexpr int D = decltype(d_c)::value;
+    if (kb == 2) return launch_h16<D, 4, 4, false, kModeRvq>(shape, s, a);
+    if constexpr (D != 256) {
+      if (kb == 3) return launch_h16_nw<D, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);
+      if (kb == 4) return launch_h16_nw<D, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
     }
+    throw std::logic_error("launch_rvq_h16: bits out of range");
+  };
+  switch (d) {
+    case 64: return go(std::integral_constant<int, 64>{});
+    case 128: return go(std::integral_constant<int, 128>{});
+    case 256: return go(std::integral_constant<int, 256>{});
+    case 80: return go(std::integral_constant<int, 80>{});  // dense rotations
+    case 96: return go(std::integral_constant<int, 96>{});
+    case 112: return go(std::integral_constant<int, 112>{});
   }
-  if (d == 64 && kb == 3) return launch_h16_nw<64, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);
-  if (d == 64 && kb == 4) return launch_h16_nw<64, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
-  if (d == 128 && kb == 3) return launch_h16_nw<128, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);
-  if (d == 128 && kb == 4) return launch_h16_nw<128, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
-  if (d == 80 && kb == 3) return launch_h16_nw<80, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);  // dense rotations
-  if (d == 80 && kb == 4) return launch_h16_nw<80, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
-  if (d == 96 && kb == 3) return launch_h16_nw<96, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);
-  if (d == 96 && kb == 4) return launch_h16_nw<96, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
-  if (d == 112 && kb == 3) return launch_h16_nw<112, 3, 3, 8, false, false, kModeRvq2>(shape, s, a);
-  if (d == 112 && kb == 4) return launch_h16_nw<112, 4, 4, 8, false, false, kModeRvq2>(shape, s, a);
-  throw std::logic_error("launch_rvq_h16: head_dim or bits out of range");
+  throw std::logic_error("launch_rvq_h16: head_dim out of range");
+}
+
+/// Whether launch_rvq_h16 has the instance for kb / vb bits per stage at head_dim d (the widths equal):
+/// 2 + 2 at 64, 80, 96, 112, 128, 256; 3 + 3 and 4 + 4 at 64, 80, 96, 112, 128.
+bool rvq_h16_route(int kb, int vb, int d) {
+  if (kb != vb || !(pow2_head_dim(d) || h16_dense_head_dim(d))) return false;
+  return kb == 2 || ((kb == 3 || kb == 4) && d != 256);
 }
 }  // namespace detail
 
@@ -335,16 +339,13 @@ void rvq_paged_decode(const RvqTables& ktab, const RvqTables& vtab, PagedPool kp
                       const PageTable& table, const DecodeArgs& args, Stream stream) {
   // Kernel 0 with the same width on both sides: at 2 bits per stage a coordinate is a 4-bit code in two
   // planes, decoded by the TurboQuant fp16 kernel's pair tables (decode_h16.cuh, H16Layout::RVQ); at 3 and
-  // 4 bits (head_dim 64 / 128) each stage is a TurboQuant-like part with its own pair tables, both
-  // accumulated in the same fragments (H16Layout::RVQ2). TURBOKV_RVQ_H16=0 in the environment keeps the
-  // staged kernel there (for A/B runs and tests of both paths).
+  // 4 bits each stage is a TurboQuant-like part with its own pair tables, both accumulated in the same
+  // fragments (H16Layout::RVQ2); the head_dims: rvq_h16_route (at 80, 96, 112 with dense rotations: q
+  // rotated by Pi in the kernel's set-up, Pi_v^T by the combine kernel). The other widths and head_dims
+  // take the staged kernel. TURBOKV_RVQ_H16=0 in the environment keeps the staged kernel everywhere (for
+  // A/B runs and tests of both paths).
   static const bool h16_off = detail::env_off("TURBOKV_RVQ_H16");
-  // At head_dim 80, 96, 112 too (dense rotations: q rotated by Pi in the kernel's set-up, Pi_v^T by the
-  // combine kernel); the other widths and head_dims take the staged kernel.
-  const int b = ktab.bits(), d = args.head_dim;
-  const bool pow2 = detail::pow2_head_dim(d), dense = detail::h16_dense_head_dim(d);
-  if (args.kernel == 0 && !h16_off && vtab.bits() == b &&
-      ((b == 2 && (pow2 || dense)) || ((b == 3 || b == 4) && (d == 64 || d == 128 || dense)))) {
+  if (args.kernel == 0 && !h16_off && detail::rvq_h16_route(ktab.bits(), vtab.bits(), args.head_dim)) {
     detail::rvq_paged_decode_h16(ktab, vtab, kpool, vpool, table, args, stream);
     return;
   }

@@ -152,6 +152,35 @@ __device__ __forceinline__ void store_quad(__half* dst, float x, float y, float 
   *reinterpret_cast<uint2*>(dst) = make_uint2(pack_h2(x, y), pack_h2(z, w));
 }
 
+/// Stores a run of U (1, 2 or 4) quads y[0 .. 4 U) of staged elements at dst (fp32: 16-byte aligned; fp16:
+/// 8-byte aligned for U = 1, 16-byte for U >= 2), each rounded as store_quad. fp16 runs of 2 quads are one
+/// 16-byte store; runs of 4 two, the lane's first store at its second half where bit 2 of `lane` is set:
+/// lanes l and l + 4 of a quarter-warp staging adjacent 32-byte runs then write different banks.
+template <int U>
+__device__ __forceinline__ void store_run(float* dst, const float* y, int /*lane*/) {
+#pragma unroll
+  for (int i = 0; i < U; ++i) store_quad(dst + 4 * i, y[4 * i], y[4 * i + 1], y[4 * i + 2], y[4 * i + 3]);
+}
+template <int U>
+__device__ __forceinline__ void store_run(__half* dst, const float* y, int lane) {
+  static_assert(U == 1 || U == 2 || U == 4, "runs of 1, 2 or 4 quads");
+  if constexpr (U == 1) {
+    store_quad(dst, y[0], y[1], y[2], y[3]);
+  } else {
+    std::uint32_t p[2 * U];
+#pragma unroll
+    for (int i = 0; i < 2 * U; ++i) p[i] = pack_h2(y[2 * i], y[2 * i + 1]);
+    if constexpr (U == 2) {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(p[0], p[1], p[2], p[3]);
+    } else {
+      const bool swap = (lane >> 2) & 1;
+      const uint4 lo = make_uint4(p[0], p[1], p[2], p[3]), hi = make_uint4(p[4], p[5], p[6], p[7]);
+      *reinterpret_cast<uint4*>(dst + (swap ? 8 : 0)) = swap ? hi : lo;
+      *reinterpret_cast<uint4*>(dst + (swap ? 0 : 8)) = swap ? lo : hi;
+    }
+  }
+}
+
 /// Shared memory of staged_decode_kernel, in this order: the block's scaled queries [4 nsub_block][D],
 /// the step's decoded keys and values [kStagedStep][D + 4] each (rows of an odd number of 16-byte
 /// units: the lanes' float4 reads of 32 different rows hit distinct bank groups), P [4 nsub_block][32],

@@ -520,6 +520,15 @@ TEST(CudaPolar, DecodeMatchesReference) {
   cases.push_back({Method::kPolar, 80, 3, 4, 8, 2, 0, {1, 130, 1000}});  // dense rotations
   cases.push_back({Method::kPolar, 112, 2, 2, 6, 1, 7, {257, 5, 64}});
   cases.push_back({Method::kPolar, 192, 4, 3, 12, 3, 0, {2000, 1}});
+  // Equal widths (those at 64 / 256 above too): kernel 0's compile-time-width instances (PolarFmt<B>),
+  // staging runs of 4 quads at 128, of 2 at 160 / 240, single quads at 96 / 192.
+  cases.push_back({Method::kPolar, 128, 2, 2, 8, 2, 0, {1, 130, 1000}});
+  cases.push_back({Method::kPolar, 128, 3, 3, 6, 1, 7, {257, 5, 64}});
+  cases.push_back({Method::kPolar, 128, 4, 4, 12, 3, 0, {2000, 1}});
+  cases.push_back({Method::kPolar, 160, 4, 4, 4, 4, 1, {300, 77}});
+  cases.push_back({Method::kPolar, 240, 3, 3, 8, 2, 0, {129, 2}});
+  cases.push_back({Method::kPolar, 96, 3, 3, 6, 2, 3, {65, 1000}});
+  cases.push_back({Method::kPolar, 192, 2, 2, 7, 1, 0, {513}});
   run_both_kernels("polar", cases, seed);
   run_control(Method::kPolar, 128, 3, 3, seed + 3000);
   run_control(Method::kPolar, 128, 3, 3, seed + 3002, 0);
