@@ -182,9 +182,10 @@ __host__ __device__ constexpr int polar_high_bits(int b) { return b > 3 ? b - 2 
 
 /// B: the level-1 width as a template constant (2..4; the level 2..4 width polar_high_bits(B)), or 0:
 /// both widths from the side at run time (mixed key / value widths, and the CUDA-core kernel).
-/// A lane stages runs of U = 4, 2 or 1 quads (the largest that divides the KQ quads it stages per token:
-/// 4 at head_dim 128 / 256 in the fp16 kernel, i.e. one 16-element group of one radius, one level-4
-/// and two level-3 angles). A run's angles of each level are adjacent in the code row, so one read
+/// A lane stages runs of U = 4, 2 or 1 quads (4 where it stages 3 or 4 quads per token, KQ: in the fp16
+/// kernel at every head_dim, with lanes_per_token lanes per token: one 16-element group of one radius,
+/// one level-4 and two level-3 angles per lane; in the CUDA-core kernel 2 at head_dim > 128, else 1).
+/// A run's angles of each level are adjacent in the code row, so one read
 /// per level serves the run (one span of <= 32 level-1 bits, one of the level-2, one of the level-3
 /// angles) where quads one by one read four fields each; its shared factors (the radius times the
 /// level-4 and level-3 cos / sin) are loaded once. The products and their order are the quad-by-quad
@@ -195,10 +196,13 @@ struct PolarFmt {
   __device__ __forceinline__ static std::size_t side_off(const detail::StagedSide& s, int D, int ps, int slot) {
     return static_cast<std::size_t>(ps) * s.cb + 2 * static_cast<std::size_t>(slot) * (D / 16);  // fp16 radii
   }
+  /// staged_tc_kernel's lanes per token: one per 16-element radius group, rounded up to a power of two
+  /// (4 at head_dim 64, 8 up to 128, 16 above; lanes past the groups idle).
+  __host__ __device__ static constexpr int lanes_per_token(int d) { return d <= 64 ? 4 : d <= 128 ? 8 : 16; }
   template <int KQ, int LS, class R, class T>
   __device__ __forceinline__ static void stage(const detail::StagedSide& s, int D, const std::uint8_t* row,
                                                const std::uint8_t* rad, int lane, T* dst) {
-    constexpr int U = KQ % 4 == 0 ? 4 : KQ % 2 == 0 ? 2 : 1, KU = KQ / U;
+    constexpr int U = KQ >= 3 ? 4 : KQ, KU = (KQ + U - 1) / U;  // runs per lane: U KU >= KQ
     const int b1 = B ? B : s.bits, bh = B ? polar_high_bits(B) : s.bits2;
     const unsigned m1 = (1u << b1) - 1u, mh = (1u << bh) - 1u;
     const std::uint8_t* hi = row + (B ? D * B / 16 : s.off);  // levels 2..4: [level 2: D/4][level 3: D/8][level 4: D/16]

@@ -521,18 +521,30 @@ struct StagedTcLayout {
 /// s16-2).
 constexpr int staged_tc_min_blocks(int d) { return d <= 128 ? 4 : d <= 192 ? 3 : 2; }
 
+/// Lanes per token in staged_tc_kernel's staging at head_dim d (4, 8, 16 or 32): the formats' own
+///   static constexpr int lanes_per_token(int d);
+/// where both declare it and agree, else 8 at head_dim 64 / 128, 16 where 16 lanes divide the D / 4 quads,
+/// 32 elsewhere. H200 A/B of that rule (min of two passes each): half-warps (16 lanes) where they divide the
+/// quads against 32 lanes, d128 1.07-1.19x, d256 1.03-1.17x (run s16-4); 8 lanes at d64 / d128 against 16,
+/// 1.03-1.22x (run s16-5).
+template <class KF, class VF>
+__host__ __device__ constexpr int staged_tc_lanes(int d) {
+  if constexpr (requires { KF::lanes_per_token(64); VF::lanes_per_token(64); }) {
+    if (KF::lanes_per_token(d) == VF::lanes_per_token(d)) return KF::lanes_per_token(d);
+  }
+  return d == 64 || d == 128 ? 8 : (d / 4) % 16 == 0 ? 16 : 32;
+}
+
 /// D = head_dim (a multiple of 16 in 64..256) as a template constant: the fragment arrays are registers.
 template <class KF, class VF, int D>
 __global__ void __launch_bounds__(32 * kTcWarps, staged_tc_min_blocks(D)) staged_tc_kernel(const DecodeKernelArgs a) {
   static_assert(!KF::kLut, "look-up-table keys are scored by the CUDA-core kernel");
   static_assert(D % 16 == 0 && D >= 64 && D <= 256, "head_dim");
   constexpr int DP = D + 8, KT = D / 16;
-  // Staging: LPT lanes per token (a token has D / 4 quads, lane l of a token stages quads l + LPT k,
-  // k < KQ), TPI tokens per warp iteration: several tokens' independent look-up chains in flight.
-  // H200 A/B (min of two passes each): half-warps (16 lanes) where they divide the quads against 32
-  // lanes, d128 1.07-1.19x, d256 1.03-1.17x (run s16-4); 8 lanes at d64 / d128 against 16, 1.03-1.22x
-  // (run s16-5; PolarQuant d128 then spills 12 bytes and still gains 1.06-1.09x).
-  constexpr int LPT = D == 64 || D == 128 ? 8 : (D / 4) % 16 == 0 ? 16 : 32, TPI = 32 / LPT, KQ = (D / 4 + LPT - 1) / LPT;
+  // Staging: LPT lanes per token (staged_tc_lanes; a token has D / 4 quads, each of its lanes stages up to
+  // KQ of them, which ones the format's stage says), TPI tokens per warp iteration: several tokens'
+  // independent look-up chains in flight.
+  constexpr int LPT = staged_tc_lanes<KF, VF>(D), TPI = 32 / LPT, KQ = (D / 4 + LPT - 1) / LPT;
   constexpr unsigned kFull = 0xffffffffu;
   extern __shared__ __align__(16) float sm[];
   std::uint8_t* const smb = reinterpret_cast<std::uint8_t*>(sm);
