@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Session 44, device call 2 (B=build-lean carry-build of test_cuda_vq test_cuda_vq_paged test_cuda_kivi): PolarQuant
 # stages one 16-element radius group per lane at every head_dim of the fp16 kernel (PolarFmt::lanes_per_token: 4 / 8
-# / 16 lanes per token; staged_tc_lanes). Sides: A0 = session 43's binary (build-carry/tkv_base.xz), A = run s44-1's
-# (tkv_s44a.xz), B = this tree. Every CudaVq* / CudaRvq* / CudaPolar* / CudaKivi* test, the staged fallbacks,
+# / 16 lanes per token; staged_tc_lanes), and its cos / sin tables interleaved (one 8-byte look-up per angle). Sides:
+# A0 = session 43's binary (build-carry/tkv_base.xz), A = commit 20ec224's (one group per lane, tkv_s44b.xz), B = this
+# tree (the interleaved tables too). Every CudaVq* / CudaRvq* / CudaPolar* / CudaKivi* test, the staged fallbacks,
 # memcheck / racecheck of the PolarQuant decodes (small), PolarQuant rows at 64..256 (b16 x 32k, 2 / 3 / 4 bits) of
 # the three binaries in turn, twice, and PyTorch SDPA on the same shapes. The summary is printed last.
 . docs/experiments/device-prelude.sh
 A0=/tmp/tkv_base; xz -dc build-carry/tkv_base.xz > $A0 && chmod +x $A0
-A=/tmp/tkv_s44a; xz -dc build-carry/tkv_s44a.xz > $A && chmod +x $A
+A=/tmp/tkv_s44b; xz -dc build-carry/tkv_s44b.xz > $A && chmod +x $A
 cuobjdump --dump-resource-usage $T 2>/dev/null | grep -A1 -E "staged_tc_kernel.*PolarFmt" \
   | grep -oE "REG:[0-9]+ STACK:[0-9]+" | sort | uniq -c | sort -rn | head -8 | tr '\n' ';' | sed 's/^/polar staged_tc REG STACK counts: /' >> $S; echo >> $S
 timeout 300 $T --gtest_filter="CudaVq*:CudaRvq*:CudaPolar*:CudaKivi*" > $OUT/tests.log 2>&1
@@ -39,7 +40,7 @@ for side in ("A0", "A", "B"):
             if "polar" not in r["method"] and "fp16-flash" not in r["method"]: continue
             k = (r["method"].replace(" ", "_"), r["bits"], r["head_dim"])
             t[k].setdefault(side, []).append(float(r["time_us"]))
-print("method bits head_dim | A0 (s43) us | A (s44-1) us | B (new) us | A0/B | A/B (min of 2)")
+print("method bits head_dim | A0 (s43) us | A (20ec224) us | B (new) us | A0/B | A/B (min of 2)")
 for k, v in sorted(t.items()):
     if len(v) == 3:
         a0, a, b = min(v["A0"]), min(v["A"]), min(v["B"])

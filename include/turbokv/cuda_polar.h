@@ -85,8 +85,8 @@ class PolarTables {
   const float* rotation() const { return rotation_.get(); }
   /// dense(): Pi^T, device fp32 [head_dim][head_dim] row-major; nullptr otherwise.
   const float* rotation_t() const { return rotation_t_.get(); }
-  /// device fp32, kTableFloats: [cos1 16][sin1 16], then per level l = 2..4 [cos 16][sin 16][boundaries 16]
-  /// (entries past 2^bits unused).
+  /// device fp32, kTableFloats: level 1's [16][cos, sin] (the cell centres' cos and sin interleaved), then per
+  /// level l = 2..4 [16][cos, sin] of the centroids and [16] boundaries (entries past 2^bits unused).
   const float* tables() const { return tab_.get(); }
   /// device fp64 [8]: the host's std::atan2 of the directions (y, x) = (0, 1), (1, 1), (1, 0), (1, -1),
   /// (0, -1), (-1, -1), (-1, 0), (-1, 1) (before the reference adds 2 pi to negative angles).

@@ -45,11 +45,10 @@ using detail::qjl::warp_pack_n;
 constexpr int kEncThreads = 128;
 constexpr int kEncWarps = kEncThreads / 32;
 constexpr double kTwoPi = 2 * M_PI;
-// Offsets in PolarTables::tables().
-constexpr int kCos1 = 0, kSin1 = 16;
-__host__ __device__ constexpr int lvl_cos(int l) { return 32 + 48 * (l - 2); }
-__host__ __device__ constexpr int lvl_sin(int l) { return lvl_cos(l) + 16; }
-__host__ __device__ constexpr int lvl_bnd(int l) { return lvl_cos(l) + 32; }
+// Offsets in PolarTables::tables(): level l's (cos, sin) pairs of its 16 cells / centroids (float2 each),
+// and levels 2..4's boundaries.
+__host__ __device__ constexpr int lvl_cs(int l) { return l == 1 ? 0 : 32 + 48 * (l - 2); }
+__host__ __device__ constexpr int lvl_bnd(int l) { return lvl_cs(l) + 32; }
 
 /// atan2(y, x) in fp64 as the host's libm gives it at the 8 axis / diagonal directions (dirs,
 /// PolarTables::directions(); x, y not both zero), CUDA's atan2 elsewhere (and for (+-0, +-0),
@@ -208,6 +207,11 @@ struct PolarFmt {
     const std::uint8_t* hi = row + (B ? D * B / 16 : s.off);  // levels 2..4: [level 2: D/4][level 3: D/8][level 4: D/16]
     const float* t = s.tab0;
 #pragma unroll
+    const float2* cs1 = reinterpret_cast<const float2*>(t + lvl_cs(1));  // 8-byte aligned (shared copies too)
+    const float2* cs2 = reinterpret_cast<const float2*>(t + lvl_cs(2));
+    const float2* cs3 = reinterpret_cast<const float2*>(t + lvl_cs(3));
+    const float2* cs4 = reinterpret_cast<const float2*>(t + lvl_cs(4));
+#pragma unroll
     for (int k = 0; k < KU; ++k) {
       // Run of quads q0 .. q0 + U - 1 (elements 4 q0 .. 4 q0 + 4 U - 1): inside one radius group (U divides 4).
       const int q0 = U * (lane + LS * k);
@@ -217,6 +221,7 @@ struct PolarFmt {
         const unsigned c3 = R::span(hi, (D / 4 + (q0 >> 1)) * bh, ((U + 1) / 2) * bh);  // level 3: q0 / 2 ..
         const unsigned a4 = detail::field<R>(hi, (D / 4 + D / 8 + (q0 >> 2)) * bh, bh);
         const float r = detail::half_at(rad + 2 * (q0 >> 2));
+        const float2 f4 = cs4[a4];
         float y[4 * U];
 #pragma unroll
         for (int i = 0; i < U; ++i) {
@@ -226,13 +231,14 @@ struct PolarFmt {
           const int q = q0 + i;
           const unsigned a3 = (c3 >> ((i >> 1) * bh)) & mh, a2 = (c2 >> (i * bh)) & mh;
           const unsigned e0 = (c1 >> (2 * i * b1)) & m1, e1 = (c1 >> ((2 * i + 1) * b1)) & m1;
-          const float r4 = __fmul_rn(r, t[(((q >> 1) & 1) ? lvl_sin(4) : lvl_cos(4)) + a4]);
-          const float r3 = __fmul_rn(r4, t[((q & 1) ? lvl_sin(3) : lvl_cos(3)) + a3]);
-          const float r0 = __fmul_rn(r3, t[lvl_cos(2) + a2]), r1 = __fmul_rn(r3, t[lvl_sin(2) + a2]);
-          y[4 * i] = __fmul_rn(r0, t[kCos1 + e0]);
-          y[4 * i + 1] = __fmul_rn(r0, t[kSin1 + e0]);
-          y[4 * i + 2] = __fmul_rn(r1, t[kCos1 + e1]);
-          y[4 * i + 3] = __fmul_rn(r1, t[kSin1 + e1]);
+          const float2 f3 = cs3[a3], f2 = cs2[a2], g0 = cs1[e0], g1 = cs1[e1];
+          const float r4 = __fmul_rn(r, ((q >> 1) & 1) ? f4.y : f4.x);
+          const float r3 = __fmul_rn(r4, (q & 1) ? f3.y : f3.x);
+          const float r0 = __fmul_rn(r3, f2.x), r1 = __fmul_rn(r3, f2.y);
+          y[4 * i] = __fmul_rn(r0, g0.x);
+          y[4 * i + 1] = __fmul_rn(r0, g0.y);
+          y[4 * i + 2] = __fmul_rn(r1, g1.x);
+          y[4 * i + 3] = __fmul_rn(r1, g1.y);
         }
         detail::store_run<U>(dst + 4 * q0, y, lane);
       }
@@ -286,15 +292,12 @@ PolarTables::PolarTables(const CodecConfig& cfg) {
   high_bits_ = r.high_bits();
   scale_ = detail::upload_rotation(r.rotation(), signs_, rotation_, rotation_t_);  // dense where not a power of two
   std::vector<float> tab(kTableFloats, 0.0f);
-  for (std::size_t i = 0; i < r.cos_table(1).size(); ++i) {
-    tab[kCos1 + i] = r.cos_table(1)[i];
-    tab[kSin1 + i] = r.sin_table(1)[i];
-  }
-  for (int l = 2; l <= 4; ++l) {
+  for (int l = 1; l <= 4; ++l) {
     for (std::size_t i = 0; i < r.cos_table(l).size(); ++i) {
-      tab[lvl_cos(l) + i] = r.cos_table(l)[i];
-      tab[lvl_sin(l) + i] = r.sin_table(l)[i];
+      tab[lvl_cs(l) + 2 * i] = r.cos_table(l)[i];
+      tab[lvl_cs(l) + 2 * i + 1] = r.sin_table(l)[i];
     }
+    if (l == 1) continue;
     const auto& bnd = r.level_codebook(l).boundaries;
     for (std::size_t i = 0; i < bnd.size(); ++i) tab[lvl_bnd(l) + i] = bnd[i];
   }
