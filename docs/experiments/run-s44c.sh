@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Session 44, device call 3 (the binary of run s44-2, commit 66364f0; no code change): where the staged fp16 kernel
+# Session 44, device call 3 (B=build-lean carry-build of test_cuda_real test_cuda_append test_cuda_vq
+# test_cuda_vq_paged, library of commit 66364f0, the code run s44-2 ran): the real-KV and append tests (PolarQuant
+# decodes real caches there; its tables' layout changed), then where the staged fp16 kernel
 # spends its time now with PolarQuant's new format (one radius group per lane, compile-time widths, interleaved
 # tables): ncu of one staged_tc_kernel launch at d128 32/8 b16 x 32k 3 bits (the sections of run s43-5, whose
 # profile of the old format is in docs/CUDA_NOTES.md "Session 43"), then PolarQuant rows at the other head_dims of the
 # fp16 kernel (144..240, b16 x 32k) with PyTorch SDPA on the same shapes. The summary is printed last.
 . docs/experiments/device-prelude.sh
+timeout 200 $T --gtest_filter="CudaReal.*:CudaAppend.*:CudaDequantize.*" > $OUT/tests.log 2>&1
+echo "tests rc=$? $(( $(date +%s) - T0 )) s" >> $S
+grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|Failure|^\[       OK|SKIP|olar" $OUT/tests.log | head -30 >> $S
 timeout 150 ncu --section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats \
   --section InstructionStats --section LaunchStats --section MemoryWorkloadAnalysis --section SourceCounters \
   -k regex:staged_tc_kernel --launch-skip 3 --launch-count 1 \
