@@ -18,8 +18,9 @@
 //   template <int KQ, int LS, class R, class T> __device__ static void stage(const StagedSide& s, int D,
 //       const std::uint8_t* row, const std::uint8_t* side, int lane, T* dst);
 //   __device__ static std::size_t side_off(const StagedSide& s, int D, int ps, int slot);
-// stage writes the quads dst[4 q .. 4 q + 3] (q = lane + LS k, 4 q < D, k < KQ; lane < LS, the lanes per
-// token: 32 in the CUDA-core kernel; T float or __half; one store_quad each) =
+// stage writes up to KQ quads dst[4 q .. 4 q + 3] per lane (lane < LS, the lanes per token: 32 in the CUDA-core
+// kernel; KQ LS >= D / 4, the LS lanes together write all D / 4 quads: q = lane + LS k, k < KQ, 4 q < D, in most
+// formats, runs of consecutive quads in PolarQuant's; T float or __half; store_quad / store_run) =
 // elements 4 q .. 4 q + 3 of one token, in the domain where the logit is <q', dst> (q' the query as the
 // host prepared it: rotated for the rotated methods) and the values accumulate, from the token's code
 // row `row` (cb bytes, read through the reader R: GlobalBytes or SharedWords) and its side data `side`
