@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Prepared in session 44, NOT RUN (no device could be started, device time spent): apply
+# docs/experiments/raw16-s44.patch first (git apply), then build as below.
 # Session 44, device call 4 (B=build-lean carry-build of test_cuda_vq test_cuda_vq_paged test_cuda_kivi test_cuda_real):
 # raw rows of a number of bytes that is not a multiple of 4 (PolarQuant's; KIVI's and RVQ's at some head_dims) copied
 # in 16-byte pieces where the pool's blocks allow (plan_raw), not 4-byte words. A = run s44-3's binary
