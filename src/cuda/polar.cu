@@ -206,7 +206,6 @@ struct PolarFmt {
     const unsigned m1 = (1u << b1) - 1u, mh = (1u << bh) - 1u;
     const std::uint8_t* hi = row + (B ? D * B / 16 : s.off);  // levels 2..4: [level 2: D/4][level 3: D/8][level 4: D/16]
     const float* t = s.tab0;
-#pragma unroll
     const float2* cs1 = reinterpret_cast<const float2*>(t + lvl_cs(1));  // 8-byte aligned (shared copies too)
     const float2* cs2 = reinterpret_cast<const float2*>(t + lvl_cs(2));
     const float2* cs3 = reinterpret_cast<const float2*>(t + lvl_cs(3));

@@ -156,7 +156,10 @@ __device__ __forceinline__ void store_quad(__half* dst, float x, float y, float 
 /// Stores a run of U (1, 2 or 4) quads y[0 .. 4 U) of staged elements at dst (fp32: 16-byte aligned; fp16:
 /// 8-byte aligned for U = 1, 16-byte for U >= 2), each rounded as store_quad. fp16 runs of 2 quads are one
 /// 16-byte store; runs of 4 two, the lane's first store at its second half where bit 2 of `lane` is set:
-/// lanes l and l + 4 of a quarter-warp staging adjacent 32-byte runs then write different banks.
+/// lanes l and l + 4 of a quarter-warp staging adjacent 32-byte runs of one token then write different
+/// banks (with 4 lanes per token, head_dim 64, the two tokens of a quarter-warp are 144 bytes apart, which
+/// separates their banks already). fp32 runs are U float4 stores (lanes 32 U bytes apart: 2-way bank
+/// conflicts for U = 2, the CUDA-core kernel above head_dim 128).
 template <int U>
 __device__ __forceinline__ void store_run(float* dst, const float* y, int /*lane*/) {
 #pragma unroll
@@ -731,7 +734,8 @@ void launch_staged_tc(const LaunchShape& shape, cudaStream_t s, const DecodeKern
 }
 
 /// launch_staged_tc at every head_dim the GPU takes (the multiples of 16 in 64..256): the formats'
-/// run-time-width instances (the compile-time-width ones are instantiated at 64 / 128 / 256 only).
+/// run-time-width instances and PolarQuant's compile-time-width ones (RVQ's and KIVI's compile-time-width
+/// instances are at 64 / 128 / 256 only).
 template <class KF, class VF>
 void launch_staged_tc_any_dim(const LaunchShape& shape, cudaStream_t s, const DecodeKernelArgs& a) {
   launch_staged_tc<KF, VF, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256>(shape, s, a);

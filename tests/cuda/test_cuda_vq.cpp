@@ -520,8 +520,9 @@ TEST(CudaPolar, DecodeMatchesReference) {
   cases.push_back({Method::kPolar, 80, 3, 4, 8, 2, 0, {1, 130, 1000}});  // dense rotations
   cases.push_back({Method::kPolar, 112, 2, 2, 6, 1, 7, {257, 5, 64}});
   cases.push_back({Method::kPolar, 192, 4, 3, 12, 3, 0, {2000, 1}});
-  // Equal widths (those at 64 / 256 above too): kernel 0's compile-time-width instances (PolarFmt<B>),
-  // staging runs of 4 quads at 128, of 2 at 160 / 240, single quads at 96 / 192.
+  // Equal widths (those at 64 / 256 above too): kernel 0's compile-time-width instances (PolarFmt<B>; one
+  // 16-element radius group per lane at every head_dim); kernel 1 (PolarFmt<0>) stages runs of 2 quads above
+  // head_dim 128 (160, 192, 240), single quads at 96 / 128.
   cases.push_back({Method::kPolar, 128, 2, 2, 8, 2, 0, {1, 130, 1000}});
   cases.push_back({Method::kPolar, 128, 3, 3, 6, 1, 7, {257, 5, 64}});
   cases.push_back({Method::kPolar, 128, 4, 4, 12, 3, 0, {2000, 1}});

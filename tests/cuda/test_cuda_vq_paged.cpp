@@ -409,7 +409,8 @@ TEST(CudaVqPaged, DecodeMatchesReference) {
       {Q, 128, 2, 2, 14, 2, 8, 100, 0, {1000}, 3.0f},
       {Q, 256, 3, 3, 2, 1, 32, 0, 0, {333, 64}},   // GQA 2
       {Q, 64, 3, 3, 24, 2, 8, 0, 0, {130, 7}},     // GQA 12 (two blocks of query heads, the second partial)
-      // Equal widths at head_dim 128: kernel 0 stages runs of 4 quads (PolarFmt<B>, one radius group per lane)
+      // Equal widths at head_dim 128 / 256: kernel 0's compile-time-width instances (PolarFmt<B>, one radius
+      // group per lane)
       {Q, 128, 3, 3, 32, 8, 16, 0, 0, {1, 31, 1000}},                  // GQA 4, pages of 16
       {Q, 128, 4, 4, 12, 1, 1, 200, 3, {777, 2}, 0.0f, IO::kBf16},     // GQA 12, page 1, window, 3 splits
       {Q, 256, 2, 2, 8, 1, 64, 0, 1, {2049, 65}, 4.0f, IO::kF16},      // GQA 8, page 64, one split, soft-cap
@@ -485,8 +486,9 @@ TEST(CudaVqPaged, DenseHeadDimsMatchReference) {
       {Q, 80, 2, 4, 12, 4, 1, 0, 2, {65, 64}},  // GQA 3, page 1
       {Q, 112, 4, 3, 16, 1, 256, 0, 0, {4097, 1}, 0.0f, IO::kF16},  // GQA 16, page 256
       {Q, 240, 2, 2, 14, 2, 8, 100, 0, {1000}, 3.0f},  // GQA 7, window, soft-cap
-      {Q, 160, 4, 4, 10, 2, 16, 0, 2, {999, 64}, 0.0f, IO::kF16},  // GQA 5, runs of 2 quads, 2 splits
-      {Q, 80, 3, 3, 6, 6, 32, 0, 0, {300, 17}},  // GQA 1, single quads
+      // Equal widths: PolarFmt<B> at kernel 0; kernel 1 stages runs of 2 quads at 160, single quads at 80
+      {Q, 160, 4, 4, 10, 2, 16, 0, 2, {999, 64}, 0.0f, IO::kF16},  // GQA 5, 2 splits
+      {Q, 80, 3, 3, 6, 6, 32, 0, 0, {300, 17}},  // GQA 1
   };
   double worst[2][3] = {{0, 0, 0}, {0, 0, 0}};
   for (int kernel : {0, 1}) {
