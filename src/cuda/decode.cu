@@ -781,8 +781,8 @@ void kivi_paged_decode_h16(const CodecConfig& kcfg, const CodecConfig& vcfg, Pag
 namespace {
 /// The raw-row plan of one staged side (StagedSide::chunk, cpt, rs, sw) for blocks of `stride`
 /// bytes from `pool`: cp.async pieces of the largest of 16, 8, 4 bytes dividing the code bytes, the
-/// stride and the pool's address (the rows and the side words are then aligned to it); else, if 4
-/// divides the stride and the address, the aligned 4-byte words holding each row; none (chunk 0: rows
+/// stride and the pool's address (the rows and the side words are then aligned to it); else the aligned
+/// pieces holding each row: 16 bytes if 16 divides the stride and the address, 4 if 4 does; none (chunk 0: rows
 /// read from global memory) otherwise, or for look-up-table keys (no staged rows).
 /// TURBOKV_STAGED_RAW=0 in the environment turns raw rows off (for A/B runs and tests of both paths).
 void plan_raw(StagedSide& s, const void* pool, std::size_t stride, bool lut) {
@@ -796,8 +796,14 @@ void plan_raw(StagedSide& s, const void* pool, std::size_t stride, bool lut) {
       s.cpt = s.cb / c;
       break;
     }
-  if (s.chunk == 0 && stride % 4 == 0 && addr % 4 == 0) {  // rows at any byte offset: their aligned words
-    s.chunk = 4;                                            // (PolarQuant d128: 23 or 46 code bytes)
+  // Rows at any byte offset (PolarQuant d128: 23, 31 or 46 code bytes): the aligned pieces holding them. 16 bytes
+  // where blocks start 16-byte aligned and span a multiple of 16 bytes (paged pools: page_stride is a multiple
+  // of 32), so a row's pieces stay inside its block; else 4-byte words.
+  if (s.chunk == 0 && stride % 16 == 0 && addr % 16 == 0) {
+    s.chunk = 16;
+    s.cpt = (s.cb + 30) / 16;
+  } else if (s.chunk == 0 && stride % 4 == 0 && addr % 4 == 0) {
+    s.chunk = 4;
     s.cpt = (s.cb + 6) / 4;
   }
   if (s.chunk == 0) return;

@@ -49,11 +49,12 @@ struct StagedSide {
   int sb;
   int ntab0, ntab1;
   // Set by the host (plan_raw, decode.cu): the step's code rows copied to shared memory by cp.async in
-  // chunk-byte pieces (16, 8 or 4: the largest dividing code bytes, block stride and pool address; 4
-  // when only stride and address allow it: the aligned words holding each row, which then starts
-  // (slot cb) mod 4 bytes into its copy; 0: the rows are read from global memory), cpt code pieces per
-  // token (cb / chunk, or the words cb bytes can span: (cb + 6) / 4), rs bytes per row, sw side words
-  // per row (a token's cpt + sw pieces are issued by issue_raw, staged.cuh).
+  // chunk-byte pieces (16, 8 or 4: the largest dividing code bytes, block stride and pool address; for
+  // rows of a number of bytes that is not a multiple of 4, the aligned pieces holding each row, which
+  // then starts (slot cb) mod chunk bytes into its copy: 16-byte pieces where stride and address are
+  // multiples of 16, else 4-byte words; 0: the rows are read from global memory), cpt code pieces per
+  // token (cb / chunk, or the pieces cb bytes can span: (cb + 30) / 16 or (cb + 6) / 4), rs bytes per
+  // row, sw side words per row (a token's cpt + sw pieces are issued by issue_raw, staged.cuh).
   int chunk, cpt, rs, sw;
 };
 

@@ -205,10 +205,10 @@ struct StagedLayout {
 
 /// Piece `piece` (< s.cpt + s.sw) of one token's raw-row copy into dst (its row of the side's buffer,
 /// s.rs bytes): pieces below s.cpt are the aligned s.chunk-byte pieces holding the code row (the row
-/// starts (slot cb) mod chunk bytes into the first: 0 unless cb is not a multiple of 4, then chunk is 4
-/// and pieces past the row's last byte are skipped, so no word outside the block is read), to dst +
-/// piece chunk; the rest are the aligned words holding the side data (s.sb bytes at F::side_off), to
-/// dst + cpt chunk. cp.async, not waited.
+/// starts (slot cb) mod chunk bytes into the first: 0 unless cb is not a multiple of 4, then chunk is 16
+/// or 4 and pieces past the row's last byte are skipped, so no piece outside the block is read), to
+/// dst + piece chunk; the rest are the aligned words holding the side data (s.sb bytes at F::side_off),
+/// to dst + cpt chunk. cp.async, not waited.
 template <class F>
 __device__ __forceinline__ void issue_piece(const StagedSide& s, int D, const std::uint8_t* blk, int ps, int slot,
                                             int piece, std::uint8_t* dst) {
@@ -216,9 +216,14 @@ __device__ __forceinline__ void issue_piece(const StagedSide& s, int D, const st
     const std::size_t row = static_cast<std::size_t>(slot) * s.cb, mis = row & (s.chunk - 1);
     const std::uint8_t* src = blk + (row - mis) + piece * s.chunk;
     dst += piece * s.chunk;
-    if (s.chunk == 16) cp_async_n<16>(dst, src);
-    else if (s.chunk == 8) cp_async_n<8>(dst, src);
-    else if (piece * 4 < static_cast<int>(mis) + s.cb) cp_async_n<4>(dst, src);
+    const bool in_row = piece * s.chunk < static_cast<int>(mis) + s.cb;  // true for rows of whole pieces
+    if (s.chunk == 16) {
+      if (in_row) cp_async_n<16>(dst, src);
+    } else if (s.chunk == 8) {
+      cp_async_n<8>(dst, src);
+    } else if (in_row) {
+      cp_async_n<4>(dst, src);
+    }
   } else {
     const int w = piece - s.cpt;
     const std::size_t off = F::side_off(s, D, ps, slot);
