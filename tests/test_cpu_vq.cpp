@@ -10,6 +10,7 @@
 //     (the codec-domain path: domain_size() > 0 at SIMD levels);
 //   - the codec-domain contract (domain_size / decode_domain) of rvq, pvq, polar
 //     and fractional TurboQuant-MSE, and the latter's fused attention;
+//   - PolarQuant at every head_dim multiple of 16 in 64..272 and 320 (decode bit for bit, scores, domain);
 //   - the fast codec really is the SIMD one at AVX2 / AVX-512 (isa()).
 #include <gtest/gtest.h>
 
@@ -448,6 +449,45 @@ TEST(CpuVq, CodecDomainAllZeroAndAllOnesCodeBytes) {
         check_domain(*ref, *fast, block.data(), n, 17, 18, 4);
       }
     }
+  }
+}
+
+// PolarQuant at every head_dim its compile-time reconstruction covers (polar_reconstruct_d: multiples of 16 in
+// 64..256) and past it (272, 320: the run-time path): decode() bit for bit the reference's, scores and accumulation
+// within kTol, and the codec-domain contract, at every SIMD level; the block is an exact-size buffer (its last
+// token's radii end it), so a read past a row or the radii shows in the sanitizer build.
+TEST(CpuVq, PolarEveryHeadDimMatchesTheReference) {
+  int checked = 0;
+  for (int bits : {2, 3, 4}) {
+    for (int d = 64; d <= 320; d += 16) {
+      if (d > 272 && d != 320) continue;
+      const Case c{Method::kPolar, bits};
+      auto ref = make_ref(c, d, 300 + d);
+      const std::size_t n = 19, nd = n * static_cast<std::size_t>(d);
+      const auto x = data_with_outlier(n, d, 700 + d + bits);
+      std::vector<std::uint8_t> codes(ref->encoded_bytes(n));
+      ref->encode(x.data(), n, codes.data());
+      std::vector<float> want(nd);
+      ref->decode(codes.data(), n, want.data());
+      for (SimdLevel lvl : available_simd_levels()) {
+        if (lvl == SimdLevel::kScalar) continue;
+        ScopedSimdLevel guard(lvl);
+        SCOPED_TRACE(name(c, d) + " " + simd_level_name(lvl));
+        auto fast = cpu::make_cpu_codec(*ref);
+        expect_simd(*fast, lvl);
+        std::vector<float> got(nd);
+        fast->decode(codes.data(), n, got.data(), 1);
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), nd * sizeof(float))) << "decoded floats differ";
+        check_scores_accumulate(*ref, *fast, codes.data(), n, 0, n, 5 + d);
+        check_scores_accumulate(*ref, *fast, codes.data(), n, n - 1, n, 6 + d);
+        check_domain(*ref, *fast, codes.data(), n, 0, n, 7 + d);
+        check_domain(*ref, *fast, codes.data(), n, n - 2, n, 8 + d);
+        ++checked;
+      }
+    }
+  }
+  if (available_simd_levels().size() > 1) {
+    EXPECT_GT(checked, 0);
   }
 }
 

@@ -613,25 +613,18 @@ void run_codec(const std::vector<CodecSeqView>& seqs, int num_heads, const Atten
             for (int h = 0; h < hc; ++h)
               kh.codec->scores(st0 + static_cast<std::size_t>(h) * S, kh.codes, num_tokens, t, te, sc.data() + h * cnt);
           }
-          for (int h = 0; h < hc; ++h) {
-            float* s = sc.data() + h * cnt;
-            float mx = m[h];
-            for (std::size_t i = 0; i < cnt; ++i) {
-              float x = s[i] * scale;
-              if (softcap > 0) x = softcap * std::tanh(x / softcap);
-              s[i] = x;
-              mx = std::max(mx, x);
-            }
-            float* a = acc + static_cast<std::size_t>(h) * P;
-            if (mx != m[h]) {
-              const float f = m[h] == -INFINITY ? 0.0f : std::exp(m[h] - mx);
-              l[h] *= f;
-              for (std::size_t i = 0; i < accn; ++i) a[i] *= f;
-              m[h] = mx;
-            }
-            for (std::size_t i = 0; i < cnt; ++i) l[h] += (s[i] = std::exp(s[i] - mx));
-            if (!domain) vh.codec->accumulate(vh.codes, num_tokens, t, te, s, a);
+          // Online softmax over the block (Kernels::softmax_block; a soft-cap is applied here first, the
+          // kernel's scale then 1): sc becomes the block's weights exp(logit - m).
+          float bscale = scale;
+          if (softcap > 0) {
+            for (std::size_t i = 0; i < static_cast<std::size_t>(hc) * cnt; ++i)
+              sc[i] = softcap * std::tanh(sc[i] * scale / softcap);
+            bscale = 1.0f;
           }
+          kern.softmax_block(sc.data(), hc, static_cast<int>(cnt), bscale, m, l, acc, accn, P);
+          if (!domain)
+            for (int h = 0; h < hc; ++h)
+              vh.codec->accumulate(vh.codes, num_tokens, t, te, sc.data() + h * cnt, acc + static_cast<std::size_t>(h) * P);
           if (domain) {
             vh.codec->decode_domain(vh.codes, num_tokens, t, te, vy.data());
             kern.gemm_acc(sc.data(), hc, vy.data(), static_cast<int>(cnt), static_cast<int>(vdom), acc, P);

@@ -40,6 +40,7 @@ struct T {
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_max_ss(s, _mm_shuffle_ps(s, s, 1)));
   }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }
   static F tail(F v, int cnt, float fill) {
     if (cnt >= W) return v;
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);

@@ -38,6 +38,7 @@ struct T {
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static float hsum(F v) { return _mm512_reduce_add_ps(v); }
   static float hmax(F v) { return _mm512_reduce_max_ps(v); }
+  static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static F tail(F v, int cnt, float fill) {
     if (cnt >= W) return v;
     return _mm512_mask_blend_ps(static_cast<__mmask16>((1u << cnt) - 1u), _mm512_set1_ps(fill), v);

@@ -166,6 +166,23 @@ void gemm_acc(const float* w, int G, const float* y, int cnt, int dim, float* ac
     }
 }
 
+void softmax_block(float* s, int G, int cnt, float scale, float* m, float* l, float* acc, std::size_t accn,
+                   std::size_t astride) {
+  for (int h = 0; h < G; ++h) {
+    float* sh = s + static_cast<std::size_t>(h) * cnt;
+    float mx = m[h];
+    for (int i = 0; i < cnt; ++i) mx = std::max(mx, sh[i] = sh[i] * scale);
+    if (mx != m[h]) {
+      const float f = m[h] == -INFINITY ? 0.0f : std::exp(m[h] - mx);
+      l[h] *= f;
+      float* a = acc + static_cast<std::size_t>(h) * astride;
+      for (std::size_t i = 0; i < accn; ++i) a[i] *= f;
+      m[h] = mx;
+    }
+    for (int i = 0; i < cnt; ++i) l[h] += (sh[i] = std::exp(sh[i] - mx));
+  }
+}
+
 double fma_chains(std::uint64_t iters, float x, float y) {
   float a[kFmaChains] = {};
   for (std::uint64_t i = 0; i < iters; ++i)
@@ -176,7 +193,7 @@ double fma_chains(std::uint64_t iters, float x, float y) {
 }
 
 const Kernels& scalar_kernels() {
-  static const Kernels k = {1, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, nullptr, nullptr, nullptr, nullptr, nullptr, fma_chains};
+  static const Kernels k = {1, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, softmax_block, nullptr, nullptr, nullptr, nullptr, nullptr, fma_chains};
   return k;
 }
 

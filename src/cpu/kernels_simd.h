@@ -1646,9 +1646,48 @@ void gemm_acc(const float* w, int G, const float* y, int cnt, int dim, float* ac
   }
 }
 
+void softmax_block(float* s, int G, int cnt, float scale, float* m, float* l, float* acc, std::size_t accn,
+                   std::size_t astride) {
+  const F sv = T::set1(scale);
+  const int cv = cnt / W * W;
+  for (int h = 0; h < G; ++h) {
+    float* sh = s + static_cast<std::size_t>(h) * cnt;
+    float mx = m[h];
+    if (cv > 0) {
+      F mv = T::set1(-INFINITY);
+      for (int i = 0; i < cv; i += W) {
+        const F x = T::mul(T::load(sh + i), sv);
+        T::store(sh + i, x);
+        mv = T::max(mv, x);
+      }
+      mx = std::max(mx, T::hmax(mv));
+    }
+    for (int i = cv; i < cnt; ++i) mx = std::max(mx, sh[i] = sh[i] * scale);
+    if (mx != m[h]) {
+      const float f = m[h] == -INFINITY ? 0.0f : std::exp(m[h] - mx);
+      l[h] *= f;
+      float* a = acc + static_cast<std::size_t>(h) * astride;
+      const std::size_t av = accn / W * W;
+      for (std::size_t i = 0; i < av; i += W) T::store(a + i, T::mul(T::load(a + i), T::set1(f)));
+      for (std::size_t i = av; i < accn; ++i) a[i] *= f;
+      m[h] = mx;
+    }
+    const F mv = T::set1(mx);
+    F sum = T::zero();
+    for (int i = 0; i < cv; i += W) {
+      const F p = T::exp(T::sub(T::load(sh + i), mv));
+      T::store(sh + i, p);
+      sum = T::add(sum, p);
+    }
+    float ls = cv > 0 ? T::hsum(sum) : 0.0f;
+    for (int i = cv; i < cnt; ++i) ls += (sh[i] = std::exp(sh[i] - mx));
+    l[h] += ls;
+  }
+}
+
 /// This ISA's kernel table (kernels.h).
 const Kernels& table() {
-  static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, attend_prod, attend_split, attend_rvq, attend_kivi, attend_float, fma_chains};
+  static const Kernels k = {W, encode, convert, decode, scores, attend, attend_dense, stream, dots, gemm_acc, softmax_block, attend_prod, attend_split, attend_rvq, attend_kivi, attend_float, fma_chains};
   return k;
 }
 

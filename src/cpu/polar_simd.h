@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "polar_internal.h"
 #include "rvq_simd.h"
@@ -115,60 +116,119 @@ inline void polar_reconstruct(const PolarState& st, const std::uint8_t* tcodes, 
   }
 }
 
-/// One level of polar_reconstruct_d: the radii r (NIN vectors; with fewer than W angles, one partial
-/// vector whose extra lanes only reach lanes no later level reads) times the cosines and sines of the
-/// level's codes at codes[0 ..), interleaved into out (2 NIN vectors).
-template <class V, int NIN>
-inline void polar_level(const typename V::F* r, const std::uint8_t* codes, const float* cs, const float* sn,
-                        typename V::F* out) {
-  for (int i = 0; i < NIN; ++i) polar_pairs<V>(r[i], V::load_u8(codes + i * V::W), cs, sn, out[2 * i], out[2 * i + 1]);
+/// Eight codes from bit BIT of a B-bit LSB-first stream of SB bytes, one per byte of the result (codes
+/// past the stream's end: zero), loaded straight into registers and reading no byte past the stream.
+template <int B, int BIT, int SB>
+inline std::uint64_t codes8_at(const std::uint8_t* stream) {
+  constexpr int byte0 = BIT / 8, sh = BIT % 8, need = (sh + 8 * B + 7) / 8, avail = SB - byte0;
+  constexpr int nb = need < avail ? need : avail;
+  static_assert(nb >= 1 && nb <= 8, "codes8_at");
+  return _pdep_u64(load_le<nb>(stream + byte0) >> sh, kByteMask[B]);
 }
 
-/// polar_reconstruct for a head_dim D of 64, 128 or 256 known at compile time, into y[D]: the same
-/// products (bit-exact), with every level's radii in registers (no scratch round trip between levels),
-/// the code bytes copied by a fixed-size memcpy (no library call) and the level-4 radii converted by
-/// F16C (exact, like half_to_float) instead of one software conversion each. polar_decode_domain, the
-/// codec-domain path's reconstruction (about 80% of PolarQuant's decode attention by a perf profile,
-/// session 17), takes it.
+/// Codes [K, K + N) (N <= V::W) of a B-bit LSB-first stream of SB bytes (one token's packed row part) as
+/// 32-bit lanes, unpacked in registers as stream_codes does (a 16-byte reload of 8-byte stores would
+/// miss store forwarding) at any code offset, reading no byte past the stream. Lanes past N: the
+/// stream's next codes or zero.
+template <class V, int B, int K, int N, int SB>
+inline typename V::I codes_at(const std::uint8_t* stream) {
+  static_assert(N >= 1 && N <= V::W && K * B < 8 * SB, "codes_at");
+  const std::uint64_t lo = codes8_at<B, K * B, SB>(stream);
+  std::uint64_t hi = 0;
+  if constexpr (N > 8) hi = codes8_at<B, (K + 8) * B, SB>(stream);
+  return V::u8_to_i(_mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo)));
+}
+
+/// The NB (<= 16) bytes at p in the low bytes of an xmm register (the rest zero), no byte past them read.
+template <int NB>
+inline __m128i bytes_at(const std::uint8_t* p) {
+  if constexpr (NB == 16) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  } else {
+    const std::uint64_t lo = load_le<(NB < 8 ? NB : 8)>(p);
+    std::uint64_t hi = 0;
+    if constexpr (NB > 8) hi = load_le<NB - 8>(p + 8);
+    return _mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo));
+  }
+}
+
+/// Radii [P W, P W + W) of the NR fp16 radii at rad as lanes (lanes past NR: zero), converted by F16C
+/// (exact, like half_to_float); no byte past the NR radii read.
+template <class V, int NR, int P>
+inline typename V::F radii_at(const std::uint8_t* rad) {
+  constexpr int W = V::W, n = NR - P * W < W ? NR - P * W : W;
+  const std::uint8_t* p = rad + 2 * P * W;
+  static_assert(n >= 1, "radii_at");
+  if constexpr (W == 16) {
+    if constexpr (n == 16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    else if constexpr (n <= 8) return _mm512_zextps256_ps512(_mm256_cvtph_ps(bytes_at<2 * n>(p)));
+    else return _mm512_cvtph_ps(_mm256_set_m128i(bytes_at<2 * n - 16>(p + 16), bytes_at<16>(p)));
+  } else {
+    return _mm256_cvtph_ps(bytes_at<2 * n>(p));
+  }
+}
+
+/// One level of polar_reconstruct_d: the radii r (ceil(CNT / W) vectors; lanes past CNT only reach lanes
+/// no later level reads) times the cosines and sines of the level's CNT codes, codes K .. K + CNT - 1 of
+/// the B-bit stream of SB bytes at `stream`, interleaved into out (2 ceil(CNT / W) vectors).
+template <class V, int B, int K, int CNT, int SB>
+inline void polar_level(const typename V::F* r, const std::uint8_t* stream, const float* cs, const float* sn,
+                        typename V::F* out) {
+  constexpr int W = V::W, NIN = (CNT + W - 1) / W;
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    (polar_pairs<V>(r[I], codes_at<V, B, K + I * W, (CNT - I * W < W ? CNT - I * W : W), SB>(stream), cs, sn,
+                    out[2 * I], out[2 * I + 1]),
+     ...);
+  }(std::make_integer_sequence<int, NIN>{});
+}
+
+/// polar_reconstruct for a head_dim D (a multiple of 16 in 64..256) known at compile time, into y[D]:
+/// the same products (bit-exact), with every level's codes and radii in registers, straight from the
+/// token's row. Session 45's profile put ~40% of the reconstruction's samples on store-forwarding stalls
+/// of the byte buffers it used (codes unpacked by 8-byte stores and reloaded 16 at a time, radii stored
+/// one by one and reloaded as a vector); polar_decode_domain, the codec-domain path's reconstruction, is
+/// ~60% of PolarQuant's decode attention by the same profile.
 template <class V, int B1, int B2, int D>
-inline void polar_reconstruct_d(const PolarState& st, const std::uint8_t* tcodes, const std::uint8_t* rad,
-                                PolarScratch& s, float* y) {
+void polar_reconstruct_d(const PolarState& st, const std::uint8_t* tcodes, const std::uint8_t* rad, float* y) {
   using F = typename V::F;
   constexpr int W = V::W;
   constexpr int kL1 = D / 2 * B1 / 8;  // packed_bytes(D / 2, B1): D / 2 B1 is a multiple of 8
-  constexpr int kNhi = 7 * D / 16;
-  constexpr int kBytes = kL1 + (kNhi * B2 + 7) / 8;
-  static_assert(D % 64 == 0 && D <= kMaxDim, "head_dim");
-  auto nin = [](int cnt) { return cnt < W ? 1 : cnt / W; };
-  std::memcpy(s.tc, tcodes, kBytes);
-  unpack_groups<B1>(s.tc, D / 2, s.a1);
-  unpack_groups<B2>(s.tc + kL1, kNhi, s.ah);
-  for (int i = 0; i < D / 16; i += 4)
-    _mm_store_ps(s.r + i, _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rad + 2 * i))));
-  // Level l reads nin(D >> l) vectors of the level above's 2 nin(D >> (l + 1)) outputs.
-  F r4[nin(D >> 4)], r3[2 * nin(D >> 4)], r2[2 * nin(D >> 3)], r1[2 * nin(D >> 2)];
-  for (int i = 0; i < nin(D >> 4); ++i) r4[i] = V::load(s.r + i * W);
-  polar_level<V, nin(D >> 4)>(r4, s.ah + D / 4 + D / 8, st.cosh[3], st.sinh[3], r3);
-  polar_level<V, nin(D >> 3)>(r3, s.ah + D / 4, st.cosh[2], st.sinh[2], r2);
-  polar_level<V, nin(D >> 2)>(r2, s.ah, st.cosh[1], st.sinh[1], r1);
-  F out[2 * (D / 2 / W)];
-  polar_level<V, D / 2 / W>(r1, s.a1, st.cos1, st.sin1, out);
+  constexpr int kHi = (7 * D / 16 * B2 + 7) / 8;
+  static_assert(D % 16 == 0 && D >= 64 && D <= 256, "head_dim");
+  constexpr auto nv = [](int cnt) { return (cnt + W - 1) / W; };
+  F r4[nv(D / 16)], r3[2 * nv(D / 16)], r2[2 * nv(D / 8)], r1[2 * nv(D / 4)], out[2 * nv(D / 2)];
+  r4[0] = radii_at<V, D / 16, 0>(rad);
+  if constexpr (D / 16 > W) r4[1] = radii_at<V, D / 16, 1>(rad);
+  const std::uint8_t* hi = tcodes + kL1;
+  polar_level<V, B2, D / 4 + D / 8, D / 16, kHi>(r4, hi, st.cosh[3], st.sinh[3], r3);
+  polar_level<V, B2, D / 4, D / 8, kHi>(r3, hi, st.cosh[2], st.sinh[2], r2);
+  polar_level<V, B2, 0, D / 4, kHi>(r2, hi, st.cosh[1], st.sinh[1], r1);
+  polar_level<V, B1, 0, D / 2, kL1>(r1, tcodes, st.cos1, st.sin1, out);
   for (int k = 0; k < D / W; ++k) V::store(y + k * W, out[k]);
 }
 
-/// Token t's y_hat into y[d] (y may be s.y): polar_reconstruct_d where head_dim is 64, 128 or 256,
-/// else polar_reconstruct (and a copy unless y is s.y). The same floats either way.
+/// One token's reconstruction y_hat into y[d]: polar_reconstruct_d at head_dim d.
+using PolarRecon = void (*)(const PolarState&, const std::uint8_t* tcodes, const std::uint8_t* rad, float* y);
+
+/// polar_reconstruct_d's instance for head_dim d (a multiple of 16 in 64..256), else nullptr (the
+/// kernels then take polar_reconstruct: the same floats). Chosen once per kernel call.
 template <class V, int B1, int B2>
-inline void polar_token(const PolarState& st, const std::uint8_t* tcodes, const std::uint8_t* rad, PolarScratch& s,
-                        float* y) {
-  switch (st.dim) {
-    case 64: return polar_reconstruct_d<V, B1, B2, 64>(st, tcodes, rad, s, y);
-    case 128: return polar_reconstruct_d<V, B1, B2, 128>(st, tcodes, rad, s, y);
-    case 256: return polar_reconstruct_d<V, B1, B2, 256>(st, tcodes, rad, s, y);
-    default:
-      polar_reconstruct<V, B1, B2>(st, tcodes, rad, s);
-      if (y != s.y) std::memcpy(y, s.y, sizeof(float) * static_cast<std::size_t>(st.dim));
-  }
+PolarRecon polar_recon_for(int d) {
+  PolarRecon f = nullptr;
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((d == 64 + 16 * I ? (f = &polar_reconstruct_d<V, B1, B2, 64 + 16 * I>, 0) : 0), ...);
+  }(std::make_integer_sequence<int, 13>{});
+  return f;
+}
+
+/// Token t's y_hat into y[d] (y may be s.y): f (polar_recon_for's choice) where it is not null, else
+/// polar_reconstruct (and a copy unless y is s.y). The same floats either way.
+template <class V, int B1, int B2>
+inline void polar_token(PolarRecon f, const PolarState& st, const std::uint8_t* tcodes, const std::uint8_t* rad,
+                        PolarScratch& s, float* y) {
+  if (f) return f(st, tcodes, rad, y);
+  polar_reconstruct<V, B1, B2>(st, tcodes, rad, s);
+  if (y != s.y) std::memcpy(y, s.y, sizeof(float) * static_cast<std::size_t>(st.dim));
 }
 
 template <class V, int B1, int B2>
@@ -176,8 +236,9 @@ void polar_decode(const PolarState& st, const std::uint8_t* codes, const std::ui
                   float* out) {
   const int d = st.dim;
   PolarScratch s;
+  const PolarRecon f = polar_recon_for<V, B1, B2>(d);
   for (std::size_t t = 0; t < count; ++t) {
-    polar_token<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s, s.y);
+    polar_token<V, B1, B2>(f, st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s, s.y);
     rotate_inverse<V>(st.rot, s.y, out + t * static_cast<std::size_t>(d));
   }
 }
@@ -188,8 +249,9 @@ void polar_scores(const PolarState& st, const float* qr, const std::uint8_t* cod
   constexpr int W = V::W;
   const int d = st.dim;
   PolarScratch s;
+  const PolarRecon f = polar_recon_for<V, B1, B2>(d);
   for (std::size_t t = 0; t < count; ++t) {
-    polar_token<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s, s.y);
+    polar_token<V, B1, B2>(f, st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s, s.y);
     auto acc = V::zero();
     for (int k = 0; k < d; k += W) acc = V::fma(V::load(qr + k), V::load(s.y + k), acc);
     out[t] = V::hsum(acc);
@@ -202,9 +264,10 @@ void polar_accumulate(const PolarState& st, const std::uint8_t* codes, const std
   constexpr int W = V::W;
   const int d = st.dim;
   PolarScratch s;
+  const PolarRecon f = polar_recon_for<V, B1, B2>(d);
   for (std::size_t t = 0; t < count; ++t) {
     if (w[t] == 0.0f) continue;
-    polar_token<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s, s.y);
+    polar_token<V, B1, B2>(f, st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s, s.y);
     const auto wv = V::set1(w[t]);
     for (int k = 0; k < d; k += W) V::store(acc + k, V::fma(wv, V::load(s.y + k), V::load(acc + k)));
   }
@@ -215,8 +278,9 @@ void polar_decode_domain(const PolarState& st, const std::uint8_t* codes, const 
                          std::size_t count, float* y) {
   const int d = st.dim;
   PolarScratch s;
+  const PolarRecon f = polar_recon_for<V, B1, B2>(d);
   for (std::size_t t = 0; t < count; ++t)
-    polar_token<V, B1, B2>(st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s,
+    polar_token<V, B1, B2>(f, st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s,
                            y + t * static_cast<std::size_t>(d));
 }
 
