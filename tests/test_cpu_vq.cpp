@@ -454,8 +454,9 @@ TEST(CpuVq, CodecDomainAllZeroAndAllOnesCodeBytes) {
 
 // PolarQuant at every head_dim its compile-time reconstruction covers (polar_reconstruct_d: multiples of 16 in
 // 64..256) and past it (272, 320: the run-time path): decode() bit for bit the reference's, scores and accumulation
-// within kTol, and the codec-domain contract, at every SIMD level; the block is an exact-size buffer (its last
-// token's radii end it), so a read past a row or the radii shows in the sanitizer build.
+// within kTol, and the codec-domain contract, at every SIMD level but scalar; the block is an exact-size buffer
+// (its last token's radii end it), so a read past the last token's radii shows in the sanitizer build (a read past
+// another row lands in the next row or the radii: polar_simd.h's compile-time byte counts are what prevent those).
 TEST(CpuVq, PolarEveryHeadDimMatchesTheReference) {
   int checked = 0;
   for (int bits : {2, 3, 4}) {

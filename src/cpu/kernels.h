@@ -265,9 +265,10 @@ struct Kernels {
   /// One block's online-softmax step of the codec-domain path (attention.cpp), per head h < G: the logits
   /// x = scale * s[h * cnt + t] (t < cnt; fp32 products) move m[h] to max(m[h], max_t x), rescale l[h] and
   /// acc[h * astride + i] (i < accn) by exp(m_old - m_new) (0 when m_old is -inf), and become
-  /// p = exp(x - m[h]) in place, added to l[h]. exp: the ISA's vector exp (kernels_simd.h T::exp, a Cephes
-  /// polynomial within a few ulp of std::exp; std::exp at the scalar level and for the tail past the last
-  /// whole vector).
+  /// p = exp(x - m[h]) in place, added to l[h]. exp: the ISA's vector exp (kernels_simd.h T::exp, the fused
+  /// kernels' Cephes polynomial: within a few ulp of std::exp above -87.3, clamped to ~1.2e-38 below, and a
+  /// NaN logit there becomes a tiny weight instead of a NaN output, as in the fused kernels); std::exp at the
+  /// scalar level and for the tail past the last whole vector.
   void (*softmax_block)(float* s, int G, int cnt, float scale, float* m, float* l, float* acc, std::size_t accn,
                         std::size_t astride);
   /// Fused attention, TurboQuant-Prod keys + TurboQuant-MSE values (nullptr at the scalar level).

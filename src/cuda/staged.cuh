@@ -44,7 +44,7 @@
 //
 // Raw rows (session 14): where the host's plan_raw allows (StagedSide::chunk > 0), the block copies the
 // next step's code rows and side data into shared memory with cp.async (16-byte pieces where the code
-// bytes allow) while it computes the current step, and stage reads them there (SharedWords); the tables
+// bytes allow, or where the pool's blocks do for rows of any length: plan_raw) while it computes the current step, and stage reads them there (SharedWords); the tables
 // of StagedSide::ntab0 / ntab1 floats are copied to shared memory once per block. Otherwise stage reads
 // the rows from global memory as before (GlobalBytes).
 #pragma once
