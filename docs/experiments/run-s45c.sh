@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 45, device call 3 (prepared, NOT RUN: four refused starts used the last device minutes): every CUDA test of main's code (c2ec7c5's library; tkv_dev of all nine tests/cuda TUs,
+# Session 45, device call 3 (prepared, NOT RUN: three refused starts used the last device minutes): every CUDA test of main's code (c2ec7c5's library; tkv_dev of all nine tests/cuda TUs,
 # `B=build-lean bash docs/experiments/carry-build.sh test_cuda_append test_cuda_attention test_cuda_fp8 test_cuda_kivi
 # test_cuda_pack test_cuda_qjl test_cuda_real test_cuda_vq test_cuda_vq_paged`), then the staged decodes again with
 # raw rows off (TURBOKV_STAGED_RAW=0). The summary is printed last.
