@@ -7,7 +7,9 @@
 
 #include "test_util.h"
 #include "turbokv/codec.h"
+#include "turbokv/formats.h"
 #include "turbokv/half.h"
+#include "turbokv/rng.h"
 
 using namespace turbokv;
 
@@ -290,5 +292,99 @@ TEST(Codecs, Fp8TinyRowsKeepPrecision) {
     std::vector<float> dec(d);
     c->decode(codes.data(), 1, dec.data());
     EXPECT_LT(test::rel_err(dec.data(), x.data(), d), 0.04) << "scale " << scale;
+  }
+}
+
+// PolarQuant's encode arithmetic (formats.h polar_radius, polar_cell1, polar_cell_hi; no atan2 / hypot since
+// session 46): the angle cells are atan2's (the paper's definition) wherever the fp64 angle is more than 1e-9
+// from a cell edge, the axes, diagonals and signed zeros land where a correctly rounded atan2 puts them, and the
+// radius is within an ulp of hypot.
+TEST(Codecs, PolarCellsAreAtan2Cells) {
+  Rng rng(46);
+  const auto random_pair = [&](double& a0, double& a1) {
+    const double mag = std::pow(10.0, 40.0 * rng.uniform() - 20.0);
+    a0 = static_cast<float>(mag * rng.normal());
+    a1 = static_cast<float>(mag * rng.normal());
+  };
+  for (int b : {2, 3, 4}) {
+    const int k1 = 1 << b;
+    SCOPED_TRACE("level-1 bits " + std::to_string(b));
+    const auto atan2_cell = [&](double a0, double a1) {
+      double psi = std::atan2(a1, a0);
+      if (psi < 0) psi += 2 * M_PI;
+      const int c = static_cast<int>(psi / (2 * M_PI) * k1);
+      return c >= k1 ? k1 - 1 : c;
+    };
+    // Direction k (angle k pi / 4) starts cell k k1 / 8 or lies inside cell floor(k k1 / 8).
+    const double dirs[8][2] = {{1, 0}, {1, 1}, {0, 1}, {-1, 1}, {-1, 0}, {-1, -1}, {0, -1}, {1, -1}};
+    for (int k = 0; k < 8; ++k)
+      for (double m : {1e-30, 0.37, 1.0, 3e20}) {
+        const double a0 = m * dirs[k][0], a1 = m * dirs[k][1];
+        EXPECT_EQ(polar_cell1(a0, a1, b), k * k1 / 8) << "direction " << k << " magnitude " << m;
+        EXPECT_EQ(polar_cell1(a0, a1, b), atan2_cell(a0, a1)) << "direction " << k << " magnitude " << m;
+      }
+    // Signed zeros as atan2 has them: (+-0, +-0) and (x, -0) at angle 0 or pi, (-0, y) on the y axis.
+    EXPECT_EQ(polar_cell1(0.0, 0.0, b), 0);
+    EXPECT_EQ(polar_cell1(-0.0, 0.0, b), k1 / 2);
+    EXPECT_EQ(polar_cell1(0.0, -0.0, b), 0);
+    EXPECT_EQ(polar_cell1(-0.0, -0.0, b), k1 / 2);
+    EXPECT_EQ(polar_cell1(5.0, -0.0, b), 0);
+    EXPECT_EQ(polar_cell1(-5.0, -0.0, b), k1 / 2);
+    EXPECT_EQ(polar_cell1(-0.0, 5.0, b), k1 / 4);
+    EXPECT_EQ(polar_cell1(0.0, -5.0, b), 3 * k1 / 4);
+    for (double a0 : {0.0, -0.0, 2.0, -2.0})
+      for (double a1 : {0.0, -0.0, 2.0, -2.0}) EXPECT_EQ(polar_cell1(a0, a1, b), atan2_cell(a0, a1)) << a0 << " " << a1;
+    // Random pairs over 40 decades: every cell reached, atan2's cell away from the edges.
+    int checked = 0;
+    std::vector<int> seen(static_cast<std::size_t>(k1), 0);
+    for (int i = 0; i < 200000; ++i) {
+      double a0, a1;
+      random_pair(a0, a1);
+      double psi = std::atan2(a1, a0);
+      if (psi < 0) psi += 2 * M_PI;
+      const double f = psi / (2 * M_PI) * k1;
+      if (std::fabs(f - std::round(f)) < 1e-9) continue;
+      const int c = polar_cell1(a0, a1, b);
+      ASSERT_EQ(c, atan2_cell(a0, a1)) << a0 << " " << a1;
+      ++seen[static_cast<std::size_t>(c)];
+      ++checked;
+    }
+    EXPECT_GT(checked, 199000);
+    for (int c = 0; c < k1; ++c) EXPECT_GT(seen[static_cast<std::size_t>(c)], 1000) << "cell " << c;
+  }
+  // Levels 2..4: radius pairs (>= 0) against ascending boundaries in (0, pi / 2).
+  for (const std::vector<double>& bnd : {std::vector<double>{0.7853981633974483}, std::vector<double>{0.31, 0.78, 1.2}}) {
+    std::vector<double> tk;
+    for (double v : bnd) tk.push_back(std::tan(v));
+    const int nb = static_cast<int>(bnd.size());
+    EXPECT_EQ(polar_cell_hi(0.0, 0.0, tk.data(), nb), 0u);
+    EXPECT_EQ(polar_cell_hi(1.0, 0.0, tk.data(), nb), 0u);
+    EXPECT_EQ(polar_cell_hi(0.0, 1.0, tk.data(), nb), static_cast<unsigned>(nb));
+    int checked = 0;
+    std::vector<int> seen(bnd.size() + 1, 0);
+    for (int i = 0; i < 100000; ++i) {
+      double a0, a1;
+      random_pair(a0, a1);
+      a0 = std::fabs(a0), a1 = std::fabs(a1);
+      const double psi = std::atan2(a1, a0);
+      unsigned want = 0;
+      bool near = false;
+      for (double v : bnd) want += psi > v ? 1u : 0u, near = near || std::fabs(psi - v) < 1e-9;
+      if (near) continue;
+      const unsigned c = polar_cell_hi(a0, a1, tk.data(), nb);
+      ASSERT_EQ(c, want) << a0 << " " << a1;
+      ++seen[c];
+      ++checked;
+    }
+    EXPECT_GT(checked, 99000);
+    for (int c = 0; c <= nb; ++c) EXPECT_GT(seen[static_cast<std::size_t>(c)], 1000) << "cell " << c;
+  }
+  // The radius: sqrt(a0 a0 + a1 a1), each operation rounded, within an ulp of hypot.
+  for (int i = 0; i < 10000; ++i) {
+    double a0, a1;
+    random_pair(a0, a1);
+    const double r = polar_radius(a0, a1), h = std::hypot(a0, a1);
+    ASSERT_EQ(r, std::sqrt(a0 * a0 + a1 * a1));
+    ASSERT_LE(std::fabs(r - h), std::ldexp(std::fabs(h), -52)) << a0 << " " << a1;
   }
 }

@@ -10,7 +10,7 @@
 //     (the codec-domain path: domain_size() > 0 at SIMD levels);
 //   - the codec-domain contract (domain_size / decode_domain) of rvq, pvq, polar
 //     and fractional TurboQuant-MSE, and the latter's fused attention;
-//   - PolarQuant at every head_dim multiple of 16 in 64..272 and 320 (decode bit for bit, scores, domain);
+//   - PolarQuant at every head_dim multiple of 16 in 64..272 and 320 (encode and decode bit for bit, scores, domain);
 //   - the fast codec really is the SIMD one at AVX2 / AVX-512 (isa()).
 #include <gtest/gtest.h>
 
@@ -453,7 +453,8 @@ TEST(CpuVq, CodecDomainAllZeroAndAllOnesCodeBytes) {
 }
 
 // PolarQuant at every head_dim its compile-time reconstruction covers (polar_reconstruct_d: multiples of 16 in
-// 64..256) and past it (272, 320: the run-time path): decode() bit for bit the reference's, scores and accumulation
+// 64..256) and past it (272, 320: the run-time path): encode() and decode() bit for bit the reference's (the encode's
+// fp64 lanes and their scalar tails at every level size; zero, one-hot tokens), scores and accumulation
 // within kTol, and the codec-domain contract, at every SIMD level but scalar; the block is an exact-size buffer
 // (its last token's radii end it), so a read past the last token's radii shows in the sanitizer build (a read past
 // another row lands in the next row or the radii: polar_simd.h's compile-time byte counts are what prevent those).
@@ -465,7 +466,12 @@ TEST(CpuVq, PolarEveryHeadDimMatchesTheReference) {
       const Case c{Method::kPolar, bits};
       auto ref = make_ref(c, d, 300 + d);
       const std::size_t n = 19, nd = n * static_cast<std::size_t>(d);
-      const auto x = data_with_outlier(n, d, 700 + d + bits);
+      auto x = data_with_outlier(n, d, 700 + d + bits);
+      // Pairs on the axes and diagonals (the rotation of a zero, one-hot or signed one-hot vector), where the
+      // angle cells' edges lie.
+      std::fill(x.begin(), x.begin() + 3 * d, 0.0f);
+      x[static_cast<std::size_t>(d)] = 1.5f;
+      x[static_cast<std::size_t>(2 * d + 3)] = -0.25f;
       std::vector<std::uint8_t> codes(ref->encoded_bytes(n));
       ref->encode(x.data(), n, codes.data());
       std::vector<float> want(nd);
@@ -476,6 +482,9 @@ TEST(CpuVq, PolarEveryHeadDimMatchesTheReference) {
         SCOPED_TRACE(name(c, d) + " " + simd_level_name(lvl));
         auto fast = cpu::make_cpu_codec(*ref);
         expect_simd(*fast, lvl);
+        std::vector<std::uint8_t> enc(codes.size());
+        fast->encode(x.data(), n, enc.data(), 1);
+        ASSERT_EQ(codes, enc) << "encoded bytes differ";
         std::vector<float> got(nd);
         fast->decode(codes.data(), n, got.data(), 1);
         ASSERT_EQ(0, std::memcmp(want.data(), got.data(), nd * sizeof(float))) << "decoded floats differ";

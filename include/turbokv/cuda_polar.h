@@ -8,16 +8,11 @@
 //
 // polar_encode writes the reference encode's bytes: the rotation with the
 // reference's fp32 operations (each an explicitly rounded intrinsic), the polar
-// transform in fp64 as the reference does (hypot, atan2, the cell division).
-// CUDA's fp64 atan2 and hypot are within 2 ulp (CUDA C Programming Guide,
-// double-precision functions), the host libm's within 1: a code can differ only
-// where an angle lies within a few fp64 ulps of a cell boundary. Angles exactly
-// on a boundary (a pair on an axis or a diagonal: |y_2i| = |y_2i+1| or a zero
-// coordinate, which rotated one-hot or constant vectors produce) take the host
-// libm's own atan2 values, copied into the tables (this assumes the host's atan2
-// gives every point of a direction the same value, as a correctly rounded atan2
-// such as glibc's does); any other angle is that close to a boundary with
-// probability ~1e-15. Tests compare every byte.
+// transform with formats.h's fp64 arithmetic (polar_radius, polar_cell1,
+// polar_cell_hi: correctly rounded products, sums and square roots, and
+// compares against the cells' edges), so every byte is the reference's on every
+// input. (Until session 46 the reference called the host libm's atan2 and hypot,
+// and the GPU's fp64 atan2 / hypot could differ from them in the last bits.)
 // At a head_dim that is not a power of two (multiples of 16 in 64..256) Pi is the reference's dense
 // Haar matrix (rotation.h), applied in the reference's order; the decodes rotate the query by Pi and
 // the merged output by Pi^T around either kernel (as rvq's, cuda_vq.h).
@@ -48,8 +43,8 @@ namespace turbokv::cuda {
  * Device copy of one PolarQuant codec's constants, built from the same
  * reference object as make_codec(cfg) (ref::Polar): the Hadamard signs, the
  * fp32 cos / sin tables of the level-1 cell centres and of the level 2..4
- * centroids, the level 2..4 codebook boundaries (fp32), and the host libm's
- * atan2 of the 8 axis and diagonal directions.
+ * centroids, the level 2..4 codebook boundaries (fp32) and their fp64 tangents
+ * (the encode's compares).
  * Supported: method polar, integer bits 2..4, head_dim a multiple of 16 in 64..256 (where it is not a
  * power of two the reference rotates by its dense Haar matrix: dense() is true, rotation() /
  * rotation_t() hold it, signs() is nullptr and hadamard_scale() 1), center off. Throws
@@ -88,21 +83,21 @@ class PolarTables {
   /// device fp32, kTableFloats: level 1's [16][cos, sin] (the cell centres' cos and sin interleaved), then per
   /// level l = 2..4 [16][cos, sin] of the centroids and [16] boundaries (entries past 2^bits unused).
   const float* tables() const { return tab_.get(); }
-  /// device fp64 [8]: the host's std::atan2 of the directions (y, x) = (0, 1), (1, 1), (1, 0), (1, -1),
-  /// (0, -1), (-1, -1), (-1, 0), (-1, 1) (before the reference adds 2 pi to negative angles).
-  const double* directions() const { return dirs_.get(); }
+  /// device fp64 [3][3]: level l's (2..4) boundary tangents (ref::Polar::level_tangents) at [l - 2][k],
+  /// k < 2^high_bits() - 1 (the rest 0).
+  const double* tangents() const { return tans_.get(); }
   static constexpr int kTableFloats = 32 + 3 * 48;
 
  private:
   int head_dim_ = 0, bits_ = 0, high_bits_ = 0;
   float scale_ = 0;
   DeviceArray<float> signs_, tab_, rotation_, rotation_t_;
-  DeviceArray<double> dirs_;
+  DeviceArray<double> tans_;
 };
 
 /**
  * PolarQuant encode of n vectors into one block, byte-identical to the reference
- * (see the header comment for the fp64 atan2 / hypot argument).
+ * (the same fp64 arithmetic, formats.h).
  * x: device fp32 [n, head_dim]; out: device, tab.block_bytes(n) bytes (every
  * byte is written). Throws std::invalid_argument if a pointer is null while
  * n > 0, or n > 2^36.

@@ -41,6 +41,9 @@
 //     norm = sqrtf(sum); the unit coordinate is y_i * (1.0f / norm).
 //   - the rotation (turbokv/rotation.h) and sketch rows: acc += a_j * x_j in ascending j.
 //   - nearest centroid: the number of fp32 midpoints strictly below the value.
+//   - PolarQuant's polar transform: fp64 multiplies, adds, square roots and compares only (no libm
+//     call: atan2 and hypot differ between libms, so codes that depended on their last bit could not
+//     be reproduced by another backend or machine): polar_radius, polar_cell1, polar_cell_hi below.
 #pragma once
 
 #include <cmath>
@@ -94,6 +97,86 @@ TURBOKV_HD float store_half(std::uint8_t* p, float v) {
   p[0] = static_cast<std::uint8_t>(h & 0xff);
   p[1] = static_cast<std::uint8_t>(h >> 8);
   return half_to_float(h);
+}
+
+/// fp64 a * b, a + b and sqrt(a), each correctly rounded on host and device (nvcc would otherwise
+/// contract a multiply and an add into an fma in device code).
+TURBOKV_HD double spec_dmul(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+TURBOKV_HD double spec_dadd(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+TURBOKV_HD double spec_dsqrt(double a) {
+#ifdef __CUDA_ARCH__
+  return __dsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
+/// PolarQuant (Han et al., arXiv 2502.02617, Sec. 3): the radius of a pair, sqrt(a0 * a0 + a1 * a1)
+/// in fp64 with each operation rounded. Level 1 takes the pair (y_2i, y_2i+1) of the rotated fp32
+/// vector (the squares are then exact), levels 2..4 the pair of the previous level's fp64 radii.
+TURBOKV_HD double polar_radius(double a0, double a1) {
+  return spec_dsqrt(spec_dadd(spec_dmul(a0, a0), spec_dmul(a1, a1)));
+}
+
+/// tan(pi / 8) = sqrt(2) - 1, the fp64 value nearest to it.
+constexpr double kPolarTanPi8 = 0x1.a827999fcef32p-2;
+
+/// PolarQuant level-1 code of the pair (a0, a1) (fp32 values): which of the 2^b equal cells of the
+/// angle psi = atan2(a1, a0) in [0, 2 pi) (counter-clockwise from +x; cell c covers
+/// [c, c + 1) * 2 pi / 2^b) holds it, b = 2, 3, 4, decided by compares instead of atan2:
+///   - the quadrant q from the signs, and (u, v) = the pair turned by -q pi / 2 (u > 0, v >= 0);
+///     a pair on the x axis (a1 = +-0) is at angle 0, or pi when a0 < 0 or a0 = -0 (atan2's signed
+///     zeros; (0, 0) is at 0);
+///   - b >= 3: the upper octant of the quadrant iff v >= u (a diagonal belongs to the upper cell);
+///   - b = 4: in the lower octant the upper half iff v >= t * u, in the upper octant iff u <= t * v,
+///     t = kPolarTanPi8 (fp64 products; no fp32 pair lies on these boundaries exactly).
+/// Returns q 2^(b-2) + the cell within the quadrant. Axes and diagonals give the cells that a
+/// correctly rounded atan2 gives them; elsewhere the two can differ only within ~1e-16 of a boundary.
+TURBOKV_HD int polar_cell1(double a0, double a1, int b) {
+  const int per_quadrant = 1 << (b - 2);
+  if (a1 == 0.0) {
+    std::uint64_t bits;
+    std::memcpy(&bits, &a0, sizeof bits);
+    return (bits >> 63) != 0 ? 2 * per_quadrant : 0;  // the sign bit: a0 < 0 or a0 = -0
+  }
+  int q;
+  double u, v;
+  if (a1 > 0.0) {
+    if (a0 > 0.0) q = 0, u = a0, v = a1;
+    else q = 1, u = a1, v = -a0;
+  } else {
+    if (a0 < 0.0) q = 2, u = -a0, v = -a1;
+    else q = 3, u = -a1, v = a0;
+  }
+  int sub = 0;
+  if (b == 3) {
+    sub = v >= u ? 1 : 0;
+  } else if (b == 4) {
+    sub = v < u ? (v >= spec_dmul(kPolarTanPi8, u) ? 1 : 0) : (u <= spec_dmul(kPolarTanPi8, v) ? 3 : 2);
+  }
+  return q * per_quadrant + sub;
+}
+
+/// PolarQuant level 2..4 code of the radius pair (a0, a1) (fp64, >= 0): the number of the level's
+/// boundaries b_k (ascending, in (0, pi/2)) that the angle atan2(a1, a0) exceeds, decided as
+/// #{k < nb : a1 > tan_k * a0} with tan_k the fp64 tangent of b_k (ref::Polar::level_tangents) and
+/// fp64 products. (0, 0) gives 0; a0 = 0 < a1 gives nb.
+TURBOKV_HD unsigned polar_cell_hi(double a0, double a1, const double* tan_k, int nb) {
+  unsigned c = 0;
+  for (int k = 0; k < nb; ++k) c += a1 > spec_dmul(tan_k[k], a0) ? 1u : 0u;
+  return c;
 }
 
 /// Sum of squares in the order the format fixes (see above). x: size n.

@@ -6,10 +6,9 @@
 // accumulate / decode from it. Built for baseline x86-64.
 //
 // Covered: bits 2, 3, 4 at head_dim a multiple of 16 up to 1024 (all the
-// reference accepts, up to that size). Encoding's polar transform (fp64
-// hypot / atan2 per angle) stays the reference's scalar libm calls: the angle
-// cells depend on atan2's last bit, so a vector approximation could not
-// guarantee identical codes; only the rotation before it is SIMD.
+// reference accepts, up to that size). Encoding's polar transform is
+// formats.h's fp64 arithmetic (radii by square roots, angle cells by compares),
+// the reference's own operations, so the codes are its bits.
 // Query state: the rotated query Pi q (fp32, [d]); accumulator: the rotated
 // domain ([d]); finalize() applies Pi^T in fp64. Codec domain (domain_size() =
 // d): y_t = y_hat_t, the reconstruction in the rotated domain.
@@ -46,7 +45,9 @@ class PolarCodec final : public CpuCodec {
       st_.sin1[i] = r.sin_table(1)[i];
     }
     for (int l = 2; l <= 4; ++l) {
-      st_.cb[l - 1] = &r.level_codebook(l);
+      const std::vector<double>& tk = r.level_tangents(l);
+      check_arg(tk.size() <= 3, "make_cpu_codec(polar)", "level boundaries", tk.size(), "must be at most 3");
+      for (std::size_t i = 0; i < tk.size(); ++i) st_.tanh[l - 1][i] = tk[i];
       for (std::size_t i = 0; i < r.cos_table(l).size(); ++i) {
         st_.cosh[l - 1][i] = r.cos_table(l)[i];
         st_.sinh[l - 1][i] = r.sin_table(l)[i];

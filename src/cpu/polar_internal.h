@@ -16,12 +16,13 @@ struct PolarState {
   alignas(64) float cos1[16] = {};     ///< level-1 centroid cosines (fp32 table of the reference)
   alignas(64) float sin1[16] = {};
   float cosh[4][16] = {}, sinh[4][16] = {};  ///< levels 2..4 (index l - 1)
-  const ScalarCodebook* cb[4] = {};    ///< levels 2..4 angle codebooks (index l - 1)
+  double tanh[4][3] = {};              ///< levels 2..4: fp64 tangents of the boundaries (index l - 1)
 };
 
 struct PolarKernels {
   /// x: [count, d] -> codes of count tokens and out16: count * d/16 fp16 radii (token-major).
-  /// The rotation is SIMD; the polar transform calls the reference's fp64 hypot/atan2.
+  /// The rotation is SIMD; the polar transform is formats.h's fp64 arithmetic (polar_radius, polar_cell1,
+  /// polar_cell_hi), so the bytes are the reference's.
   void (*encode)(const PolarState& st, const float* x, std::size_t count, std::uint8_t* codes,
                  std::uint8_t* radii16);
   /// -> out: [count, d] = Pi^T y_hat, bit-exact.

@@ -16,39 +16,173 @@
 namespace turbokv::cpu::detail::vq {
 namespace {
 
+/// fp64 lanes for the polar transform (formats.h polar_radius / polar_cell1 / polar_cell_hi, vectorised):
+/// DW pairs at a time, masks as bit sets (bit i: lane i). AVX2: 4 lanes; AVX-512: 8.
+template <class V>
+struct PolarDv;
+template <>
+struct PolarDv<VAvx2> {
+  static constexpr int DW = 4;
+  using D = __m256d;
+  static D set1(double x) { return _mm256_set1_pd(x); }
+  /// Pairs (y[2i], y[2i + 1]) of 8 fp32 values, widened exactly.
+  static void pairs(const float* y, D& a0, D& a1) {
+    const __m256 f = _mm256_permutevar8x32_ps(_mm256_loadu_ps(y), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+    a0 = _mm256_cvtps_pd(_mm256_castps256_ps128(f));
+    a1 = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+  }
+  /// Pairs (r[2i], r[2i + 1]) of 8 fp64 values.
+  static void pairs(const double* r, D& a0, D& a1) {
+    const D x = _mm256_loadu_pd(r), y = _mm256_loadu_pd(r + 4);  // x: r0 r1 r2 r3, y: r4 r5 r6 r7
+    const D lo = _mm256_permute2f128_pd(x, y, 0x20), hi = _mm256_permute2f128_pd(x, y, 0x31);  // r0 r1 r4 r5, r2 r3 r6 r7
+    a0 = _mm256_unpacklo_pd(lo, hi);  // r0 r2 r4 r6
+    a1 = _mm256_unpackhi_pd(lo, hi);  // r1 r3 r5 r7
+  }
+  static void store(double* p, D v) { _mm256_storeu_pd(p, v); }
+  static D radius(D a0, D a1) {
+    return _mm256_sqrt_pd(_mm256_add_pd(_mm256_mul_pd(a0, a0), _mm256_mul_pd(a1, a1)));
+  }
+  static D mul(D a, D b) { return _mm256_mul_pd(a, b); }
+  static D abs(D a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
+  template <int P>
+  static unsigned cmp(D a, D b) { return static_cast<unsigned>(_mm256_movemask_pd(_mm256_cmp_pd(a, b, P))); }
+  static unsigned sign(D a) { return static_cast<unsigned>(_mm256_movemask_pd(a)); }
+  /// Lane i: bit i of m ? b : a.
+  static D blend(unsigned m, D a, D b) {
+    const __m256i bits = _mm256_and_si256(_mm256_set1_epi64x(m), _mm256_setr_epi64x(1, 2, 4, 8));
+    return _mm256_blendv_pd(a, b, _mm256_castsi256_pd(_mm256_cmpeq_epi64(bits, _mm256_setr_epi64x(1, 2, 4, 8))));
+  }
+};
+#ifdef __AVX512F__
+template <>
+struct PolarDv<VAvx512> {
+  static constexpr int DW = 8;
+  using D = __m512d;
+  static D set1(double x) { return _mm512_set1_pd(x); }
+  static void pairs(const float* y, D& a0, D& a1) {
+    const __m512 f =
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15), _mm512_loadu_ps(y));
+    a0 = _mm512_cvtps_pd(_mm512_castps512_ps256(f));
+    a1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)));
+  }
+  static void pairs(const double* r, D& a0, D& a1) {
+    const D x = _mm512_loadu_pd(r), y = _mm512_loadu_pd(r + 8);
+    a0 = _mm512_permutex2var_pd(x, _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), y);
+    a1 = _mm512_permutex2var_pd(x, _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15), y);
+  }
+  static void store(double* p, D v) { _mm512_storeu_pd(p, v); }
+  static D radius(D a0, D a1) {
+    return _mm512_sqrt_pd(_mm512_add_pd(_mm512_mul_pd(a0, a0), _mm512_mul_pd(a1, a1)));
+  }
+  static D mul(D a, D b) { return _mm512_mul_pd(a, b); }
+  static D abs(D a) { return _mm512_abs_pd(a); }
+  template <int P>
+  static unsigned cmp(D a, D b) { return _mm512_cmp_pd_mask(a, b, P); }
+  static unsigned sign(D a) { return _mm512_movepi64_mask(_mm512_castpd_si512(a)); }
+  static D blend(unsigned m, D a, D b) { return _mm512_mask_blend_pd(static_cast<__mmask8>(m), a, b); }
+};
+#endif
+
+/// Code bit planes (bit j of plane k: bit k of lane j's code) -> one code byte per lane, n lanes.
+template <int NP>
+inline void polar_plane_bytes(const unsigned (&plane)[NP], int n, std::uint8_t* out) {
+  std::uint64_t v = 0;
+  for (int k = 0; k < NP; ++k) v |= _pdep_u64(plane[k], kByteMask[1] << k);
+  std::memcpy(out, &v, static_cast<std::size_t>(n));
+}
+
+/// The level-1 codes of DW pairs (formats.h polar_cell1, the same compares on fp64 lanes) as bytes.
+template <class DV, int B1>
+inline void polar_cells1(typename DV::D a0, typename DV::D a1, std::uint8_t* out) {
+  using D = typename DV::D;
+  constexpr unsigned kAll = (1u << DV::DW) - 1u;
+  const D zero = DV::set1(0.0);
+  const unsigned up = DV::template cmp<_CMP_GT_OQ>(a1, zero), dn = DV::template cmp<_CMP_LT_OQ>(a1, zero);
+  const unsigned z1 = kAll & ~(up | dn);  // on the x axis (finite inputs)
+  const unsigned p0 = DV::template cmp<_CMP_GT_OQ>(a0, zero), n0 = DV::template cmp<_CMP_LT_OQ>(a0, zero);
+  const unsigned qodd = (up & ~p0) | (dn & ~n0);      // quadrants 1, 3
+  const unsigned qhi = dn | (z1 & DV::sign(a0));      // quadrants 2, 3 (the axis at pi: a0 < 0 or -0)
+  if constexpr (B1 == 2) {
+    const unsigned pl[2] = {qodd, qhi};
+    polar_plane_bytes(pl, DV::DW, out);
+  } else {
+    const D ax = DV::abs(a0), ay = DV::abs(a1);
+    const D u = DV::blend(qodd, ax, ay), v = DV::blend(qodd, ay, ax);  // the pair turned into quadrant 0
+    if constexpr (B1 == 3) {
+      const unsigned pl[3] = {DV::template cmp<_CMP_GE_OQ>(v, u) & ~z1, qodd, qhi};
+      polar_plane_bytes(pl, DV::DW, out);
+    } else {
+      const D t = DV::set1(kPolarTanPi8);
+      const unsigned lo = DV::template cmp<_CMP_LT_OQ>(v, u);  // the lower octant
+      const unsigned s_lo = DV::template cmp<_CMP_GE_OQ>(v, DV::mul(t, u));
+      const unsigned s_hi = DV::template cmp<_CMP_LE_OQ>(u, DV::mul(t, v));
+      const unsigned pl[4] = {((lo & s_lo) | (~lo & s_hi)) & ~z1, ~lo & ~z1 & kAll, qodd, qhi};
+      polar_plane_bytes(pl, DV::DW, out);
+    }
+  }
+}
+
+/// The level 2..4 codes of DW radius pairs (formats.h polar_cell_hi: #{k : a1 > tan_k a0}) as bytes.
+template <class DV, int B2>
+inline void polar_cells_hi(typename DV::D a0, typename DV::D a1, const double* tk, std::uint8_t* out) {
+  if constexpr (B2 == 1) {
+    const unsigned pl[1] = {DV::template cmp<_CMP_GT_OQ>(a1, DV::mul(DV::set1(tk[0]), a0))};
+    polar_plane_bytes(pl, DV::DW, out);
+  } else {
+    static_assert(B2 == 2, "level 2..4 widths 1, 2");
+    const unsigned m0 = DV::template cmp<_CMP_GT_OQ>(a1, DV::mul(DV::set1(tk[0]), a0));
+    const unsigned m1 = DV::template cmp<_CMP_GT_OQ>(a1, DV::mul(DV::set1(tk[1]), a0));
+    const unsigned m2 = DV::template cmp<_CMP_GT_OQ>(a1, DV::mul(DV::set1(tk[2]), a0));
+    const unsigned pl[2] = {m0 ^ m1 ^ m2, (m0 & m1) | (m0 & m2) | (m1 & m2)};  // m0 + m1 + m2
+    polar_plane_bytes(pl, DV::DW, out);
+  }
+}
+
+/// Encode: the rotation (SIMD fp32, the reference's operations), then the polar transform in fp64
+/// lanes by formats.h's arithmetic: radii by correctly rounded products, sums and square roots,
+/// angle cells by compares (the reference's values, so the same bytes), codes packed by byte groups.
 template <class V, int B1, int B2>
 void polar_encode(const PolarState& st, const float* x, std::size_t count, std::uint8_t* codes,
                   std::uint8_t* radii16) {
-  const int d = st.dim, k1 = 1 << B1;
+  using DV = PolarDv<V>;
+  constexpr int DW = DV::DW;
+  const int d = st.dim;
   alignas(64) float y[kMaxDim];
-  double r[kMaxDim / 2], next[kMaxDim / 2];
+  alignas(64) double r[kMaxDim / 2], next[kMaxDim / 2];
+  alignas(64) std::uint8_t c1[kMaxDim / 2 + 8], ch[kMaxDim / 2 + 8];
+  alignas(8) std::uint8_t packed[kMaxDim / 2];  // the level 2..4 stream, whole groups of 8 codes
+  const std::size_t hi_bytes = st.code_bytes - st.l1_bytes;
   for (std::size_t t = 0; t < count; ++t) {
     std::uint8_t* tc = codes + t * st.code_bytes;
     rotate_forward<V>(st.rot, x + t * static_cast<std::size_t>(d), y);
-    // The polar transform: the reference's fp64 hypot / atan2 calls, in its order,
-    // so the angle cells and radii are the reference's.
-    for (int i = 0; i < d / 2; ++i) {
-      const double a0 = y[2 * i], a1 = y[2 * i + 1];
-      r[i] = std::hypot(a0, a1);
-      double psi = std::atan2(a1, a0);
-      if (psi < 0) psi += 2 * M_PI;
-      int code = static_cast<int>(psi / (2 * M_PI) * k1);
-      if (code >= k1) code = k1 - 1;
-      put_code(tc, static_cast<std::size_t>(i), B1, static_cast<std::uint32_t>(code));
+    for (int i = 0; i < d / 2; i += DW) {  // d / 2: a multiple of 8
+      typename DV::D a0, a1;
+      DV::pairs(y + 2 * i, a0, a1);
+      DV::store(r + i, DV::radius(a0, a1));
+      polar_cells1<DV, B1>(a0, a1, c1 + i);
     }
+    pack_groups<B1>(c1, d / 2, tc);
     int off = 0;
     for (int l = 2; l <= 4; ++l) {
       const int cnt = d >> l;
-      const ScalarCodebook& cb = *st.cb[l - 1];
-      for (int i = 0; i < cnt; ++i) {
-        const double a0 = r[2 * i], a1 = r[2 * i + 1];
-        next[i] = std::hypot(a0, a1);
-        const float psi = static_cast<float>(std::atan2(a1, a0));
-        put_code(tc + st.l1_bytes, static_cast<std::size_t>(off + i), B2, cb.quantize(psi));
+      const double* tk = st.tanh[l - 1];
+      int i = 0;
+      for (; i + DW <= cnt; i += DW) {
+        typename DV::D a0, a1;
+        DV::pairs(r + 2 * i, a0, a1);
+        DV::store(next + i, DV::radius(a0, a1));
+        polar_cells_hi<DV, B2>(a0, a1, tk, ch + off + i);
+      }
+      for (; i < cnt; ++i) {  // head_dim 64's levels 3, 4 on AVX-512, and so on
+        next[i] = polar_radius(r[2 * i], r[2 * i + 1]);
+        ch[off + i] = static_cast<std::uint8_t>(polar_cell_hi(r[2 * i], r[2 * i + 1], tk, (1 << B2) - 1));
       }
       off += cnt;
       std::copy(next, next + cnt, r);
     }
+    std::memset(ch + off, 0, 8);  // the last group's unused codes
+    pack_groups<B2>(ch, (off + 7) & ~7, packed);
+    std::memcpy(tc + st.l1_bytes, packed, hi_bytes);
     std::uint8_t* rad = radii16 + t * static_cast<std::size_t>(d / 16) * 2;
     for (int i = 0; i < d / 16; ++i) store_half(rad + 2 * i, static_cast<float>(r[i]));
   }

@@ -7,11 +7,11 @@
 // reference rotation is its dense Haar matrix: y = Pi x by warp_dense_rotate into a shared row, D = 0). The reference's operations
 // (rotation.h Rotation::forward, ref/polar.h Polar::do_encode):
 //   y = x * sign; FWHT (warp_fwht: the reference's butterflies); y = y * scale   (fp32)
-//   level 1, pair i: r_i = hypot(y_2i, y_2i+1), psi = atan2(y_2i+1, y_2i) (fp64),
-//     psi < 0 -> psi + 2 pi, code = (int)(psi / (2 pi) * 2^b), clamped to 2^b - 1
-//   levels 2..4, pair i: r'_i = hypot(r_2i, r_2i+1), code = #{boundaries < (float)atan2(r_2i+1, r_2i)}
+//   level 1, pair i: r_i = polar_radius(y_2i, y_2i+1), code = polar_cell1(y_2i, y_2i+1, b) (fp64)
+//   levels 2..4, pair i: r'_i = polar_radius(r_2i, r_2i+1), code = polar_cell_hi(r_2i, r_2i+1, tangents)
 //   the d/16 level-4 radii: fp64 -> fp32 -> fp16.
-// atan2_dir gives the host libm's value at the axis and diagonal directions (cuda_polar.h).
+// formats.h's functions: fp64 products, sums, square roots (__dmul_rn, __dadd_rn, __dsqrt_rn here) and
+// compares, so the bytes are the reference's on every input.
 // The radii of a level live in shared memory (two per-warp fp64 buffers), the codes in a per-warp
 // byte buffer, packed into the LSB-first streams by warp_pack_n.
 //
@@ -44,36 +44,17 @@ using detail::qjl::warp_pack_n;
 
 constexpr int kEncThreads = 128;
 constexpr int kEncWarps = kEncThreads / 32;
-constexpr double kTwoPi = 2 * M_PI;
 // Offsets in PolarTables::tables(): level l's (cos, sin) pairs of its 16 cells / centroids (float2 each),
 // and levels 2..4's boundaries.
 __host__ __device__ constexpr int lvl_cs(int l) { return l == 1 ? 0 : 32 + 48 * (l - 2); }
 __host__ __device__ constexpr int lvl_bnd(int l) { return lvl_cs(l) + 32; }
-
-/// atan2(y, x) in fp64 as the host's libm gives it at the 8 axis / diagonal directions (dirs,
-/// PolarTables::directions(); x, y not both zero), CUDA's atan2 elsewhere (and for (+-0, +-0),
-/// whose IEEE results both follow).
-__device__ __forceinline__ double atan2_dir(double y, double x, const double* __restrict__ dirs) {
-  const double ax = fabs(x), ay = fabs(y);
-  if ((ax == 0.0) != (ay == 0.0) || (ax == ay && ax != 0.0)) {
-    // Direction index k: angle k * pi / 4 counter-clockwise from +x (k = 0..7).
-    const int sx = x > 0.0 ? 1 : x < 0.0 ? -1 : 0, sy = y > 0.0 ? 1 : y < 0.0 ? -1 : 0;
-    int k;
-    if (sy == 0) k = sx > 0 ? 0 : 4;
-    else if (sx == 0) k = sy > 0 ? 2 : 6;
-    else if (sy > 0) k = sx > 0 ? 1 : 3;
-    else k = sx < 0 ? 5 : 7;
-    return __ldg(dirs + k);
-  }
-  return atan2(y, x);
-}
 
 struct EncArgs {
   const void* x;  // [n][d] of the kernel's XT
   std::size_t n;
   const float* signs;
   const float* tab;
-  const double* dirs;
+  const double* tans;  // PolarTables::tangents(): level l's boundary tangents at [3 (l - 2) + k]
   float scale;
   int b1, b2;
   std::size_t l1_bytes, code_bytes;
@@ -81,16 +62,10 @@ struct EncArgs {
   int d;               // head_dim
 };
 
-/// Level-1 pair i of the rotated y = (a0, a1): its radius into ra, its angle's code into c1.
-__device__ __forceinline__ void polar_level1(float y0, float y1, int i, int k1, const double* dirs, double* ra,
-                                             std::uint8_t* c1) {
-  const double a0 = y0, a1 = y1;
-  ra[i] = hypot(a0, a1);
-  double psi = atan2_dir(a1, a0, dirs);
-  if (psi < 0) psi = __dadd_rn(psi, kTwoPi);
-  int code = static_cast<int>(__dmul_rn(__ddiv_rn(psi, kTwoPi), static_cast<double>(k1)));
-  if (code >= k1) code = k1 - 1;
-  c1[i] = static_cast<std::uint8_t>(code);
+/// Level-1 pair i of the rotated y = (a0, a1): its radius into ra, its angle's code into c1 (formats.h).
+__device__ __forceinline__ void polar_level1(float y0, float y1, int i, int b1, double* ra, std::uint8_t* c1) {
+  ra[i] = polar_radius(y0, y1);
+  c1[i] = static_cast<std::uint8_t>(polar_cell1(y0, y1, b1));
 }
 
 /// D: head_dim (64, 128, 256), or 0 for a dense-rotation head_dim a.d (y = Pi x by warp_dense_rotate
@@ -104,7 +79,7 @@ __global__ void __launch_bounds__(kEncThreads) polar_encode_kernel(const EncArgs
   __shared__ std::uint8_t c1[kEncWarps][DM / 2], ch[kEncWarps][7 * DM / 16];
   __shared__ float rows[kEncWarps][kDense ? DM : 1];
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int k1 = 1 << a.b1, nb2 = (1 << a.b2) - 1;
+  const int nb2 = (1 << a.b2) - 1;
   float sgn[kDense ? 1 : E];
   if constexpr (!kDense) {
 #pragma unroll
@@ -117,7 +92,7 @@ __global__ void __launch_bounds__(kEncThreads) polar_encode_kernel(const EncArgs
       for (int i = lane; i < d; i += 32) row[i] = detail::load_x<XT>(a.x, t * d + i);
       __syncwarp();
       detail::splitk::warp_dense_rotate_row(a.rot_t, row, d);
-      for (int i = lane; i < d / 2; i += 32) polar_level1(row[2 * i], row[2 * i + 1], i, k1, a.dirs, ra[w], c1[w]);
+      for (int i = lane; i < d / 2; i += 32) polar_level1(row[2 * i], row[2 * i + 1], i, a.b1, ra[w], c1[w]);
     } else {
       float y[E];
 #pragma unroll
@@ -127,7 +102,7 @@ __global__ void __launch_bounds__(kEncThreads) polar_encode_kernel(const EncArgs
       for (int e = 0; e < E; ++e) y[e] = __fmul_rn(y[e], a.scale);
       // Level 1: this lane's E / 2 pairs.
 #pragma unroll
-      for (int p = 0; p < E / 2; ++p) polar_level1(y[2 * p], y[2 * p + 1], lane * (E / 2) + p, k1, a.dirs, ra[w], c1[w]);
+      for (int p = 0; p < E / 2; ++p) polar_level1(y[2 * p], y[2 * p + 1], lane * (E / 2) + p, a.b1, ra[w], c1[w]);
     }
     __syncwarp();
     // Levels 2..4: pairs of the previous level's radii (ra -> rb -> ra -> rb).
@@ -136,14 +111,12 @@ __global__ void __launch_bounds__(kEncThreads) polar_encode_kernel(const EncArgs
       const double* src = (l & 1) ? rb[w] : ra[w];
       double* dst = (l & 1) ? ra[w] : rb[w];
       const int cnt = d >> l;
-      const float* bnd = a.tab + lvl_bnd(l);
+      double tk[3];
+      for (int k = 0; k < 3; ++k) tk[k] = __ldg(a.tans + 3 * (l - 2) + k);
       for (int i = lane; i < cnt; i += 32) {
         const double a0 = src[2 * i], a1 = src[2 * i + 1];
-        dst[i] = hypot(a0, a1);
-        const float psi = __double2float_rn(atan2_dir(a1, a0, a.dirs));
-        unsigned code = 0;
-        for (int k = 0; k < nb2; ++k) code += psi > __ldg(bnd + k) ? 1u : 0u;
-        ch[w][off + i] = static_cast<std::uint8_t>(code);
+        dst[i] = polar_radius(a0, a1);
+        ch[w][off + i] = static_cast<std::uint8_t>(polar_cell_hi(a0, a1, tk, nb2));
       }
       off += cnt;
       __syncwarp();
@@ -301,10 +274,12 @@ PolarTables::PolarTables(const CodecConfig& cfg) {
     for (std::size_t i = 0; i < bnd.size(); ++i) tab[lvl_bnd(l) + i] = bnd[i];
   }
   tab_ = detail::upload(tab);
-  const double dx[8] = {1, 1, 0, -1, -1, -1, 0, 1}, dy[8] = {0, 1, 1, 1, 0, -1, -1, -1};
-  std::vector<double> dirs(8);
-  for (int k = 0; k < 8; ++k) dirs[k] = std::atan2(dy[k], dx[k]);
-  dirs_ = detail::upload(dirs);
+  std::vector<double> tans(9, 0.0);
+  for (int l = 2; l <= 4; ++l) {
+    const auto& tk = r.level_tangents(l);
+    for (std::size_t k = 0; k < tk.size() && k < 3; ++k) tans[3 * (l - 2) + k] = tk[k];
+  }
+  tans_ = detail::upload(tans);
 }
 
 std::size_t PolarTables::page_stride(int page_size) const {
@@ -314,7 +289,7 @@ std::size_t PolarTables::page_stride(int page_size) const {
 
 namespace {
 EncArgs enc_args(const PolarTables& tab, const void* x, std::size_t n) {
-  return EncArgs{x,          n,               tab.signs(),        tab.tables(),     tab.directions(), tab.hadamard_scale(),
+  return EncArgs{x,          n,               tab.signs(),        tab.tables(),     tab.tangents(), tab.hadamard_scale(),
                  tab.bits(), tab.high_bits(), tab.level1_bytes(), tab.code_bytes(), tab.rotation_t(), tab.head_dim()};
 }
 }  // namespace

@@ -10,6 +10,12 @@
 // proportional to sin(2 psi)^(2^(l-1) - 1) (paper Lemma 2); each level's
 // angle codebook is the Lloyd-Max quantizer of that density (turbokv/codebook.h),
 // and decoding uses fp32 cos/sin tables of the centroids.
+// Encoding computes radii and angle cells without atan2 / hypot (formats.h:
+// polar_radius, polar_cell1, polar_cell_hi): fp64 products, sums, square roots
+// and compares against the cells' edges (tan(pi/8) at level 1, the tangents of
+// the level's boundaries at levels 2..4), so the codes are the same bits on
+// every machine and backend. They equal atan2's cells except within ~1e-16 of an
+// edge (tests/test_codecs.cpp PolarCellsAreAtan2Cells).
 #include <cmath>
 
 #include "polar.h"

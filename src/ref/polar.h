@@ -10,6 +10,7 @@
 
 #include "internal.h"
 #include "turbokv/error.h"
+#include "turbokv/formats.h"
 #include "turbokv/rng.h"
 
 namespace turbokv::ref {
@@ -40,6 +41,7 @@ class Polar final : public Codec {
         w[i] = std::pow(std::sin(2 * x[i]), p);
       }
       cb_[l - 1] = lloyd_max_discrete(x, w, b2_);
+      for (float b : cb_[l - 1].boundaries) tan_[l - 1].push_back(std::tan(double(b)));
       for (float c : cb_[l - 1].centroids) {
         cos_[l - 1].push_back(static_cast<float>(std::cos(double(c))));
         sin_[l - 1].push_back(static_cast<float>(std::sin(double(c))));
@@ -57,6 +59,9 @@ class Polar final : public Codec {
   const ScalarCodebook& level_codebook(int l) const { return cb_[l - 1]; }
   const std::vector<float>& cos_table(int l) const { return cos_[l - 1]; }
   const std::vector<float>& sin_table(int l) const { return sin_[l - 1]; }
+  /// Level l (2..4): the fp64 tangents of its codebook's boundaries, which the encode compares
+  /// against (formats.h polar_cell_hi; computed once here by the host libm, then shared by every backend).
+  const std::vector<double>& level_tangents(int l) const { return tan_[l - 1]; }
   std::size_t encoded_bytes(std::size_t n) const override { return layout_.block_bytes(n); }
 
  protected:
@@ -90,28 +95,25 @@ class Polar final : public Codec {
     const int d = head_dim();
     std::vector<float> y(static_cast<std::size_t>(d));
     std::vector<double> r(static_cast<std::size_t>(d / 2)), next;
-    const int k1 = 1 << b1_;
     for (std::size_t t = 0; t < n; ++t) {
       std::uint8_t* tc = layout_.codes(out, t);
       rot_.forward(x + t * d, y.data());
+      // The polar transform in fp64 by the arithmetic formats.h fixes (radii, angle cells by compares).
       for (int i = 0; i < d / 2; ++i) {
         const double a0 = y[static_cast<std::size_t>(2 * i)], a1 = y[static_cast<std::size_t>(2 * i + 1)];
-        r[static_cast<std::size_t>(i)] = std::hypot(a0, a1);
-        double psi = std::atan2(a1, a0);
-        if (psi < 0) psi += 2 * M_PI;
-        int code = static_cast<int>(psi / (2 * M_PI) * k1);
-        if (code >= k1) code = k1 - 1;
-        put_code(tc, static_cast<std::size_t>(i), b1_, static_cast<std::uint32_t>(code));
+        r[static_cast<std::size_t>(i)] = polar_radius(a0, a1);
+        put_code(tc, static_cast<std::size_t>(i), b1_, static_cast<std::uint32_t>(polar_cell1(a0, a1, b1_)));
       }
       int off = 0;
       for (int l = 2; l <= kPolarLevels; ++l) {
         const int cnt = d >> l;
+        const std::vector<double>& tk = tan_[l - 1];
         next.assign(static_cast<std::size_t>(cnt), 0.0);
         for (int i = 0; i < cnt; ++i) {
           const double a0 = r[static_cast<std::size_t>(2 * i)], a1 = r[static_cast<std::size_t>(2 * i + 1)];
-          next[static_cast<std::size_t>(i)] = std::hypot(a0, a1);
-          const float psi = static_cast<float>(std::atan2(a1, a0));
-          put_code(tc + l1_bytes_, static_cast<std::size_t>(off + i), b2_, cb_[l - 1].quantize(psi));
+          next[static_cast<std::size_t>(i)] = polar_radius(a0, a1);
+          put_code(tc + l1_bytes_, static_cast<std::size_t>(off + i), b2_,
+                   polar_cell_hi(a0, a1, tk.data(), static_cast<int>(tk.size())));
         }
         off += cnt;
         r.swap(next);
@@ -163,6 +165,7 @@ class Polar final : public Codec {
   TokenLayout layout_;
   ScalarCodebook cb_[kPolarLevels];
   std::vector<float> cos_[kPolarLevels], sin_[kPolarLevels];
+  std::vector<double> tan_[kPolarLevels];  ///< levels 2..4: fp64 tangents of the boundaries
 };
 
 }  // namespace turbokv::ref
