@@ -600,6 +600,50 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
             if (opt.check) check(r, run, ref, kernel != 1 ? kTolH16 : kTolVq);
             rows.push_back(r);
           }
+          // PolarQuant encode: the whole context appended into key pool 0 (polar_append, fp32 input, inputs rotated
+          // past L2), against a d2d copy of the same bytes, as the tq-mse encode rows; the checked row's bytes
+          // against the reference encode of its inputs.
+          const std::size_t n_in = std::size_t(batch) * ctx * kvh * d, in_bytes = n_in * 4;
+          if (polar && in_bytes <= (4ull << 30)) {
+            const int nx = rotations(in_bytes);
+            std::vector<std::unique_ptr<DevMem>> xs;
+            for (int i = 0; i < nx; ++i) {
+              xs.push_back(std::make_unique<DevMem>(in_bytes));
+              fill_float<<<fill_grid(), 256, 0, s>>>(xs.back()->as<float>(), n_in, 77 + b + i + sd, 8.0f);
+              TKV_CHECK_LAUNCH();
+            }
+            DevMem zero(batch * 4);
+            TKV_CUDA_CHECK(cudaMemsetAsync(zero.p, 0, batch * 4, s));
+            const cuda::PagedPool kp0{pp.k[0]->as<std::uint8_t>(), stride};
+            const double enc_us = median_us(s, reps, [&](int i) {
+              cuda::polar_append(*qt, xs[i % nx]->p, batch, ctx, kvh, zero.as<std::int32_t>(), pt, kp0, st);
+            });
+            const std::size_t moved = in_bytes + std::size_t(batch) * ctx * kvh * (cb + sb);
+            const int nc = rotations(moved);
+            std::vector<std::unique_ptr<DevMem>> cs;
+            for (int i = 0; i < 2 * nc; ++i) cs.push_back(std::make_unique<DevMem>(moved / 2 + 16));
+            const double copy_us = median_us(s, reps, [&](int i) {
+              TKV_CUDA_CHECK(cudaMemcpyAsync(cs[2 * (i % nc) + 1]->p, cs[2 * (i % nc)]->p, moved / 2,
+                                             cudaMemcpyDeviceToDevice, s));
+            });
+            BenchRow e = proto;
+            e.op = "encode", e.method = "polar", e.bits = b;
+            e.time_us = enc_us, e.baseline = "d2d-copy (same bytes)", e.baseline_time_us = copy_us;
+            e.speedup = copy_us / enc_us, e.gbps = moved / (enc_us * 1e3);
+            if (opt.check) {
+              cuda::polar_append(*qt, xs[0]->p, batch, ctx, kvh, zero.as<std::int32_t>(), pt, kp0, st);
+              std::vector<float> xr(std::size_t(ctx) * d);
+              const std::size_t first = (std::size_t(rc.b) * ctx * kvh + rc.g) * d;
+              TKV_CUDA_CHECK(cudaStreamSynchronize(s));
+              TKV_CUDA_CHECK(cudaMemcpy2D(xr.data(), std::size_t(d) * 4, xs[0]->as<float>() + first,
+                                          std::size_t(kvh) * d * 4, std::size_t(d) * 4, ctx, cudaMemcpyDeviceToHost));
+              std::vector<std::uint8_t> want_b(kref->encoded_bytes(ctx_sz));
+              kref->encode(xr.data(), ctx_sz, want_b.data());
+              rc.compare_bytes(e, rc.gather(pp.k[0]->as<std::uint8_t>(), BlockFmt{stride, cb, sb, 0, d}), want_b);
+              ++checks;
+            }
+            rows.push_back(e);
+          }
         }
       }
 
