@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -355,25 +356,37 @@ PolarRecon polar_recon_for(int d) {
   return f;
 }
 
-/// Token t's y_hat into y[d] (y may be s.y): f (polar_recon_for's choice) where it is not null, else
-/// polar_reconstruct (and a copy unless y is s.y). The same floats either way.
+/// One kernel call's per-token state: f = polar_recon_for's choice, and the run-time path's scratch, built (and
+/// zero-filled, ~11 KB) only where f is null; y() is where a token's y_hat goes when the caller needs a buffer.
+struct PolarTokens {
+  explicit PolarTokens(PolarRecon fn) : f(fn) {
+    if (!f) s.emplace();
+  }
+  float* y() { return f ? yb : s->y; }
+  PolarRecon f;
+  std::optional<PolarScratch> s;
+  alignas(64) float yb[kMaxDim];  // f's output (every float written before it is read)
+};
+
+/// Token t's y_hat into y[d] (y may be p.y()): p.f where it is not null, else polar_reconstruct (and a copy unless
+/// y is the scratch's). The same floats either way.
 template <class V, int B1, int B2>
-inline void polar_token(PolarRecon f, const PolarState& st, const std::uint8_t* tcodes, const std::uint8_t* rad,
-                        PolarScratch& s, float* y) {
-  if (f) return f(st, tcodes, rad, y);
-  polar_reconstruct<V, B1, B2>(st, tcodes, rad, s);
-  if (y != s.y) std::memcpy(y, s.y, sizeof(float) * static_cast<std::size_t>(st.dim));
+inline void polar_token(PolarTokens& p, const PolarState& st, const std::uint8_t* tcodes, const std::uint8_t* rad,
+                        float* y) {
+  if (p.f) return p.f(st, tcodes, rad, y);
+  polar_reconstruct<V, B1, B2>(st, tcodes, rad, *p.s);
+  if (y != p.s->y) std::memcpy(y, p.s->y, sizeof(float) * static_cast<std::size_t>(st.dim));
 }
 
 template <class V, int B1, int B2>
 void polar_decode(const PolarState& st, const std::uint8_t* codes, const std::uint8_t* radii16, std::size_t count,
                   float* out) {
   const int d = st.dim;
-  PolarScratch s;
-  const PolarRecon f = polar_recon_for<V, B1, B2>(d);
+  PolarTokens p(polar_recon_for<V, B1, B2>(d));
+  float* y = p.y();
   for (std::size_t t = 0; t < count; ++t) {
-    polar_token<V, B1, B2>(f, st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s, s.y);
-    rotate_inverse<V>(st.rot, s.y, out + t * static_cast<std::size_t>(d));
+    polar_token<V, B1, B2>(p, st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, y);
+    rotate_inverse<V>(st.rot, y, out + t * static_cast<std::size_t>(d));
   }
 }
 
@@ -382,12 +395,12 @@ void polar_scores(const PolarState& st, const float* qr, const std::uint8_t* cod
                   std::size_t count, float* out) {
   constexpr int W = V::W;
   const int d = st.dim;
-  PolarScratch s;
-  const PolarRecon f = polar_recon_for<V, B1, B2>(d);
+  PolarTokens p(polar_recon_for<V, B1, B2>(d));
+  float* y = p.y();
   for (std::size_t t = 0; t < count; ++t) {
-    polar_token<V, B1, B2>(f, st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s, s.y);
+    polar_token<V, B1, B2>(p, st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, y);
     auto acc = V::zero();
-    for (int k = 0; k < d; k += W) acc = V::fma(V::load(qr + k), V::load(s.y + k), acc);
+    for (int k = 0; k < d; k += W) acc = V::fma(V::load(qr + k), V::load(y + k), acc);
     out[t] = V::hsum(acc);
   }
 }
@@ -397,13 +410,13 @@ void polar_accumulate(const PolarState& st, const std::uint8_t* codes, const std
                       const float* w, float* acc) {
   constexpr int W = V::W;
   const int d = st.dim;
-  PolarScratch s;
-  const PolarRecon f = polar_recon_for<V, B1, B2>(d);
+  PolarTokens p(polar_recon_for<V, B1, B2>(d));
+  float* y = p.y();
   for (std::size_t t = 0; t < count; ++t) {
     if (w[t] == 0.0f) continue;
-    polar_token<V, B1, B2>(f, st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s, s.y);
+    polar_token<V, B1, B2>(p, st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, y);
     const auto wv = V::set1(w[t]);
-    for (int k = 0; k < d; k += W) V::store(acc + k, V::fma(wv, V::load(s.y + k), V::load(acc + k)));
+    for (int k = 0; k < d; k += W) V::store(acc + k, V::fma(wv, V::load(y + k), V::load(acc + k)));
   }
 }
 
@@ -411,10 +424,9 @@ template <class V, int B1, int B2>
 void polar_decode_domain(const PolarState& st, const std::uint8_t* codes, const std::uint8_t* radii16,
                          std::size_t count, float* y) {
   const int d = st.dim;
-  PolarScratch s;
-  const PolarRecon f = polar_recon_for<V, B1, B2>(d);
+  PolarTokens p(polar_recon_for<V, B1, B2>(d));
   for (std::size_t t = 0; t < count; ++t)
-    polar_token<V, B1, B2>(f, st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2, s,
+    polar_token<V, B1, B2>(p, st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2,
                            y + t * static_cast<std::size_t>(d));
 }
 
