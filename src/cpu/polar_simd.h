@@ -324,7 +324,8 @@ inline void polar_level(const typename V::F* r, const std::uint8_t* stream, cons
 /// one by one and reloaded as a vector); polar_decode_domain, the codec-domain path's reconstruction, is
 /// ~60% of PolarQuant's decode attention by the same profile.
 template <class V, int B1, int B2, int D>
-void polar_reconstruct_d(const PolarState& st, const std::uint8_t* tcodes, const std::uint8_t* rad, float* y) {
+[[gnu::always_inline]] inline void polar_reconstruct_d(const PolarState& st, const std::uint8_t* tcodes,
+                                                       const std::uint8_t* rad, float* y) {
   using F = typename V::F;
   constexpr int W = V::W;
   constexpr int kL1 = D / 2 * B1 / 8;  // packed_bytes(D / 2, B1): D / 2 B1 is a multiple of 8
@@ -367,6 +368,27 @@ struct PolarTokens {
   std::optional<PolarScratch> s;
   alignas(64) float yb[kMaxDim];  // f's output (every float written before it is read)
 };
+
+/// polar_reconstruct_d over count tokens (code rows st.code_bytes apart, D / 16 fp16 radii each) into
+/// y[count][D], inlined in one loop: the codec-domain blocks of the attention, without an indirect call (and its
+/// vzeroupper) per token.
+template <class V, int B1, int B2, int D>
+void polar_reconstruct_block_d(const PolarState& st, const std::uint8_t* codes, const std::uint8_t* rad,
+                               std::size_t count, float* y) {
+  for (std::size_t t = 0; t < count; ++t)
+    polar_reconstruct_d<V, B1, B2, D>(st, codes + t * st.code_bytes, rad + t * (D / 16) * 2, y + t * D);
+}
+using PolarReconBlock = void (*)(const PolarState&, const std::uint8_t* codes, const std::uint8_t* rad,
+                                 std::size_t count, float* y);
+/// polar_reconstruct_block_d's instance for head_dim d, else nullptr (as polar_recon_for).
+template <class V, int B1, int B2>
+PolarReconBlock polar_recon_block_for(int d) {
+  PolarReconBlock f = nullptr;
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((d == 64 + 16 * I ? (f = &polar_reconstruct_block_d<V, B1, B2, 64 + 16 * I>, 0) : 0), ...);
+  }(std::make_integer_sequence<int, 13>{});
+  return f;
+}
 
 /// Token t's y_hat into y[d] (y may be p.y()): p.f where it is not null, else polar_reconstruct (and a copy unless
 /// y is the scratch's). The same floats either way.
@@ -424,7 +446,8 @@ template <class V, int B1, int B2>
 void polar_decode_domain(const PolarState& st, const std::uint8_t* codes, const std::uint8_t* radii16,
                          std::size_t count, float* y) {
   const int d = st.dim;
-  PolarTokens p(polar_recon_for<V, B1, B2>(d));
+  if (const PolarReconBlock fb = polar_recon_block_for<V, B1, B2>(d)) return fb(st, codes, radii16, count, y);
+  PolarTokens p(nullptr);
   for (std::size_t t = 0; t < count; ++t)
     polar_token<V, B1, B2>(p, st, codes + t * st.code_bytes, radii16 + t * static_cast<std::size_t>(d / 16) * 2,
                            y + t * static_cast<std::size_t>(d));
