@@ -50,18 +50,35 @@ __device__ __forceinline__ float load_half_le(const std::uint8_t* p) {
   return half_to_float(static_cast<std::uint16_t>(__ldg(p) | (__ldg(p + 1) << 8)));
 }
 
-/// Packs count codes of B bits (cw[0..count)) into the LSB-first stream at dst (ceil(count * B / 8)
-/// bytes, bits past count * B zero), one warp.
-__device__ __forceinline__ void warp_pack_n(const std::uint8_t* cw, int count, int B, std::uint8_t* dst) {
-  const int lane = threadIdx.x & 31, nbits = count * B;
-  for (int k = lane; k < (nbits + 7) / 8; k += 32) {
-    unsigned byte = 0;
+/// Packs count codes of B bits (cw[0..count), the low B bits of each byte) into the LSB-first stream at dst
+/// (ceil(count * B / 8) bytes, bits past count * B zero), one warp: lane k builds byte k from the codes that
+/// touch its 8 bits (a window of at most 1 + ceil(7 / B) codes from code 8k / B, shifted by 8k mod B).
+template <int B>
+__device__ __forceinline__ void warp_pack_b(const std::uint8_t* cw, int count, std::uint8_t* dst) {
+  static_assert(B >= 1 && B <= 8, "code width");
+  constexpr int kN = 1 + (7 + B - 1) / B;  // codes a byte can touch (offset <= B - 1, 8 bits)
+  const int lane = threadIdx.x & 31, nbytes = (count * B + 7) / 8;
+  for (int k = lane; k < nbytes; k += 32) {
+    const int c0 = 8 * k / B, o = 8 * k % B;
+    unsigned v = 0;
 #pragma unroll
-    for (int bit = 0; bit < 8; ++bit) {
-      const int g = 8 * k + bit;
-      if (g < nbits) byte |= ((static_cast<unsigned>(cw[g / B]) >> (g % B)) & 1u) << bit;
-    }
-    dst[k] = static_cast<std::uint8_t>(byte);
+    for (int j = 0; j < kN; ++j)
+      if (c0 + j < count) v |= (static_cast<unsigned>(cw[c0 + j]) & ((1u << B) - 1u)) << (B * j);
+    dst[k] = static_cast<std::uint8_t>(v >> o);
+  }
+}
+/// warp_pack_b for a run-time B (1..8): the same bytes (a bit-by-bit loop with a division per bit until
+/// session 46: most of PolarQuant's encode time).
+__device__ __forceinline__ void warp_pack_n(const std::uint8_t* cw, int count, int B, std::uint8_t* dst) {
+  switch (B) {
+    case 1: return warp_pack_b<1>(cw, count, dst);
+    case 2: return warp_pack_b<2>(cw, count, dst);
+    case 3: return warp_pack_b<3>(cw, count, dst);
+    case 4: return warp_pack_b<4>(cw, count, dst);
+    case 5: return warp_pack_b<5>(cw, count, dst);
+    case 6: return warp_pack_b<6>(cw, count, dst);
+    case 7: return warp_pack_b<7>(cw, count, dst);
+    default: return warp_pack_b<8>(cw, count, dst);
   }
 }
 
