@@ -68,10 +68,14 @@ __device__ __forceinline__ void polar_level1(float y0, float y1, int i, int b1, 
   c1[i] = static_cast<std::uint8_t>(polar_cell1(y0, y1, b1));
 }
 
+/// Resident blocks the encode asks ptxas for: 8 (64 registers, no spills) up to head_dim 128, where ptxas left to
+/// itself took 124 registers at d128 (4 blocks of 4 warps per SM for a latency-bound loop); 7 (72) at d256.
+constexpr int enc_min_blocks(int d) { return d <= 128 ? 8 : 7; }
+
 /// D: head_dim (64, 128, 256), or 0 for a dense-rotation head_dim a.d (y = Pi x by warp_dense_rotate
 /// into the warp's shared row, then the level-1 pairs from there).
 template <int D, class XT, class Dst>
-__global__ void __launch_bounds__(kEncThreads) polar_encode_kernel(const EncArgs a, const Dst dst) {
+__global__ void __launch_bounds__(kEncThreads, enc_min_blocks(D)) polar_encode_kernel(const EncArgs a, const Dst dst) {
   constexpr bool kDense = D == 0;
   constexpr int DM = kDense ? 256 : D, E = D / 32;
   const int d = kDense ? a.d : D, NH = 7 * d / 16;
