@@ -160,6 +160,17 @@ int rotations(std::size_t bytes) {
   return static_cast<int>(std::min<std::size_t>(64, (kRotateBytes + bytes - 1) / bytes));
 }
 
+/// Median µs of a device-to-device copy moving `moved` bytes (moved / 2 read, moved / 2 written), its buffers
+/// rotated like the timed kernels' (rotations): the encode rows' baseline.
+double copy_baseline_us(cudaStream_t s, int reps, std::size_t moved) {
+  const int nc = rotations(moved);
+  std::vector<std::unique_ptr<DevMem>> cs;
+  for (int i = 0; i < 2 * nc; ++i) cs.push_back(std::make_unique<DevMem>(moved / 2 + 16));
+  return median_us(s, reps, [&](int i) {
+    TKV_CUDA_CHECK(cudaMemcpyAsync(cs[2 * (i % nc) + 1]->p, cs[2 * (i % nc)]->p, moved / 2, cudaMemcpyDeviceToDevice, s));
+  });
+}
+
 /// n page pools of pool_bytes each: random code bytes (ANDed with code_mask), scalars (bytes [norm_off,
 /// norm_end) of each stride-byte block) fp16 in [0.5, 1.5). Pool i's seed: seed + seed_step * i.
 std::vector<std::unique_ptr<DevMem>> filled_pools(cudaStream_t s, int n, std::size_t pool_bytes, std::size_t stride,
@@ -619,13 +630,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
               cuda::polar_append(*qt, xs[i % nx]->p, batch, ctx, kvh, zero.as<std::int32_t>(), pt, kp0, st);
             });
             const std::size_t moved = in_bytes + std::size_t(batch) * ctx * kvh * (cb + sb);
-            const int nc = rotations(moved);
-            std::vector<std::unique_ptr<DevMem>> cs;
-            for (int i = 0; i < 2 * nc; ++i) cs.push_back(std::make_unique<DevMem>(moved / 2 + 16));
-            const double copy_us = median_us(s, reps, [&](int i) {
-              TKV_CUDA_CHECK(cudaMemcpyAsync(cs[2 * (i % nc) + 1]->p, cs[2 * (i % nc)]->p, moved / 2,
-                                             cudaMemcpyDeviceToDevice, s));
-            });
+            const double copy_us = copy_baseline_us(s, reps, moved);
             BenchRow e = proto;
             e.op = "encode", e.method = "polar", e.bits = b;
             e.time_us = enc_us, e.baseline = "d2d-copy (same bytes)", e.baseline_time_us = copy_us;
@@ -800,14 +805,7 @@ std::vector<BenchRow> run_cuda_bench(const BenchOptions& opt) {
                                 {kb[i % nrot]->as<std::uint8_t>(), stride}, st, xt, flag.as<std::int32_t>());
           });
           const std::size_t moved = in_bytes + std::size_t(batch) * ctx * kvh * (tab.code_bytes() + nb);
-          // The copy baseline moves the same bytes (half read, half written), its buffers rotated likewise.
-          const int nc = rotations(moved);
-          std::vector<std::unique_ptr<DevMem>> cs;
-          for (int i = 0; i < 2 * nc; ++i) cs.push_back(std::make_unique<DevMem>(moved / 2 + 16));
-          const double copy_us = median_us(s, reps, [&](int i) {
-            TKV_CUDA_CHECK(cudaMemcpyAsync(cs[2 * (i % nc) + 1]->p, cs[2 * (i % nc)]->p, moved / 2,
-                                           cudaMemcpyDeviceToDevice, s));
-          });
+          const double copy_us = copy_baseline_us(s, reps, moved);  // the same bytes moved
           BenchRow e = proto;
           e.op = "encode", e.bits = bits_d;
           e.method = xt == cuda::IoType::kF32 ? "tq-mse" : xt == cuda::IoType::kF16 ? "tq-mse (fp16 in)" : "tq-mse (bf16 in)";
