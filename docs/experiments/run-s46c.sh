@@ -22,5 +22,9 @@ done
 for f in $OUT/bench-A1.csv $OUT/bench-B1.csv $OUT/bench-A2.csv $OUT/bench-B2.csv; do
   echo "$(basename $f): $(grep '^encode' $f | cut -d, -f3,5,10 | tr '\n' ' ')" >> $S
 done
+timeout 60 $T bench --configs 128:32:8 --batches 16 --contexts 32768 --bits 3 --methods encode --csv $OUT/bench-enc.csv \
+  > $OUT/bench-enc.log 2>&1
+echo "tq-mse encode rows (B; the copy-baseline helper) rc=$?: $(grep -E 'checked' $OUT/bench-enc.log | tail -1)" >> $S
+grep '^encode' $OUT/bench-enc.csv | cut -d, -f2,3,10,12,14 >> $S
 rm -f $OUT/*.log
 cat $S
