@@ -10,7 +10,7 @@
 //     (the codec-domain path: domain_size() > 0 at SIMD levels);
 //   - the codec-domain contract (domain_size / decode_domain) of rvq, pvq, polar
 //     and fractional TurboQuant-MSE, and the latter's fused attention;
-//   - PolarQuant at every head_dim multiple of 16 in 64..272 and 320 (encode and decode bit for bit, scores, domain);
+//   - PolarQuant at every head_dim multiple of 16 in 64..272 and 320..1024 samples (encode and decode bit for bit, scores, domain);
 //   - the fast codec really is the SIMD one at AVX2 / AVX-512 (isa()).
 #include <gtest/gtest.h>
 
@@ -453,7 +453,7 @@ TEST(CpuVq, CodecDomainAllZeroAndAllOnesCodeBytes) {
 }
 
 // PolarQuant at every head_dim its compile-time reconstruction covers (polar_reconstruct_d: multiples of 16 in
-// 64..256) and past it (272, 320: the run-time path): encode() and decode() bit for bit the reference's (the encode's
+// 64..256) and past it (272, 320, 336, 512, 784, 1024: the run-time path): encode() and decode() bit for bit the reference's (the encode's
 // fp64 lanes and their scalar tails at every level size; zero, one-hot tokens), scores and accumulation
 // within kTol, and the codec-domain contract, at every SIMD level but scalar; the block is an exact-size buffer
 // (its last token's radii end it), so a read past the last token's radii shows in the sanitizer build (a read past
@@ -461,8 +461,8 @@ TEST(CpuVq, CodecDomainAllZeroAndAllOnesCodeBytes) {
 TEST(CpuVq, PolarEveryHeadDimMatchesTheReference) {
   int checked = 0;
   for (int bits : {2, 3, 4}) {
-    for (int d = 64; d <= 320; d += 16) {
-      if (d > 272 && d != 320) continue;
+    for (int d = 64; d <= 1024; d += 16) {
+      if (d > 272 && d != 320 && d != 336 && d != 512 && d != 784 && d != 1024) continue;
       const Case c{Method::kPolar, bits};
       auto ref = make_ref(c, d, 300 + d);
       const std::size_t n = 19, nd = n * static_cast<std::size_t>(d);

@@ -81,7 +81,8 @@ class PolarTables {
   /// dense(): Pi^T, device fp32 [head_dim][head_dim] row-major; nullptr otherwise.
   const float* rotation_t() const { return rotation_t_.get(); }
   /// device fp32, kTableFloats: level 1's [16][cos, sin] (the cell centres' cos and sin interleaved), then per
-  /// level l = 2..4 [16][cos, sin] of the centroids and [16] boundaries (entries past 2^bits unused).
+  /// level l = 2..4 [16][cos, sin] of the centroids and [16] boundaries (entries past 2^bits unused; the
+  /// boundaries are not read by the kernels since session 46, whose encode compares against tangents()).
   const float* tables() const { return tab_.get(); }
   /// device fp64 [3][3]: level l's (2..4) boundary tangents (ref::Polar::level_tangents) at [l - 2][k],
   /// k < 2^high_bits() - 1 (the rest 0).

@@ -41,9 +41,10 @@
 //     norm = sqrtf(sum); the unit coordinate is y_i * (1.0f / norm).
 //   - the rotation (turbokv/rotation.h) and sketch rows: acc += a_j * x_j in ascending j.
 //   - nearest centroid: the number of fp32 midpoints strictly below the value.
-//   - PolarQuant's polar transform: fp64 multiplies, adds, square roots and compares only (no libm
-//     call: atan2 and hypot differ between libms, so codes that depended on their last bit could not
-//     be reproduced by another backend or machine): polar_radius, polar_cell1, polar_cell_hi below.
+//   - PolarQuant's polar transform: fp64 multiplies, adds, square roots and compares only, no libm
+//     call per vector (atan2 and hypot differ between libms, so codes that depended on their last bit
+//     could not be reproduced by another backend): polar_radius, polar_cell1, polar_cell_hi below. The
+//     level 2..4 tangents they compare against come from the host libm once per codec (like the codebooks).
 #pragma once
 
 #include <cmath>
@@ -100,7 +101,8 @@ TURBOKV_HD float store_half(std::uint8_t* p, float v) {
 }
 
 /// fp64 a * b, a + b and sqrt(a), each correctly rounded on host and device (nvcc would otherwise
-/// contract a multiply and an add into an fma in device code).
+/// contract a multiply and an add into an fma in device code; host code relies on the build's
+/// -ffp-contract=off, which turbokv's CMake sets for every file).
 TURBOKV_HD double spec_dmul(double a, double b) {
 #ifdef __CUDA_ARCH__
   return __dmul_rn(a, b);

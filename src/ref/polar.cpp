@@ -13,8 +13,9 @@
 // Encoding computes radii and angle cells without atan2 / hypot (formats.h:
 // polar_radius, polar_cell1, polar_cell_hi): fp64 products, sums, square roots
 // and compares against the cells' edges (tan(pi/8) at level 1, the tangents of
-// the level's boundaries at levels 2..4), so the codes are the same bits on
-// every machine and backend. They equal atan2's cells except within ~1e-16 of an
+// the level's boundaries at levels 2..4, computed once by the host libm like the
+// codebooks and shared with the fast paths), so every backend computes the same
+// bits from the same tables. They equal atan2's cells except within ~1e-16 of an
 // edge (tests/test_codecs.cpp PolarCellsAreAtan2Cells).
 #include <cmath>
 
