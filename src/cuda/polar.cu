@@ -70,7 +70,7 @@ __device__ __forceinline__ void polar_level1(float y0, float y1, int i, int b1, 
 
 /// Resident blocks the encode asks ptxas for: 8 (64 registers, no spills) up to head_dim 128, where ptxas left to
 /// itself took 124 registers at d128 (4 blocks of 4 warps per SM for a latency-bound loop); 7 (72) at d256.
-/// H100 run s46-3 against the default: d128 1.35-1.41x, d64 and d256 0.98-0.99x (the bound alone changes their
+/// H100 run s46-3 against the default: d128 1.35-1.42x, d64 and d256 0.98-1.00x (the bound alone changes their
 /// register allocation slightly; a d128-only kernel changed d64's code too, so this measured form is kept).
 constexpr int enc_min_blocks(int d) { return d <= 128 ? 8 : 7; }
 
