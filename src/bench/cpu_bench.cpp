@@ -354,6 +354,10 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
         };
         if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
           lowp_row(AttentionPrecision::kBf16, " bf16", "avx512-bf16");
+        // KIVI with AttentionPrecision::kInt8 (the int8 kernel at 1..4 bits: the bench's value groups are 32
+        // channels, a multiple of 32).
+        if (method == Method::kKivi && bits <= 4 && simd_level() == SimdLevel::kAvx512)
+          lowp_row(AttentionPrecision::kInt8, " int8", "avx512-vnni");
         if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512) {
           // kInt8 as the library chooses (AMX tiles or vpdpbusd: int8_uses_amx per job of at most 16 query
           // heads), then, at integer widths where the CPU has AMX, the other choice forced through TURBOKV_AMX

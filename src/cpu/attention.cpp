@@ -488,9 +488,18 @@ void run_kivi(const std::vector<CodecSeqView>& seqs, int num_heads, const Attent
   const int d = (*seqs[0].keys)[0].codec->head_dim();
   const int lanes = kernels().lanes;
   const detail::KiviHeadState* v0 = detail::as_kivi((*seqs[0].values)[0].codec);  // choose_path: one layout
+  // AttentionPrecision::kInt8 at the AVX-512 level where every head pair fits the int8 kernel (1..4 bits,
+  // value groups a multiple of 32 channels); else the fp32 kernels.
+  void (*attend)(const detail::KiviAttnJob&) = kernels().attend_kivi;
+  if (p.precision == AttentionPrecision::kInt8 && simd_level() == SimdLevel::kAvx512) {
+    bool fits = true;
+    for (const CodecSeqView& sq : seqs)
+      for (std::size_t g = 0; g < sq.keys->size(); ++g)
+        fits = fits && detail::kivi_int8_fits(*detail::as_kivi((*sq.keys)[g].codec), *detail::as_kivi((*sq.values)[g].codec));
+    if (fits) attend = detail::avx512_int8_attend_kivi;
+  }
   run_fused<detail::KiviAttnJob>(
-      seqs, num_heads, p, threads, static_cast<std::size_t>(d), detail::kivi_value_floats(*v0, lanes),
-      kernels().attend_kivi,
+      seqs, num_heads, p, threads, static_cast<std::size_t>(d), detail::kivi_value_floats(*v0, lanes), attend,
       [&](detail::KiviAttnJob& j, const CodecHead& kh, const CodecHead& vh, const float* qs) {
         j.ks = detail::as_kivi(kh.codec);
         j.vs = detail::as_kivi(vh.codec);

@@ -325,6 +325,20 @@ void avx512_int8_attend(const AttnJob& job);
  */
 void avx512_int8_attend_split(const SplitAttnJob& job);
 
+/// Whether avx512_int8_attend_kivi takes a KIVI key / value head pair: keys and values at 1..4 bits and value
+/// groups of a multiple of 32 channels (each 128-bit lane of the value accumulator then holds one group).
+inline bool kivi_int8_fits(const KiviHeadState& k, const KiviHeadState& v) {
+  return k.bits <= 4 && v.bits <= 4 && v.group % 32 == 0;
+}
+
+/**
+ * AttentionPrecision::kInt8 version of Kernels::attend_kivi at the AVX-512 level (kivi_int8_avx512.cpp; VNNI
+ * and VBMI): same job, same outputs m, l and acc (the 16-lane layout of the value codes), computed with int8
+ * dot products on the integer codes (turbokv/attention.h says what is rounded). Call only when simd_level() is
+ * kAvx512 and kivi_int8_fits(*job.ks, *job.vs).
+ */
+void avx512_int8_attend_kivi(const KiviAttnJob& job);
+
 const Kernels& scalar_kernels();
 const Kernels& avx2_kernels();
 const Kernels& avx512_kernels();

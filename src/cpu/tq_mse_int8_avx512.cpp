@@ -48,6 +48,7 @@
 #include <optional>
 
 #include "fused_pass_avx512.h"
+#include "int8_vnni_avx512.h"
 #include "kernels_avx512_traits.h"
 
 namespace turbokv::cpu::detail::avx512i8 {
@@ -71,6 +72,13 @@ using fused_pass::ValueRows;
 using fused_pass::SplitPart;
 using fused_pass::split_part;
 using fused_pass::as_split_key_source;
+using int8_vnni::byte_table;
+using int8_vnni::code_ctrl;
+using int8_vnni::group_centroids;
+using int8_vnni::quad_bytes;
+using int8_vnni::quad_code;
+using int8_vnni::quad_sums;
+using int8_vnni::score_heads;
 
 constexpr int kMaxHeads = 16;                  ///< query heads of one job at most (run_split)
 constexpr int kBlocks = kPassTokens / TB;      ///< score blocks per pass
@@ -125,29 +133,6 @@ struct AmxTiles {
   AmxTiles& operator=(const AmxTiles&) = delete;
 };
 
-/// vpmultishiftqb control for codes 4 h .. 4 h + 3 of a group (h = 0, 1): in each qword (the group
-/// dwords of tokens 2k, 2k + 1), byte s <- the 8 bits from code 4 h + s of token 2k, byte 4 + s <- the
-/// same code of token 2k + 1. A code's BITS bits are the low bits of its byte (the rest belongs to the
-/// next codes: the look-up tables repeat every 2^BITS entries).
-template <int BITS>
-constexpr long long code_ctrl(int h) {
-  unsigned long long c = 0;
-  for (int s = 0; s < 4; ++s) {
-    const unsigned long long o = static_cast<unsigned long long>(BITS * (4 * h + s));
-    c |= (o & 63) << (8 * s);
-    c |= ((32 + o) & 63) << (8 * (s + 4));
-  }
-  return static_cast<long long>(c);
-}
-
-/// A 64-entry vpermb table: entry e = f(e mod 2^bits).
-template <class Fn>
-inline __m512i byte_table(int bits, Fn&& f) {
-  alignas(64) std::uint8_t b[64];
-  for (int e = 0; e < 64; ++e) b[e] = f(e % (1 << bits));
-  return _mm512_load_si512(b);
-}
-
 /// The int8 forms of a job's rotated queries and key codebook (turbokv/attention.h, kInt8).
 struct KeyInt8 {
   alignas(64) std::uint32_t qd[kMaxHeads * kMaxGroups * 2];  ///< [head][d8 / 4] dwords of int8 query coordinates
@@ -195,39 +180,6 @@ struct KeyInt8 {
     }
   }
 };
-
-/// The u8 centroids of one code group of every token of a block (gt: token i's group dword in lane i): x0
-/// holds its codes 0..3 (at 4 bits the even ones), x1 codes 4..7 (the odd ones), four a dword, token i in
-/// dword i.
-template <int BITS>
-[[gnu::always_inline]] inline void group_centroids(__m512i gt, __m512i book, __m512i& x0, __m512i& x1) {
-  if constexpr (BITS == 4) {  // nibbles: even codes (low) and odd codes (high) of each byte, in-lane look-ups
-    const __m512i m = _mm512_set1_epi8(15);
-    x0 = _mm512_shuffle_epi8(book, _mm512_and_si512(gt, m));
-    x1 = _mm512_shuffle_epi8(book, _mm512_and_si512(_mm512_srli_epi32(gt, 4), m));
-  } else {
-    x0 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(code_ctrl<BITS>(0)), gt), book);
-    x1 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(code_ctrl<BITS>(1)), gt), book);
-  }
-}
-
-/// out[h] = int32 sums of u8 centroid x int8 query over the block's groups for GH heads, token i in lane i.
-template <int GH, int BITS, class Src>
-inline void score_heads(const Src& src, const std::uint32_t* qd, int hd4, __m512i book, __m512i* out) {
-  __m512i a[2][GH];
-  for (int k = 0; k < 2; ++k)
-    for (int h = 0; h < GH; ++h) a[k][h] = _mm512_setzero_si512();
-  for (int j = 0; j < src.ng; ++j) {
-    const std::uint32_t* qj = qd + 2 * j;
-    __m512i x0, x1;
-    group_centroids<BITS>(src.trow(j), book, x0, x1);
-    for (int h = 0; h < GH; ++h) {
-      a[0][h] = _mm512_dpbusd_epi32(a[0][h], x0, _mm512_set1_epi32(static_cast<int>(qj[h * hd4])));
-      a[1][h] = _mm512_dpbusd_epi32(a[1][h], x1, _mm512_set1_epi32(static_cast<int>(qj[h * hd4 + 1])));
-    }
-  }
-  for (int h = 0; h < GH; ++h) out[h] = _mm512_add_epi32(a[0][h], a[1][h]);
-}
 
 /// The AMX key sums of a pass (tokens [t, t + pcnt)): every block staged in turn (src.stage) and its
 /// centroid rows stored to kb (8 groups a chunk, 2 rows a group), then per block the chunks' tile products
@@ -379,28 +331,13 @@ struct ValueInt8 {
   /// (Cross-lane byte permutes compete with vpdpbusd for the same pipes on Zen 4; the unpacks and masks
   /// do not.)
   inline void quad(int v, int qd, int pcnt, int hf, __m512i ctrl, __m512i* out) const {
-    __m512i m[4];
-    for (int k = 0; k < 4; ++k) {
-      const int i = 4 * qd + k;
-      if (i >= pcnt) {
-        m[k] = _mm512_setzero_si512();
-      } else if constexpr (BITS == 4) {  // nibbles: half 0 the even codes, half 1 the odd ones
-        const __m512i r = rows.group(i, v);
-        m[k] = _mm512_and_si512(hf ? _mm512_srli_epi32(r, 4) : r, mask);
-      } else {
-        m[k] = _mm512_and_si512(_mm512_multishift_epi64_epi8(ctrl, rows.group(i, v)), mask);
-      }
-    }
-    const __m512i a = _mm512_unpacklo_epi8(m[0], m[1]), b = _mm512_unpackhi_epi8(m[0], m[1]);
-    const __m512i c = _mm512_unpacklo_epi8(m[2], m[3]), d = _mm512_unpackhi_epi8(m[2], m[3]);
-    out[0] = _mm512_shuffle_epi8(book, _mm512_unpacklo_epi16(a, c));
-    out[1] = _mm512_shuffle_epi8(book, _mm512_unpackhi_epi16(a, c));
-    out[2] = _mm512_shuffle_epi8(book, _mm512_unpacklo_epi16(b, d));
-    out[3] = _mm512_shuffle_epi8(book, _mm512_unpackhi_epi16(b, d));
+    __m512i g[4];
+    for (int k = 0; k < 4; ++k) g[k] = 4 * qd + k < pcnt ? rows.group(4 * qd + k, v) : _mm512_setzero_si512();
+    quad_bytes<BITS>(g, hf, ctrl, mask, out);
+    for (int r = 0; r < 4; ++r) out[r] = _mm512_shuffle_epi8(book, out[r]);
   }
 
-  /// The code of a group held by byte s of half hf: 4 hf + s (multishift), or 2 s + hf at 4 bits (nibbles).
-  static constexpr int code_of(int hf, int s) { return BITS == 4 ? 2 * s + hf : 4 * hf + s; }
+  static constexpr int code_of(int hf, int s) { return quad_code<BITS>(hf, s); }
 
   /// acc[h0 + h] vectors v * 8 + code_of(hf, s) (s < 4) += the pass's int32 sums times their scales, GH heads.
   template <int GH>
@@ -425,11 +362,8 @@ struct ValueInt8 {
   /// acc[h] vectors v * 8 + code_of(hf, s) += head h's int32 sums a[r] of the pass (lanes as quad's out[r])
   /// times their scale.
   [[gnu::always_inline]] void add_sums(int h, const __m512i* a, int v, int hf, float* acc, int P) const {
-    // 4 x 4 dword transpose in every 128-bit lane: z[s] lane 4 L + r = a[r] lane L dword s.
-    const __m512i t0 = _mm512_unpacklo_epi32(a[0], a[1]), t1 = _mm512_unpackhi_epi32(a[0], a[1]);
-    const __m512i t2 = _mm512_unpacklo_epi32(a[2], a[3]), t3 = _mm512_unpackhi_epi32(a[2], a[3]);
-    const __m512i z[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
-                          _mm512_unpackhi_epi64(t1, t3)};
+    __m512i z[4];
+    quad_sums(a, z);
     const __m512 sc = _mm512_set1_ps(wstep[h] * cstep);
     float* f = acc + static_cast<std::size_t>(h) * P + off + v * 8 * W;
     for (int s = 0; s < 4; ++s) {
