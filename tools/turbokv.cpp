@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
   std::string eval_precision;
   eval->add_option("--precision", eval_precision,
                    "also run the CPU fast path's attention on the same bytes at this precision (fp32, bf16, int8: "
-                   "AttentionPrecision; bf16 / int8 change only the fused TurboQuant-MSE kernels) and add its "
+                   "AttentionPrecision; bf16 changes only the fused TurboQuant-MSE kernels, int8 those and the fused KIVI "
+                   "kernel at 1..4 bits) and add its "
                    "cosine / rel_err (cpu_cos, cpu_rel)")
       ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
 

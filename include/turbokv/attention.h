@@ -22,8 +22,10 @@ namespace turbokv {
  * (cpu::attention_tq_mse, cpu::attention_tq_mse_batched, and
  * cpu::attention_codec / _batched when every head is TurboQuant-MSE, at
  * integer or fractional widths, which is when they take the fused kernels:
- * CodecAttentionPath::kTqMseFused, kTqMseSplitFused). Every other attention
- * (the references here, the other CPU codecs, the CUDA kernels) ignores it and
+ * CodecAttentionPath::kTqMseFused, kTqMseSplitFused), and kInt8 also of the
+ * fused KIVI attention (cpu::attention_codec / _batched when every head is KIVI:
+ * CodecAttentionPath::kKiviFused; see kInt8). Every other attention (the
+ * references here, the other CPU codecs, the CUDA kernels) ignores it and
  * computes as it always does.
  */
 enum class AttentionPrecision {
@@ -107,6 +109,29 @@ enum class AttentionPrecision {
    * Needs simd_level() == SimdLevel::kAvx512 (which includes VNNI and VBMI);
    * below it the call runs the kFp32 kernels and returns exactly their result.
    * Source: src/cpu/tq_mse_int8_avx512.cpp.
+   *
+   * KIVI (Liu et al., arXiv 2402.02750; x_hat = min + scale * code): where every
+   * key and value head of the call is KIVI at 1..4 bits and every value group is
+   * a multiple of 32 channels, int8 dot products on the integer codes themselves
+   * (`vpdpbusd`, no look-up). Rounded (round-to-nearest):
+   *   - scores: per key group g (group_size tokens) the scaled query q * scale_g
+   *     (fp32) to 15 bits over its range, step max |q_i scale_i| / 16256, held as
+   *     two int8 digits (KIVI keys keep outlier channels: with one digit the other
+   *     channels kept ~20 levels and the error was ~5x larger); the integer sums
+   *     are exact, then scaled in fp32, plus <q, min_g> in fp32, times the softmax
+   *     scale;
+   *   - values: x_hat = mid + (scale / 2) (2 code - (2^b - 1)) with mid = min +
+   *     scale (2^b - 1) / 2 per token and value group; the softmax weight times
+   *     scale / 2 to u8 with one step per head, value group and pass of 64 tokens
+   *     (the largest / 255), times the centred codes as s8; sum weight * mid in
+   *     fp32 on the unrounded weights.
+   * Measured error (tests/test_cpu_kivi_fused.cpp, CpuKiviInt8: Gaussian data with
+   * an outlier key channel, head_dim 64..512, every width pair 1..4, key groups
+   * 8..128, value groups 32..256, GQA 1..16, 1..4097 tokens, window, soft-capping):
+   * relative L2 error per head against attention_compressed 5.0e-3 on average and
+   * at most 1.04e-2 over 2042 heads (tolerance 3e-2 per head, 1e-2 on average).
+   * Other KIVI calls (8-bit keys or values, value groups not a multiple of 32) run
+   * the kFp32 kernel and return exactly its result. Source: src/cpu/kivi_int8_avx512.cpp.
    */
   kInt8 = 2,
 };
@@ -115,8 +140,8 @@ struct AttentionParams {
   double softmax_scale = 0;  ///< usually 1/sqrt(head_dim); must be > 0
   int window = 0;            ///< sliding window in tokens (0 = full attention)
   double softcap = 0;        ///< logit soft-capping value (0 = off)
-  /// Arithmetic of the CPU fused TurboQuant-MSE kernels, integer and fractional widths (see
-  /// AttentionPrecision); default kFp32.
+  /// Arithmetic of the CPU fused TurboQuant-MSE kernels, integer and fractional widths, and with kInt8
+  /// of the fused KIVI kernel at 1..4 bits (see AttentionPrecision); default kFp32.
   AttentionPrecision precision = AttentionPrecision::kFp32;
 };
 

@@ -105,20 +105,22 @@ template <int MAX, class Fn>
 template <int BITS>
 constexpr int quad_code(int hf, int s) { return BITS == 4 ? 2 * s + hf : 4 * hf + s; }
 
-/// Half hf of the codes of the group vectors m[k] of four tokens k = 0..3 (a token's 16 group dwords in its
-/// lanes; zero for tokens past the pass) as bytes, four tokens a dword, lanes in the order of the in-lane
-/// byte and word unpacks: out[r], 128-bit lane L, dword s = code quad_code(hf, s) of group 4 L + r of the
-/// vector, byte k = token k's. (Cross-lane byte permutes compete with vpdpbusd for the same pipes on Zen 4;
-/// the unpacks and masks do not.) ctrl: the multishift control of hf (code_ctrl), mask: 2^BITS - 1 bytes.
+/// Half hf of the codes of one token's group vector g (its 16 group dwords in lanes) as bytes: byte s of a
+/// group dword = code quad_code(hf, s) (its low BITS bits; the rest masked off). ctrl: the multishift control
+/// of hf (code_ctrl), mask: 2^BITS - 1 bytes.
 template <int BITS>
-[[gnu::always_inline]] inline void quad_bytes(const __m512i* g, int hf, __m512i ctrl, __m512i mask, __m512i* out) {
-  __m512i m[4];
-  for (int k = 0; k < 4; ++k) {
-    if constexpr (BITS == 4)  // nibbles: half 0 the even codes, half 1 the odd ones
-      m[k] = _mm512_and_si512(hf ? _mm512_srli_epi32(g[k], 4) : g[k], mask);
-    else
-      m[k] = _mm512_and_si512(_mm512_multishift_epi64_epi8(ctrl, g[k]), mask);
-  }
+[[gnu::always_inline]] inline __m512i code_bytes(__m512i g, int hf, __m512i ctrl, __m512i mask) {
+  if constexpr (BITS == 4)  // nibbles: half 0 the even codes, half 1 the odd ones
+    return _mm512_and_si512(hf ? _mm512_srli_epi32(g, 4) : g, mask);
+  else
+    return _mm512_and_si512(_mm512_multishift_epi64_epi8(ctrl, g), mask);
+}
+
+/// Four tokens' code_bytes m[k] (k = 0..3; zero for tokens past the pass) interleaved, four tokens a dword,
+/// lanes in the order of the in-lane byte and word unpacks: out[r], 128-bit lane L, dword s = code
+/// quad_code(hf, s) of group 4 L + r of the vector, byte k = token k's. (Cross-lane byte permutes compete
+/// with vpdpbusd for the same pipes on Zen 4; the unpacks do not.)
+[[gnu::always_inline]] inline void quad_bytes(const __m512i* m, __m512i* out) {
   const __m512i a = _mm512_unpacklo_epi8(m[0], m[1]), b = _mm512_unpackhi_epi8(m[0], m[1]);
   const __m512i c = _mm512_unpacklo_epi8(m[2], m[3]), d = _mm512_unpackhi_epi8(m[2], m[3]);
   out[0] = _mm512_unpacklo_epi16(a, c);

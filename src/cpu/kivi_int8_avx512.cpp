@@ -275,9 +275,12 @@ struct KiviValI8 {
     for (int h = 0; h < GH; ++h)
       for (int r = 0; r < 4; ++r) a[h][r] = _mm512_setzero_si512();
     for (int qd = 0; 4 * qd < pcnt; ++qd) {
-      __m512i g[4], c[4];
-      for (int k = 0; k < 4; ++k) g[k] = 4 * qd + k < pcnt ? rows.group(4 * qd + k, v) : _mm512_setzero_si512();
-      quad_bytes<BITS>(g, hf, ctrl, mask, c);
+      __m512i m[4], c[4];
+      for (int k = 0; k < 4; ++k) {
+        const int i = 4 * qd + k;
+        m[k] = i >= pcnt ? _mm512_setzero_si512() : int8_vnni::code_bytes<BITS>(rows.group(i, v), hf, ctrl, mask);
+      }
+      quad_bytes(m, c);
       for (int r = 0; r < 4; ++r) c[r] = _mm512_shuffle_epi8(book, c[r]);
       for (int h = 0; h < GH; ++h) {
         const __m512i w = _mm512_load_si512(wv[h0 + h][qd]);

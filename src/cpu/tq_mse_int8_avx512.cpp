@@ -73,6 +73,7 @@ using fused_pass::SplitPart;
 using fused_pass::split_part;
 using fused_pass::as_split_key_source;
 using int8_vnni::byte_table;
+using int8_vnni::code_bytes;
 using int8_vnni::code_ctrl;
 using int8_vnni::group_centroids;
 using int8_vnni::quad_bytes;
@@ -331,9 +332,12 @@ struct ValueInt8 {
   /// (Cross-lane byte permutes compete with vpdpbusd for the same pipes on Zen 4; the unpacks and masks
   /// do not.)
   inline void quad(int v, int qd, int pcnt, int hf, __m512i ctrl, __m512i* out) const {
-    __m512i g[4];
-    for (int k = 0; k < 4; ++k) g[k] = 4 * qd + k < pcnt ? rows.group(4 * qd + k, v) : _mm512_setzero_si512();
-    quad_bytes<BITS>(g, hf, ctrl, mask, out);
+    __m512i m[4];
+    for (int k = 0; k < 4; ++k) {
+      const int i = 4 * qd + k;
+      m[k] = i >= pcnt ? _mm512_setzero_si512() : code_bytes<BITS>(rows.group(i, v), hf, ctrl, mask);
+    }
+    quad_bytes(m, out);
     for (int r = 0; r < 4; ++r) out[r] = _mm512_shuffle_epi8(book, out[r]);
   }
 
