@@ -9,6 +9,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace turbokv::cpu::detail::int8_vnni {
@@ -36,6 +38,41 @@ inline __m512i byte_table(int bits, Fn&& f) {
   alignas(64) std::uint8_t b[64];
   for (int e = 0; e < 64; ++e) b[e] = f(e % (1 << bits));
   return _mm512_load_si512(b);
+}
+
+/// q[0..d) rounded to int8 with one scale, max |q_i| / 127 (round-to-nearest), written as nbytes >= d bytes
+/// (zeros past d) in the byte order group_centroids gives the codes: within each 8 coordinates, at 4 bits
+/// (nibbles) 0, 2, 4, 6, 1, 3, 5, 7, else ascending. Returns the scale; sum = the sum of the int8 values.
+inline float query_int8(const float* q, int d, int bits, int nbytes, std::int8_t* out, int& sum) {
+  float mx = 0;
+  for (int i = 0; i < d; ++i) mx = std::max(mx, std::fabs(q[i]));
+  const float inv = mx > 0 ? 127.0f / mx : 0.0f;
+  sum = 0;
+  for (int i = 0; i < nbytes; ++i) {
+    const int v = i < d ? static_cast<int>(std::nearbyint(q[i] * inv)) : 0;
+    const int k = i % 8;
+    out[bits == 4 ? i - k + (k % 2) * 4 + k / 2 : i] = static_cast<std::int8_t>(v);
+    sum += v;
+  }
+  return mx / 127.0f;
+}
+
+/// One head's value weights over a pass of nblk blocks of 16 (pw: fp32, >= 0, 0 past the pass's tokens) to
+/// u8: w8[0 .. 16 nblks) = round(pw / wstep) with wstep = max pw / 255, zeros for blocks nblk .. nblks - 1. A
+/// pass whose largest weight is below ~7.5e-37 (exp's floor, 83+ nats under the running max) would make
+/// 255 / max infinite: it is taken as all-zero (wstep 0).
+inline float pass_weights(const float* pw, int nblk, int nblks, std::uint8_t* w8) {
+  __m512 mx = _mm512_setzero_ps();
+  for (int b = 0; b < nblk; ++b) mx = _mm512_max_ps(mx, _mm512_load_ps(pw + b * 16));
+  const float m = _mm512_reduce_max_ps(mx);
+  const bool some = m > 0 && std::isfinite(255.0f / m);
+  const __m512 inv = _mm512_set1_ps(some ? 255.0f / m : 0.0f);
+  for (int b = 0; b < nblks; ++b) {
+    const __m512i q = b < nblk ? _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(pw + b * 16), inv))  // nearest
+                               : _mm512_setzero_si512();
+    _mm_store_si128(reinterpret_cast<__m128i*>(w8 + b * 16), _mm512_cvtusepi32_epi8(q));
+  }
+  return some ? m / 255.0f : 0.0f;
 }
 
 /// The u8 centroids of one code group of every token of a block (gt: token i's group dword in lane i): x0

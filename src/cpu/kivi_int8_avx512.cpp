@@ -225,29 +225,19 @@ struct KiviValI8 {
   }
 
   /// The pass's weights, p: [G][kPassTokens] softmax weights (0 past the end): per head and group, w8 from
-  /// p * scale rounded to u8 over the pass's largest (below ~7.5e-37 the pass counts as all-zero), and msum.
+  /// p * scale / 2 rounded to u8 over the pass's largest (int8_vnni::pass_weights), and msum.
   void weights(int G, int nblk, const float* p) {
     for (int h = 0; h < G; ++h)
       for (int g = 0; g < npairs; ++g) {
         alignas(64) float pw[kPassTokens];
-        __m512 mx = _mm512_setzero_ps(), ms = _mm512_setzero_ps();
+        __m512 ms = _mm512_setzero_ps();
         for (int b = 0; b < nblk; ++b) {
           const __m512 pb = _mm512_load_ps(p + h * kPassTokens + b * TB);
-          const __m512 w = _mm512_mul_ps(pb, _mm512_load_ps(vsc[g] + b * TB));
-          _mm512_store_ps(pw + b * TB, w);
-          mx = _mm512_max_ps(mx, w);
+          _mm512_store_ps(pw + b * TB, _mm512_mul_ps(pb, _mm512_load_ps(vsc[g] + b * TB)));
           ms = _mm512_fmadd_ps(pb, _mm512_load_ps(vmid[g] + b * TB), ms);
         }
         msum[h][g] = _mm512_reduce_add_ps(ms);
-        const float m = _mm512_reduce_max_ps(mx);
-        const bool some = m > 0 && std::isfinite(255.0f / m);
-        wstep[h][g] = some ? m / 255.0f : 0.0f;
-        const __m512 inv = _mm512_set1_ps(some ? 255.0f / m : 0.0f);
-        for (int b = 0; b < kPassTokens / TB; ++b) {
-          const __m512i q = b < nblk ? _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(pw + b * TB), inv))  // nearest
-                                     : _mm512_setzero_si512();
-          _mm_store_si128(reinterpret_cast<__m128i*>(w8[h][g] + b * TB), _mm512_cvtusepi32_epi8(q));
-        }
+        wstep[h][g] = int8_vnni::pass_weights(pw, nblk, kPassTokens / TB, w8[h][g]);
       }
   }
 

@@ -76,6 +76,8 @@ using int8_vnni::byte_table;
 using int8_vnni::code_bytes;
 using int8_vnni::code_ctrl;
 using int8_vnni::group_centroids;
+using int8_vnni::pass_weights;
+using int8_vnni::query_int8;
 using int8_vnni::quad_bytes;
 using int8_vnni::quad_code;
 using int8_vnni::quad_sums;
@@ -161,20 +163,9 @@ struct KeyInt8 {
     });
     hd4 = (ks.ng * 2 + 15) / 16 * 16;
     for (int h = 0; h < G; ++h) {
-      const float* q = qp + static_cast<std::size_t>(h) * qstride;
-      float mx = 0;
-      for (int i = 0; i < d; ++i) mx = std::max(mx, std::fabs(q[i]));
-      const float qs = mx / 127.0f, inv = mx > 0 ? 127.0f / mx : 0.0f;
-      auto* qb = reinterpret_cast<std::int8_t*>(qd + h * hd4);
       int sum = 0;
-      for (int i = 0; i < 4 * hd4; ++i) {
-        const int v = i < d ? static_cast<int>(std::nearbyint(q[i] * inv)) : 0;
-        // Byte order of a group's two dwords: coordinates 8j + 0..3, 8j + 4..7, or at 4 bits (nibble
-        // look-ups) the even coordinates 8j + 0, 2, 4, 6 then the odd ones.
-        const int k = i % 8;
-        qb[ks.bits == 4 ? i - k + (k % 2) * 4 + k / 2 : i] = static_cast<std::int8_t>(v);
-        sum += v;
-      }
+      const float qs = query_int8(qp + static_cast<std::size_t>(h) * qstride, d, ks.bits, 4 * hd4,
+                                  reinterpret_cast<std::int8_t*>(qd + h * hd4), sum);
       // sum_i q_i c_i ~ qs sum_i q8_i (lo + step u_i) = qs step acc + qs lo sum_i q8_i
       mul[h] = qs * step;
       add[h] = qs * lo * static_cast<float>(sum);
@@ -310,21 +301,7 @@ struct ValueInt8 {
 
   /// Weights of head h over the pass: pw = p * ||v|| (fp32, 0 past the end) -> w8[h] = round(pw /
   /// wstep[h]), wstep[h] = max pw / 255.
-  void weights(int h, int nblk, const float* pw) {
-    __m512 mx = _mm512_setzero_ps();
-    for (int b = 0; b < nblk; ++b) mx = _mm512_max_ps(mx, _mm512_load_ps(pw + b * TB));
-    const float m = _mm512_reduce_max_ps(mx);
-    // A pass whose largest weight is below ~7.5e-37 (exp's floor, 83+ nats under the running max) would
-    // make 255 / m infinite: it is taken as all-zero.
-    const bool some = m > 0 && std::isfinite(255.0f / m);
-    wstep[h] = some ? m / 255.0f : 0.0f;
-    const __m512 inv = _mm512_set1_ps(some ? 255.0f / m : 0.0f);
-    for (int b = 0; b < kBlocks; ++b) {
-      const __m512i q = b < nblk ? _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(pw + b * TB), inv))  // nearest
-                                 : _mm512_setzero_si512();
-      _mm_store_si128(reinterpret_cast<__m128i*>(w8[h] + b * TB), _mm512_cvtusepi32_epi8(q));
-    }
-  }
+  void weights(int h, int nblk, const float* pw) { wstep[h] = pass_weights(pw, nblk, kBlocks, w8[h]); }
 
   /// Half hf of the codes of group vector v (codes code_of(hf, 0..3) of every group) of tokens 4 qd ..
   /// 4 qd + 3 (zero past pcnt) as s8 centroids, four tokens a dword, lanes in the order of the in-lane
