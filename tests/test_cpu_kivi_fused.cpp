@@ -244,35 +244,14 @@ AttentionParams int8_of(AttentionParams p) {
   return p;
 }
 
-/// Per-head errors of the kInt8 call at the AVX-512 level (1 and 2 threads) against the reference, each
-/// below kInt8Tol; adds them to sum / count (for a sweep's mean) and returns the worst.
 double check_int8(KiviHeads& h, const float* q, const AttentionParams& p, double& sum, int& count,
                   std::size_t ctx = 0) {
-  ScopedSimdLevel lvl(SimdLevel::kAvx512);
-  h.remake();
-  const auto want = reference(h, q, p, ctx);
-  double worst = 0;
-  for (int threads : {1, 2}) {
-    std::vector<float> got(want.size(), -7.0f);
-    cpu::attention_codec(h.fkeys, h.fvalues, h.n, q, h.heads(), int8_of(p), got.data(), ctx, threads);
-    for (int hh = 0; hh < h.heads(); ++hh) {
-      const double e = test::rel_err(got.data() + hh * h.d, want.data() + hh * h.d, h.d);
-      EXPECT_LT(e, kInt8Tol) << "head " << hh << " threads " << threads;
-      worst = std::max(worst, e);
-      sum += e;
-      ++count;
-    }
-  }
-  return worst;
+  return test::check_int8(h, q, p, kInt8Tol, sum, count, ctx);
 }
 
-/// attention_codec at the current level with precision prec.
-std::vector<float> run_prec(KiviHeads& h, const float* q, AttentionParams p, AttentionPrecision prec,
+std::vector<float> run_prec(KiviHeads& h, const float* q, const AttentionParams& p, AttentionPrecision prec,
                             int threads = 2) {
-  p.precision = prec;
-  std::vector<float> got(static_cast<std::size_t>(h.heads()) * h.d, -7.0f);
-  cpu::attention_codec(h.fkeys, h.fvalues, h.n, q, h.heads(), p, got.data(), 0, threads);
-  return got;
+  return test::codec_attention(h, q, p, prec, threads);
 }
 
 #define SKIP_WITHOUT_INT8() \

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -199,4 +200,136 @@ TEST(CpuRvqFused, PerturbedBytesBreakTheTolerance) {
       vb2[g][t * cb + cb / 2] ^= 0xff;
     }
   test::check_perturbed_bytes(h, q.data(), plain(h.d), want, kb2, vb2, kTol);
+}
+
+// ---- AttentionPrecision::kInt8 (src/cpu/rvq_int8_avx512.cpp): the TurboQuant kInt8 scheme with both stages'
+// centroids on one integer grid (keys u8, values s8: c1[a] + c2[b] as one operand), at the AVX-512 level and
+// 1..3 bits a stage (kernels.h rvq_int8_fits); 4-bit keys or values, and levels below AVX-512, run the fp32
+// kernels and return exactly their result. Rounded: the rotated query to int8 (one scale per head, max / 127),
+// both key codebooks to one u8 grid of step (range1 + range2) / 254, both value codebooks to one s8 grid of
+// step (max |c1| + max |c2|) / 126, and the weights p ||v|| per head and pass of 64 tokens to u8. Tolerances as
+// TurboQuant's kInt8 (test_cpu_low_precision.cpp): 1e-1 for any head, 1.5e-2 for a sweep's mean. Measured on
+// these shapes (Gaussian data with an outlier key channel): see the sweep's printed mean and worst.
+namespace {
+
+constexpr double kInt8Tol = 1e-1, kInt8MeanTol = 1.5e-2;
+
+#define SKIP_WITHOUT_INT8()                                  \
+  if (detected_simd_level() != SimdLevel::kAvx512)           \
+  GTEST_SKIP() << "kInt8 needs the AVX-512 level (VNNI, VBMI); below it the fp32 kernels run"
+
+}  // namespace
+
+TEST(CpuRvqInt8, ShapesWidthsLengthsAndGqa) {
+  SKIP_WITHOUT_INT8();
+  struct Shape {
+    int d, kvh, ratio;
+    std::size_t n;
+    int kbits, vbits;
+  };
+  std::vector<Shape> shapes{{64, 1, 1, 1, 1, 3},     {64, 2, 4, 2, 2, 3},     {80, 1, 5, 31, 3, 2},
+                            {80, 2, 8, 65, 3, 1},    {96, 1, 16, 64, 2, 2},   {96, 3, 6, 1000, 3, 3},
+                            {112, 1, 7, 63, 1, 2},   {112, 2, 3, 129, 2, 3},  {128, 1, 8, 4097, 3, 3},
+                            {128, 2, 16, 65, 1, 1},  {256, 1, 4, 1000, 2, 3}, {256, 2, 1, 31, 3, 2},
+                            {128, 1, 5, 4097, 1, 3}, {64, 1, 16, 1000, 3, 1}, {128, 1, 2, 17, 2, 1},
+                            {512, 1, 4, 300, 3, 2},  {512, 2, 3, 65, 1, 3},   {16, 1, 4, 100, 2, 3},
+                            {48, 2, 5, 129, 3, 1},   {128, 1, 6, 257, 2, 2},  {256, 2, 12, 511, 1, 2}};
+  for (int kbits = 1; kbits <= 3; ++kbits)  // every width pair at head_dim 128
+    for (int vbits = 1; vbits <= 3; ++vbits) shapes.push_back({128, 2, 4, 1000, kbits, vbits});
+  double sum = 0, worst = 0;
+  int count = 0;
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE("d " + std::to_string(s.d) + " kvh " + std::to_string(s.kvh) + " gqa " + std::to_string(s.ratio) +
+                 " n " + std::to_string(s.n) + " kbits " + std::to_string(s.kbits) + " vbits " +
+                 std::to_string(s.vbits));
+    RvqHeads h(s.d, s.kvh, s.ratio, s.n, s.kbits, s.vbits, 7 + s.d + s.n + 10 * s.kbits + s.vbits);
+    const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 11);
+    for (const AttentionParams& p : {plain(h.d), kWindowCap})
+      worst = std::max(worst, test::check_int8(h, q.data(), p, kInt8Tol, sum, count));
+    if (s.n > 2) worst = std::max(worst, test::check_int8(h, q.data(), plain(h.d), kInt8Tol, sum, count, s.n - 2));
+  }
+  std::printf("CpuRvqInt8.ShapesWidthsLengthsAndGqa: %d heads, mean relative error %.3g, worst %.3g\n", count,
+              sum / count, worst);
+  EXPECT_LT(sum / count, kInt8MeanTol);
+}
+
+TEST(CpuRvqInt8, RotationsAndFilledCodeBytes) {
+  SKIP_WITHOUT_INT8();
+  double sum = 0;
+  int count = 0;
+  for (RotationKind rot : {RotationKind::kNone, RotationKind::kHadamard, RotationKind::kHaar})
+    for (int bits : {1, 2, 3}) {
+      SCOPED_TRACE(std::string("rotation ") + rotation_name(rot) + " bits " + std::to_string(bits));
+      RvqHeads h(96, 2, 4, 300, bits, 4 - bits, 23 + bits, -1, rot);
+      const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 19);
+      test::check_int8(h, q.data(), kWindowCap, kInt8Tol, sum, count);
+    }
+  for (int fill : {0x00, 0xff})
+    for (int kbits : {1, 2, 3}) {
+      SCOPED_TRACE("fill " + std::to_string(fill) + " kbits " + std::to_string(kbits));
+      RvqHeads h(96, 2, 5, 1000, kbits, 4 - kbits, 3, fill);
+      const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 12);
+      for (const AttentionParams& p : {plain(h.d), kWindowCap}) test::check_int8(h, q.data(), p, kInt8Tol, sum, count);
+    }
+}
+
+TEST(CpuRvqInt8, BatchedSequences) {
+  SKIP_WITHOUT_INT8();
+  RvqHeads a(128, 2, 4, 1000, 3, 4, 41), b(128, 2, 4, 65, 2, 1, 42);
+  ScopedSimdLevel lvl(SimdLevel::kAvx512);
+  a.remake(), b.remake();
+  const auto qa = test::gaussian(8 * 128, 15), qb = test::gaussian(8 * 128, 16);
+  AttentionParams p = kWindowCap;
+  p.precision = AttentionPrecision::kInt8;
+  const auto wa = reference(a, qa.data(), p), wb = reference(b, qb.data(), p, 60);
+  std::vector<float> ga(wa.size()), gb(wb.size());
+  std::vector<cpu::CodecSequence> seqs(2);
+  seqs[0] = {a.fkeys, a.fvalues, a.n, 0, qa.data(), ga.data()};
+  seqs[1] = {b.fkeys, b.fvalues, b.n, 60, qb.data(), gb.data()};
+  cpu::attention_codec_batched(seqs, 8, p, 2);
+  EXPECT_LT(max_err(ga, wa, 8, 128), kInt8Tol);
+  EXPECT_LT(max_err(gb, wb, 8, 128), kInt8Tol);
+  const auto alone = test::codec_attention(a, qa.data(), kWindowCap, AttentionPrecision::kInt8);
+  EXPECT_EQ(0, std::memcmp(ga.data(), alone.data(), ga.size() * sizeof(float)));
+}
+
+TEST(CpuRvqInt8, RunsOnlyWhereItFits) {
+  // The int8 kernel really runs at the AVX-512 level and 1..3 bits (its result is not the fp32 one, and close
+  // to it); 4-bit keys or values, and levels below AVX-512, return exactly the fp32 kernel's result.
+  const int widths[][3] = {{3, 3, 1}, {1, 2, 1}, {4, 3, 0}, {2, 4, 0}};  // key bits, value bits, fits
+  for (const auto& w : widths) {
+    SCOPED_TRACE("kbits " + std::to_string(w[0]) + " vbits " + std::to_string(w[1]));
+    RvqHeads h(128, 2, 4, 1000, w[0], w[1], 400 + w[0]);
+    const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 31);
+    for (SimdLevel lvl : available_simd_levels()) {
+      ScopedSimdLevel guard(lvl);
+      h.remake();
+      const auto a = test::codec_attention(h, q.data(), plain(h.d), AttentionPrecision::kFp32);
+      const auto b = test::codec_attention(h, q.data(), plain(h.d), AttentionPrecision::kInt8);
+      const bool same = std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+      EXPECT_EQ(same, !(w[2] && lvl == SimdLevel::kAvx512)) << simd_level_name(lvl);
+      std::vector<double> ad(a.begin(), a.end());
+      EXPECT_LT(max_err(b, ad, h.heads(), h.d), kInt8Tol) << simd_level_name(lvl);
+    }
+  }
+}
+
+TEST(CpuRvqInt8, ToleranceCanFail) {
+  // Not vacuous: a 10% wrong softmax scale in the same kernel exceeds the per-head tolerance, and an output 2%
+  // off everywhere exceeds the mean tolerance.
+  SKIP_WITHOUT_INT8();
+  ScopedSimdLevel lvl(SimdLevel::kAvx512);
+  RvqHeads h(128, 2, 4, 1000, 3, 3, 700);
+  h.remake();
+  const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 41);
+  const auto want = reference(h, q.data(), plain(h.d));
+  AttentionParams wrong = plain(h.d);
+  wrong.softmax_scale *= 1.1;
+  EXPECT_GT(max_err(test::codec_attention(h, q.data(), wrong, AttentionPrecision::kInt8), want, h.heads(), h.d), kInt8Tol);
+  auto got = test::codec_attention(h, q.data(), plain(h.d), AttentionPrecision::kInt8);
+  EXPECT_LT(max_err(got, want, h.heads(), h.d), kInt8Tol);
+  double sum = 0;
+  for (auto& x : got) x *= 1.02f;
+  for (int hh = 0; hh < h.heads(); ++hh) sum += test::rel_err(got.data() + hh * h.d, want.data() + hh * h.d, h.d);
+  EXPECT_GT(sum / h.heads(), kInt8MeanTol);
 }

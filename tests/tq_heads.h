@@ -153,6 +153,37 @@ inline void check_batched(CodecHeads& a, CodecHeads& b, const AttentionParams& p
   }
 }
 
+/// attention_codec on h's fast codecs at the current SIMD level with precision prec: [heads][d].
+inline std::vector<float> codec_attention(CodecHeads& h, const float* q, AttentionParams p, AttentionPrecision prec,
+                                          int threads = 2, std::size_t ctx = 0) {
+  p.precision = prec;
+  std::vector<float> got(static_cast<std::size_t>(h.heads()) * h.d, -7.0f);
+  cpu::attention_codec(h.fkeys, h.fvalues, h.n, q, h.heads(), p, got.data(), ctx, threads);
+  return got;
+}
+
+/// The kInt8 check of the test_cpu_*_fused files: at the AVX-512 level (fast codecs remade there),
+/// attention_codec with AttentionPrecision::kInt8 and 1 and 2 threads, each head within tol (relative L2)
+/// of the fp64 reference; adds every head's error to sum / count (a sweep's mean) and returns the worst.
+inline double check_int8(CodecHeads& h, const float* q, const AttentionParams& p, double tol, double& sum, int& count,
+                         std::size_t ctx = 0) {
+  ScopedSimdLevel lvl(SimdLevel::kAvx512);
+  h.remake();
+  const auto want = reference(h, q, p, ctx);
+  double worst = 0;
+  for (int threads : {1, 2}) {
+    const auto got = codec_attention(h, q, p, AttentionPrecision::kInt8, threads, ctx);
+    for (int hh = 0; hh < h.heads(); ++hh) {
+      const double e = rel_err(got.data() + hh * h.d, want.data() + hh * h.d, h.d);
+      EXPECT_LT(e, tol) << "head " << hh << " threads " << threads;
+      worst = std::max(worst, e);
+      sum += e;
+      ++count;
+    }
+  }
+  return worst;
+}
+
 /// The negative control of the test_cpu_*_fused files: at every SIMD level this CPU has, attention_codec
 /// (2 threads) on h's own bytes must be within tol of want, and on the perturbed key bytes kb2 (with h's
 /// values) and the perturbed value bytes vb2 (with h's keys) at least 10 tol away from it.

@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   eval->add_option("--precision", eval_precision,
                    "also run the CPU fast path's attention on the same bytes at this precision (fp32, bf16, int8: "
                    "AttentionPrecision; bf16 changes only the fused TurboQuant-MSE kernels, int8 those and the fused KIVI "
-                   "kernel at 1..4 bits) and add its "
+                   "(1..4 bits) and RVQ (1..3 bits) kernels) and add its "
                    "cosine / rel_err (cpu_cos, cpu_rel)")
       ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
 

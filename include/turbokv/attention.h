@@ -23,10 +23,10 @@ namespace turbokv {
  * cpu::attention_codec / _batched when every head is TurboQuant-MSE, at
  * integer or fractional widths, which is when they take the fused kernels:
  * CodecAttentionPath::kTqMseFused, kTqMseSplitFused), and kInt8 also of the
- * fused KIVI attention (cpu::attention_codec / _batched when every head is KIVI:
- * CodecAttentionPath::kKiviFused; see kInt8). Every other attention (the
- * references here, the other CPU codecs, the CUDA kernels) ignores it and
- * computes as it always does.
+ * fused KIVI and RVQ attentions (cpu::attention_codec / _batched when every head
+ * is KIVI or every head RVQ: CodecAttentionPath::kKiviFused, kRvqFused; see
+ * kInt8). Every other attention (the references here, the other CPU codecs, the
+ * CUDA kernels) ignores it and computes as it always does.
  */
 enum class AttentionPrecision {
   /// Default: fp32 products and sums, within 1e-5 relative of attention_compressed
@@ -132,6 +132,19 @@ enum class AttentionPrecision {
    * at most 1.04e-2 over 2042 heads (tolerance 3e-2 per head, 1e-2 on average).
    * Other KIVI calls (8-bit keys or values, value groups not a multiple of 32) run
    * the kFp32 kernel and return exactly its result. Source: src/cpu/kivi_int8_avx512.cpp.
+   *
+   * RVQ (two TurboQuant-MSE stages, x_hat = ||x|| Pi^T (c1[a] + c2[b])): where every
+   * key and value head of the call is RVQ at 1..3 bits a stage, the TurboQuant
+   * scheme above with both stages' centroids on one integer grid, so c1[a] + c2[b]
+   * is one operand: keys u8 with step (range1 + range2) / 254, values s8 with step
+   * (max |c1| + max |c2|) / 126; the query and the weights as for TurboQuant.
+   * Measured error (tests/test_cpu_rvq_fused.cpp, CpuRvqInt8: Gaussian data with an
+   * outlier key channel, head_dim 16..512, width pairs 1..3, GQA 1..16, 1..4097
+   * tokens, window, soft-capping): 1.46e-2 on average and at most 5.5e-2 over 1614
+   * heads (tolerance 1e-1 per head, 1.5e-2 on average). At 4 bits a stage (8 bits a
+   * coordinate) int8's rounding is as large as the quantization itself and the
+   * fp32 kernel was as fast, so those calls run the kFp32 kernel and return exactly
+   * its result. Source: src/cpu/rvq_int8_avx512.cpp.
    */
   kInt8 = 2,
 };
@@ -141,7 +154,7 @@ struct AttentionParams {
   int window = 0;            ///< sliding window in tokens (0 = full attention)
   double softcap = 0;        ///< logit soft-capping value (0 = off)
   /// Arithmetic of the CPU fused TurboQuant-MSE kernels, integer and fractional widths, and with kInt8
-  /// of the fused KIVI kernel at 1..4 bits (see AttentionPrecision); default kFp32.
+  /// of the fused KIVI (1..4 bits) and RVQ (1..3 bits) kernels (see AttentionPrecision); default kFp32.
   AttentionPrecision precision = AttentionPrecision::kFp32;
 };
 

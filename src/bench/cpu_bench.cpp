@@ -354,9 +354,10 @@ std::vector<BenchRow> run_cpu_bench(const BenchOptions& opt) {
         };
         if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512 && cpu_has_avx512_bf16())
           lowp_row(AttentionPrecision::kBf16, " bf16", "avx512-bf16");
-        // KIVI with AttentionPrecision::kInt8 (the int8 kernel at 1..4 bits: the bench's value groups are 32
-        // channels, a multiple of 32).
-        if (method == Method::kKivi && bits <= 4 && simd_level() == SimdLevel::kAvx512)
+        // KIVI and RVQ with AttentionPrecision::kInt8 (their int8 kernels: KIVI at 1..4 bits, the bench's value
+        // groups being 32 channels, a multiple of 32; RVQ at 1..3 bits).
+        if (((method == Method::kKivi && bits <= 4) || (method == Method::kRvq && bits <= 3)) &&
+            simd_level() == SimdLevel::kAvx512)
           lowp_row(AttentionPrecision::kInt8, " int8", "avx512-vnni");
         if (method == Method::kTurboMse && simd_level() == SimdLevel::kAvx512) {
           // kInt8 as the library chooses (AMX tiles or vpdpbusd: int8_uses_amx per job of at most 16 query

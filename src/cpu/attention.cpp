@@ -465,13 +465,23 @@ void run_split_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const
       });
 }
 
-/// RVQ keys and values (choose_path): the fused kernel (Kernels::attend_rvq); prepared queries Pi q.
+/// RVQ keys and values (choose_path): the fused kernel (Kernels::attend_rvq, or avx512_int8_attend_rvq for
+/// AttentionPrecision::kInt8 at the AVX-512 level, 1..3 bits); prepared queries Pi q.
 void run_rvq(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
   const int d = (*seqs[0].keys)[0].codec->head_dim();
   const int lanes = kernels().lanes;
+  // AttentionPrecision::kInt8 at the AVX-512 level where every head pair fits the int8 kernel (1..3 bits);
+  // else the fp32 kernels.
+  void (*attend)(const detail::RvqAttnJob&) = kernels().attend_rvq;
+  if (p.precision == AttentionPrecision::kInt8 && simd_level() == SimdLevel::kAvx512) {
+    bool fits = true;
+    for (const CodecSeqView& sq : seqs)
+      for (std::size_t g = 0; g < sq.keys->size(); ++g)
+        fits = fits && detail::rvq_int8_fits(*detail::as_rvq((*sq.keys)[g].codec), *detail::as_rvq((*sq.values)[g].codec));
+    if (fits) attend = detail::avx512_int8_attend_rvq;
+  }
   run_fused<detail::RvqAttnJob>(
-      seqs, num_heads, p, threads, static_cast<std::size_t>(d), detail::layout_floats(d / 8, lanes),
-      kernels().attend_rvq,
+      seqs, num_heads, p, threads, static_cast<std::size_t>(d), detail::layout_floats(d / 8, lanes), attend,
       [&](detail::RvqAttnJob& j, const CodecHead& kh, const CodecHead& vh, const float* qs) {
         j.ks = detail::as_rvq(kh.codec);
         j.vs = detail::as_rvq(vh.codec);

@@ -98,24 +98,57 @@ template <int BITS, bool IDENT = false>
   }
 }
 
-/// out[h] = int32 sums of u8 centroid x int8 query over the block's groups for GH heads, token i in lane i.
-/// qd: [head][hd4] dwords of int8 query coordinates, two a code group (group_centroids' byte order: at 4 bits
-/// coordinates 8j + 0, 2, 4, 6 then 8j + 1, 3, 5, 7; else 8j + 0..3 then 8j + 4..7). src: ng, trow(j).
-template <int GH, int BITS, bool IDENT = false, class Src>
-inline void score_heads(const Src& src, const std::uint32_t* qd, int hd4, __m512i book, __m512i* out) {
+/// out[h] = int32 sums of u8 centroid x int8 query over the block's ng code groups for GH heads, token i in lane
+/// i, the centroids of group j made by centroids(j, x0, x1) (group_centroids' x0 / x1 for code group j of every
+/// token of the block). qd: [head][hd4] dwords of int8 query coordinates, two a code group (group_centroids'
+/// byte order: at 4 bits coordinates 8j + 0, 2, 4, 6 then 8j + 1, 3, 5, 7; else 8j + 0..3 then 8j + 4..7).
+template <int GH, class Centroids>
+inline void score_heads_with(int ng, Centroids&& centroids, const std::uint32_t* qd, int hd4, __m512i* out) {
   __m512i a[2][GH];
   for (int k = 0; k < 2; ++k)
     for (int h = 0; h < GH; ++h) a[k][h] = _mm512_setzero_si512();
-  for (int j = 0; j < src.ng; ++j) {
+  for (int j = 0; j < ng; ++j) {
     const std::uint32_t* qj = qd + 2 * j;
     __m512i x0, x1;
-    group_centroids<BITS, IDENT>(src.trow(j), book, x0, x1);
+    centroids(j, x0, x1);
     for (int h = 0; h < GH; ++h) {
       a[0][h] = _mm512_dpbusd_epi32(a[0][h], x0, _mm512_set1_epi32(static_cast<int>(qj[h * hd4])));
       a[1][h] = _mm512_dpbusd_epi32(a[1][h], x1, _mm512_set1_epi32(static_cast<int>(qj[h * hd4 + 1])));
     }
   }
   for (int h = 0; h < GH; ++h) out[h] = _mm512_add_epi32(a[0][h], a[1][h]);
+}
+
+/// score_heads_with for one code stream src (ng, trow(j): token i's group dword j in lane i) and its book.
+template <int GH, int BITS, bool IDENT = false, class Src>
+inline void score_heads(const Src& src, const std::uint32_t* qd, int hd4, __m512i book, __m512i* out) {
+  score_heads_with<GH>(
+      src.ng, [&](int j, __m512i& x0, __m512i& x1) { group_centroids<BITS, IDENT>(src.trow(j), book, x0, x1); }, qd,
+      hd4, out);
+}
+
+/// score_heads_with for a two-digit query (15 bits, q15 = 128 hi + lo: hi in [-127, 127], lo in [-64, 63], for
+/// code streams whose per-coordinate scales differ widely, e.g. KIVI keys' outlier channels): out[h] = 128 * (sums against the hi digits) + (sums
+/// against the lo digits), the codes of each group made once by centroids(j, x0, x1) (group_centroids' x0 /
+/// x1 for code group j of every token of the block).
+template <int GH, class Centroids>
+inline void score_heads2(int ng, Centroids&& centroids, const std::uint32_t* qh, const std::uint32_t* ql, int hd4,
+                         __m512i* out) {
+  // One accumulator per head and digit (2 GH chains; two per head and digit spilled under GCC).
+  __m512i a[GH], b[GH];
+  for (int h = 0; h < GH; ++h) a[h] = b[h] = _mm512_setzero_si512();
+  for (int j = 0; j < ng; ++j) {
+    __m512i x0, x1;
+    centroids(j, x0, x1);
+    for (int h = 0; h < GH; ++h) {
+      const int o = h * hd4 + 2 * j;
+      a[h] = _mm512_dpbusd_epi32(a[h], x0, _mm512_set1_epi32(static_cast<int>(qh[o])));
+      b[h] = _mm512_dpbusd_epi32(b[h], x0, _mm512_set1_epi32(static_cast<int>(ql[o])));
+      a[h] = _mm512_dpbusd_epi32(a[h], x1, _mm512_set1_epi32(static_cast<int>(qh[o + 1])));
+      b[h] = _mm512_dpbusd_epi32(b[h], x1, _mm512_set1_epi32(static_cast<int>(ql[o + 1])));
+    }
+  }
+  for (int h = 0; h < GH; ++h) out[h] = _mm512_add_epi32(_mm512_slli_epi32(a[h], 7), b[h]);
 }
 
 /// fn(integral_constant<GH>, h0) over the G heads of a job in runs of at most MAX (GH = MAX while it fits,

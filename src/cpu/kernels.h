@@ -339,6 +339,19 @@ inline bool kivi_int8_fits(const KiviHeadState& k, const KiviHeadState& v) {
  */
 void avx512_int8_attend_kivi(const KiviAttnJob& job);
 
+/// Whether avx512_int8_attend_rvq takes an RVQ key / value head pair: both at 1..3 bits a stage. At 4 + 4 bits
+/// (8 bits a coordinate) int8's rounding is as large as the quantization itself (`turbokv eval --precision
+/// int8`: relative error 0.0215 -> 0.0275 on Gemma 3) and the fp32 kernel was as fast.
+inline bool rvq_int8_fits(const RvqHeadState& k, const RvqHeadState& v) { return k.bits <= 3 && v.bits <= 3; }
+
+/**
+ * AttentionPrecision::kInt8 version of Kernels::attend_rvq at the AVX-512 level (rvq_int8_avx512.cpp; VNNI
+ * and VBMI): same job, same outputs m, l and acc (the 16-lane layout of stage 1), computed with int8 dot
+ * products, both stages' centroids summed on one integer grid (turbokv/attention.h says what is rounded).
+ * Call only when simd_level() is kAvx512 and rvq_int8_fits(*job.ks, *job.vs).
+ */
+void avx512_int8_attend_rvq(const RvqAttnJob& job);
+
 const Kernels& scalar_kernels();
 const Kernels& avx2_kernels();
 const Kernels& avx512_kernels();

@@ -23,7 +23,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <cstdlib>
 
 #include "fused_pass_avx512.h"
 #include "int8_vnni_avx512.h"
@@ -78,7 +77,6 @@ struct KiviKeyI8 {
   float mul[kMaxHeads];  ///< score = mul[h] * (128 acc_hi + acc_lo) + add[h] (before the softmax scale)
   float add[kMaxHeads];  ///< <q_h, min_g>
   int hd4 = 0;           ///< dwords a head
-  bool one_digit = false;
   std::size_t gcur = static_cast<std::size_t>(-1);
 
   /// Group g's scaled query for the G heads q ([G][d]) from the group's fp16 (min, scale) channel pairs.
@@ -101,9 +99,7 @@ struct KiviKeyI8 {
     // At 4 bits a code group's dwords hold coordinates 8j + 0, 2, 4, 6 then 8j + 1, 3, 5, 7 (nibble order).
     const __m128i order = BITS == 4 ? _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15)
                                     : _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    static const bool one = std::getenv("TKV_ONE_DIGIT") != nullptr;
-    one_digit = one;
-    const float kTop = one ? 127.0f : 127.0f * 128.0f;
+    constexpr float kTop = 127.0f * 128.0f;  // int8_vnni::query_int8x2's digits, vectorized (once per key group)
     for (int h = 0; h < G; ++h) {
       const float* qh = q + static_cast<std::size_t>(h) * d;
       __m512 mx = _mm512_setzero_ps(), c = _mm512_setzero_ps();
@@ -121,7 +117,7 @@ struct KiviKeyI8 {
       auto* lb = reinterpret_cast<std::uint8_t*>(qd[1] + h * hd4);
       for (int k = 0; k < d; k += W) {
         const __m512i q15 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(qf + k), inv));  // nearest, |q15| <= kTop
-        const __m512i hi = one ? q15 : _mm512_srai_epi32(_mm512_add_epi32(q15, _mm512_set1_epi32(64)), 7);  // floor((q15 + 64) / 128)
+        const __m512i hi = _mm512_srai_epi32(_mm512_add_epi32(q15, _mm512_set1_epi32(64)), 7);  // floor((q15 + 64) / 128)
         const __m512i lo = _mm512_sub_epi32(q15, _mm512_slli_epi32(hi, 7));                    // in [-64, 63]
         _mm_storeu_si128(reinterpret_cast<__m128i*>(hb + k), _mm_shuffle_epi8(_mm512_cvtsepi32_epi8(hi), order));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(lb + k), _mm_shuffle_epi8(_mm512_cvtsepi32_epi8(lo), order));
@@ -129,27 +125,6 @@ struct KiviKeyI8 {
     }
   }
 };
-
-/// out[h] = 128 * (sums against the hi digits) + (sums against the lo digits) over the block's groups for GH
-/// heads, token i in lane i: int8_vnni::score_heads with both digits of the query, the codes unpacked once.
-template <int GH, int BITS, class Src>
-inline void score_heads2(const Src& src, const std::uint32_t* qh, const std::uint32_t* ql, int hd4, __m512i* out) {
-  // One accumulator per head and digit (2 GH chains; two per head and digit spilled under GCC).
-  __m512i a[GH], b[GH];
-  for (int h = 0; h < GH; ++h) a[h] = b[h] = _mm512_setzero_si512();
-  for (int j = 0; j < src.ng; ++j) {
-    __m512i x0, x1;
-    int8_vnni::group_centroids<BITS, true>(src.trow(j), _mm512_setzero_si512(), x0, x1);
-    for (int h = 0; h < GH; ++h) {
-      const int o = h * hd4 + 2 * j;
-      a[h] = _mm512_dpbusd_epi32(a[h], x0, _mm512_set1_epi32(static_cast<int>(qh[o])));
-      b[h] = _mm512_dpbusd_epi32(b[h], x0, _mm512_set1_epi32(static_cast<int>(ql[o])));
-      a[h] = _mm512_dpbusd_epi32(a[h], x1, _mm512_set1_epi32(static_cast<int>(qh[o + 1])));
-      b[h] = _mm512_dpbusd_epi32(b[h], x1, _mm512_set1_epi32(static_cast<int>(ql[o + 1])));
-    }
-  }
-  for (int h = 0; h < GH; ++h) out[h] = _mm512_add_epi32(_mm512_slli_epi32(a[h], 7), b[h]);
-}
 
 /// out[h * 16 + i] = <q_h, x_hat of token tb + i> for the G heads (src staged at tb, cnt tokens): each key
 /// group the block touches scored with its own integer query, its lanes kept.
@@ -166,8 +141,11 @@ void kivi_scores(const Src& src, KiviKeyI8<BITS>& kq, const KiviHeadState& kx, c
     head_runs<4>(G, [&](auto gh, int h0) {
       constexpr int GH = decltype(gh)::value;
       __m512i v[GH];
-      if (kq.one_digit) int8_vnni::score_heads<GH, BITS, true>(src, kq.qd[0] + h0 * kq.hd4, kq.hd4, _mm512_setzero_si512(), v);
-      else score_heads2<GH, BITS>(src, kq.qd[0] + h0 * kq.hd4, kq.qd[1] + h0 * kq.hd4, kq.hd4, v);
+      int8_vnni::score_heads2<GH>(
+          src.ng, [&](int j, __m512i& x0, __m512i& x1) {
+            int8_vnni::group_centroids<BITS, true>(src.trow(j), _mm512_setzero_si512(), x0, x1);
+          },
+          kq.qd[0] + h0 * kq.hd4, kq.qd[1] + h0 * kq.hd4, kq.hd4, v);
       for (int h = 0; h < GH; ++h)
         _mm512_mask_storeu_ps(out + (h0 + h) * W, keep,
                               _mm512_fmadd_ps(_mm512_cvtepi32_ps(v[h]), _mm512_set1_ps(kq.mul[h0 + h]),
