@@ -239,19 +239,9 @@ constexpr double kInt8Tol = 3e-2, kInt8MeanTol = 1e-2;
 
 bool has_int8() { return detected_simd_level() == SimdLevel::kAvx512; }
 
-AttentionParams int8_of(AttentionParams p) {
-  p.precision = AttentionPrecision::kInt8;
-  return p;
-}
-
 double check_int8(KiviHeads& h, const float* q, const AttentionParams& p, double& sum, int& count,
                   std::size_t ctx = 0) {
   return test::check_int8(h, q, p, kInt8Tol, sum, count, ctx);
-}
-
-std::vector<float> run_prec(KiviHeads& h, const float* q, const AttentionParams& p, AttentionPrecision prec,
-                            int threads = 2) {
-  return test::codec_attention(h, q, p, prec, threads);
 }
 
 #define SKIP_WITHOUT_INT8() \
@@ -331,21 +321,7 @@ TEST(CpuKiviInt8, AllZeroAndAllOnesCodeBytes) {
 TEST(CpuKiviInt8, BatchedSequences) {
   SKIP_WITHOUT_INT8();
   KiviHeads a(128, 2, 4, 1000, 3, 4, 41), b(128, 2, 4, 65, 2, 1, 42, 12, 64);
-  ScopedSimdLevel lvl(SimdLevel::kAvx512);
-  a.remake(), b.remake();
-  const auto qa = test::gaussian(8 * 128, 15), qb = test::gaussian(8 * 128, 16);
-  const AttentionParams p = int8_of(kWindowCap);
-  const auto wa = reference(a, qa.data(), p), wb = reference(b, qb.data(), p, 60);
-  std::vector<float> ga(wa.size()), gb(wb.size());
-  std::vector<cpu::CodecSequence> seqs(2);
-  seqs[0] = {a.fkeys, a.fvalues, a.n, 0, qa.data(), ga.data()};
-  seqs[1] = {b.fkeys, b.fvalues, b.n, 60, qb.data(), gb.data()};
-  cpu::attention_codec_batched(seqs, 8, p, 2);
-  EXPECT_LT(max_err(ga, wa, 8, 128), kInt8Tol);
-  EXPECT_LT(max_err(gb, wb, 8, 128), kInt8Tol);
-  // The same as each sequence alone.
-  const auto alone = run_prec(a, qa.data(), kWindowCap, AttentionPrecision::kInt8);
-  EXPECT_EQ(0, std::memcmp(ga.data(), alone.data(), ga.size() * sizeof(float)));
+  test::check_batched_int8(a, b, kWindowCap, 60, kInt8Tol);
 }
 
 TEST(CpuKiviInt8, RunsOnlyWhereItFits) {
@@ -362,16 +338,7 @@ TEST(CpuKiviInt8, RunsOnlyWhereItFits) {
                  std::to_string(c.vg));
     KiviHeads h(128, 2, 4, 1000, c.kbits, c.vbits, 400 + c.vg, 32, c.vg);
     const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 31);
-    for (SimdLevel lvl : available_simd_levels()) {
-      ScopedSimdLevel guard(lvl);
-      h.remake();
-      const auto a = run_prec(h, q.data(), plain(h.d), AttentionPrecision::kFp32);
-      const auto b = run_prec(h, q.data(), plain(h.d), AttentionPrecision::kInt8);
-      const bool same = std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-      EXPECT_EQ(same, !(c.fits && lvl == SimdLevel::kAvx512)) << simd_level_name(lvl);
-      std::vector<double> ad(a.begin(), a.end());
-      EXPECT_LT(max_err(b, ad, h.heads(), h.d), kInt8Tol) << simd_level_name(lvl);
-    }
+    test::expect_int8_runs_iff(h, q.data(), plain(h.d), c.fits, kInt8Tol);
   }
 }
 
@@ -379,19 +346,7 @@ TEST(CpuKiviInt8, ToleranceCanFail) {
   // Not vacuous: a 10% wrong softmax scale in the same kernel exceeds the per-head tolerance, and an output
   // 2% off everywhere exceeds the mean tolerance (the sweep's guard).
   SKIP_WITHOUT_INT8();
-  ScopedSimdLevel lvl(SimdLevel::kAvx512);
   KiviHeads h(128, 2, 4, 1000, 4, 4, 700);
-  h.remake();
   const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 41);
-  const AttentionParams p = plain(h.d);
-  const auto want = reference(h, q.data(), p);
-  AttentionParams wrong = p;
-  wrong.softmax_scale *= 1.1;
-  EXPECT_GT(max_err(run_prec(h, q.data(), wrong, AttentionPrecision::kInt8), want, h.heads(), h.d), kInt8Tol);
-  auto got = run_prec(h, q.data(), p, AttentionPrecision::kInt8);
-  EXPECT_LT(max_err(got, want, h.heads(), h.d), kInt8Tol);
-  double sum = 0;
-  for (auto& x : got) x *= 1.02f;
-  for (int hh = 0; hh < h.heads(); ++hh) sum += test::rel_err(got.data() + hh * h.d, want.data() + hh * h.d, h.d);
-  EXPECT_GT(sum / h.heads(), kInt8MeanTol);
+  test::expect_int8_tolerance_can_fail(h, q.data(), kInt8Tol, kInt8MeanTol);
 }

@@ -275,22 +275,8 @@ TEST(CpuRvqInt8, RotationsAndFilledCodeBytes) {
 
 TEST(CpuRvqInt8, BatchedSequences) {
   SKIP_WITHOUT_INT8();
-  RvqHeads a(128, 2, 4, 1000, 3, 4, 41), b(128, 2, 4, 65, 2, 1, 42);
-  ScopedSimdLevel lvl(SimdLevel::kAvx512);
-  a.remake(), b.remake();
-  const auto qa = test::gaussian(8 * 128, 15), qb = test::gaussian(8 * 128, 16);
-  AttentionParams p = kWindowCap;
-  p.precision = AttentionPrecision::kInt8;
-  const auto wa = reference(a, qa.data(), p), wb = reference(b, qb.data(), p, 60);
-  std::vector<float> ga(wa.size()), gb(wb.size());
-  std::vector<cpu::CodecSequence> seqs(2);
-  seqs[0] = {a.fkeys, a.fvalues, a.n, 0, qa.data(), ga.data()};
-  seqs[1] = {b.fkeys, b.fvalues, b.n, 60, qb.data(), gb.data()};
-  cpu::attention_codec_batched(seqs, 8, p, 2);
-  EXPECT_LT(max_err(ga, wa, 8, 128), kInt8Tol);
-  EXPECT_LT(max_err(gb, wb, 8, 128), kInt8Tol);
-  const auto alone = test::codec_attention(a, qa.data(), kWindowCap, AttentionPrecision::kInt8);
-  EXPECT_EQ(0, std::memcmp(ga.data(), alone.data(), ga.size() * sizeof(float)));
+  RvqHeads a(128, 2, 4, 1000, 3, 2, 41), b(128, 2, 4, 65, 2, 1, 42);
+  test::check_batched_int8(a, b, kWindowCap, 60, kInt8Tol);
 }
 
 TEST(CpuRvqInt8, RunsOnlyWhereItFits) {
@@ -301,16 +287,7 @@ TEST(CpuRvqInt8, RunsOnlyWhereItFits) {
     SCOPED_TRACE("kbits " + std::to_string(w[0]) + " vbits " + std::to_string(w[1]));
     RvqHeads h(128, 2, 4, 1000, w[0], w[1], 400 + w[0]);
     const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 31);
-    for (SimdLevel lvl : available_simd_levels()) {
-      ScopedSimdLevel guard(lvl);
-      h.remake();
-      const auto a = test::codec_attention(h, q.data(), plain(h.d), AttentionPrecision::kFp32);
-      const auto b = test::codec_attention(h, q.data(), plain(h.d), AttentionPrecision::kInt8);
-      const bool same = std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-      EXPECT_EQ(same, !(w[2] && lvl == SimdLevel::kAvx512)) << simd_level_name(lvl);
-      std::vector<double> ad(a.begin(), a.end());
-      EXPECT_LT(max_err(b, ad, h.heads(), h.d), kInt8Tol) << simd_level_name(lvl);
-    }
+    test::expect_int8_runs_iff(h, q.data(), plain(h.d), w[2] != 0, kInt8Tol);
   }
 }
 
@@ -318,18 +295,7 @@ TEST(CpuRvqInt8, ToleranceCanFail) {
   // Not vacuous: a 10% wrong softmax scale in the same kernel exceeds the per-head tolerance, and an output 2%
   // off everywhere exceeds the mean tolerance.
   SKIP_WITHOUT_INT8();
-  ScopedSimdLevel lvl(SimdLevel::kAvx512);
   RvqHeads h(128, 2, 4, 1000, 3, 3, 700);
-  h.remake();
   const auto q = test::gaussian(static_cast<std::size_t>(h.heads()) * h.d, 41);
-  const auto want = reference(h, q.data(), plain(h.d));
-  AttentionParams wrong = plain(h.d);
-  wrong.softmax_scale *= 1.1;
-  EXPECT_GT(max_err(test::codec_attention(h, q.data(), wrong, AttentionPrecision::kInt8), want, h.heads(), h.d), kInt8Tol);
-  auto got = test::codec_attention(h, q.data(), plain(h.d), AttentionPrecision::kInt8);
-  EXPECT_LT(max_err(got, want, h.heads(), h.d), kInt8Tol);
-  double sum = 0;
-  for (auto& x : got) x *= 1.02f;
-  for (int hh = 0; hh < h.heads(); ++hh) sum += test::rel_err(got.data() + hh * h.d, want.data() + hh * h.d, h.d);
-  EXPECT_GT(sum / h.heads(), kInt8MeanTol);
+  test::expect_int8_tolerance_can_fail(h, q.data(), kInt8Tol, kInt8MeanTol);
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -182,6 +183,60 @@ inline double check_int8(CodecHeads& h, const float* q, const AttentionParams& p
     }
   }
   return worst;
+}
+
+/// The kInt8 batched check: attention_codec_batched (kInt8, 2 threads) at the AVX-512 level on two sequences
+/// (a whole, b with context ctx_b; both 128-dim with 8 query heads) within tol of the reference, and a's
+/// output bit-identical to a's own attention_codec call.
+inline void check_batched_int8(CodecHeads& a, CodecHeads& b, AttentionParams p, std::size_t ctx_b, double tol) {
+  ScopedSimdLevel lvl(SimdLevel::kAvx512);
+  a.remake(), b.remake();
+  p.precision = AttentionPrecision::kInt8;
+  const auto qa = gaussian(8 * 128, 15), qb = gaussian(8 * 128, 16);
+  const auto wa = reference(a, qa.data(), p), wb = reference(b, qb.data(), p, ctx_b);
+  std::vector<float> ga(wa.size()), gb(wb.size());
+  std::vector<cpu::CodecSequence> seqs(2);
+  seqs[0] = {a.fkeys, a.fvalues, a.n, 0, qa.data(), ga.data()};
+  seqs[1] = {b.fkeys, b.fvalues, b.n, ctx_b, qb.data(), gb.data()};
+  cpu::attention_codec_batched(seqs, 8, p, 2);
+  EXPECT_LT(max_err(ga, wa, 8, 128), tol);
+  EXPECT_LT(max_err(gb, wb, 8, 128), tol);
+  const auto alone = codec_attention(a, qa.data(), p, AttentionPrecision::kInt8);
+  EXPECT_EQ(0, std::memcmp(ga.data(), alone.data(), ga.size() * sizeof(float)));
+}
+
+/// At every SIMD level this CPU has: kInt8 on h returns exactly kFp32's output unless `fits` and the level is
+/// AVX-512 (the int8 kernel ran: a different output), and stays within tol of kFp32's either way.
+inline void expect_int8_runs_iff(CodecHeads& h, const float* q, const AttentionParams& p, bool fits, double tol) {
+  for (SimdLevel lvl : available_simd_levels()) {
+    ScopedSimdLevel guard(lvl);
+    h.remake();
+    const auto a = codec_attention(h, q, p, AttentionPrecision::kFp32);
+    const auto b = codec_attention(h, q, p, AttentionPrecision::kInt8);
+    const bool same = std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    EXPECT_EQ(same, !(fits && lvl == SimdLevel::kAvx512)) << simd_level_name(lvl);
+    std::vector<double> ad(a.begin(), a.end());
+    EXPECT_LT(max_err(b, ad, h.heads(), h.d), tol) << simd_level_name(lvl);
+  }
+}
+
+/// The kInt8 tolerances are not vacuous (at the AVX-512 level, on h and q with softmax scale 1/sqrt(d)): a 10%
+/// wrong softmax scale in the same kernel exceeds tol for some head; the right one stays below it; an output
+/// 2% off everywhere exceeds mean_tol on average over the heads.
+inline void expect_int8_tolerance_can_fail(CodecHeads& h, const float* q, double tol, double mean_tol) {
+  ScopedSimdLevel lvl(SimdLevel::kAvx512);
+  h.remake();
+  AttentionParams p{1.0 / std::sqrt(static_cast<double>(h.d)), 0, 0};
+  const auto want = reference(h, q, p);
+  AttentionParams wrong = p;
+  wrong.softmax_scale *= 1.1;
+  EXPECT_GT(max_err(codec_attention(h, q, wrong, AttentionPrecision::kInt8), want, h.heads(), h.d), tol);
+  auto got = codec_attention(h, q, p, AttentionPrecision::kInt8);
+  EXPECT_LT(max_err(got, want, h.heads(), h.d), tol);
+  double sum = 0;
+  for (auto& x : got) x *= 1.02f;
+  for (int hh = 0; hh < h.heads(); ++hh) sum += rel_err(got.data() + hh * h.d, want.data() + hh * h.d, h.d);
+  EXPECT_GT(sum / h.heads(), mean_tol);
 }
 
 /// The negative control of the test_cpu_*_fused files: at every SIMD level this CPU has, attention_codec

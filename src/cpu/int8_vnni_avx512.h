@@ -211,5 +211,18 @@ template <int BITS>
   z[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
+/// Adds a value quad's int32 sums a[r] (lanes as quad_bytes' out[r], half hf) times sc to the fp32
+/// accumulator vectors of its group vector (f: the vector's 8 accumulator rows of 16 floats, the kernels.h
+/// lane order): row quad_code(hf, s) += z[s] * sc.
+template <int BITS>
+[[gnu::always_inline]] inline void add_quad_sums(const __m512i* a, __m512 sc, int hf, float* f) {
+  __m512i z[4];
+  quad_sums(a, z);
+  for (int s = 0; s < 4; ++s) {
+    float* fs = f + quad_code<BITS>(hf, s) * 16;
+    _mm512_storeu_ps(fs, _mm512_fmadd_ps(_mm512_cvtepi32_ps(z[s]), sc, _mm512_loadu_ps(fs)));
+  }
+}
+
 }  // namespace
 }  // namespace turbokv::cpu::detail::int8_vnni

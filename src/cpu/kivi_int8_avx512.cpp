@@ -48,7 +48,6 @@ using fused_pass::ValueRows;
 using int8_vnni::code_ctrl;
 using int8_vnni::head_runs;
 using int8_vnni::quad_bytes;
-using int8_vnni::quad_code;
 using int8_vnni::quad_sums;
 
 constexpr int kMaxHeads = 16;              ///< query heads of one job at most (run_split)
@@ -255,16 +254,9 @@ struct KiviValI8 {
         for (int r = 0; r < 4; ++r) a[h][r] = _mm512_dpbusd_epi32(a[h][r], w, c[r]);
       }
     }
-    for (int h = 0; h < GH; ++h) {
-      __m512i z[4];
-      quad_sums(a[h], z);
-      const __m512 sc = lane_values(wstep[h0 + h], v);
-      float* f = acc + static_cast<std::size_t>(h0 + h) * P + v * 8 * W;
-      for (int s = 0; s < 4; ++s) {
-        float* fs = f + quad_code<BITS>(hf, s) * W;
-        _mm512_storeu_ps(fs, _mm512_fmadd_ps(_mm512_cvtepi32_ps(z[s]), sc, _mm512_loadu_ps(fs)));
-      }
-    }
+    for (int h = 0; h < GH; ++h)
+      int8_vnni::add_quad_sums<BITS>(a[h], lane_values(wstep[h0 + h], v), hf,
+                                     acc + static_cast<std::size_t>(h0 + h) * P + v * 8 * W);
   }
 
   /// Lane 4 L + r = x[lg[v][L]] (a per-group value spread over group vector v's lanes).

@@ -46,8 +46,6 @@ using int8_vnni::code_ctrl;
 using int8_vnni::group_centroids;
 using int8_vnni::head_runs;
 using int8_vnni::quad_bytes;
-using int8_vnni::quad_code;
-using int8_vnni::quad_sums;
 
 constexpr int kMaxHeads = 16;            ///< query heads of one job at most (run_split)
 constexpr int kMaxGroups = kMaxDim / 8;  ///< code groups (8 coordinates) a token at most
@@ -169,16 +167,9 @@ struct RvqValI8 {
         for (int r = 0; r < 4; ++r) a[h][r] = _mm512_dpbusd_epi32(a[h][r], w, c0[r]);
       }
     }
-    for (int h = 0; h < GH; ++h) {
-      __m512i z[4];
-      quad_sums(a[h], z);
-      const __m512 sc = _mm512_set1_ps(wstep[h0 + h] * cstep);
-      float* f = acc + static_cast<std::size_t>(h0 + h) * P + v * 8 * W;
-      for (int s = 0; s < 4; ++s) {
-        float* fs = f + quad_code<BITS>(hf, s) * W;
-        _mm512_storeu_ps(fs, _mm512_fmadd_ps(_mm512_cvtepi32_ps(z[s]), sc, _mm512_loadu_ps(fs)));
-      }
-    }
+    for (int h = 0; h < GH; ++h)
+      int8_vnni::add_quad_sums<BITS>(a[h], _mm512_set1_ps(wstep[h0 + h] * cstep), hf,
+                                     acc + static_cast<std::size_t>(h0 + h) * P + v * 8 * W);
   }
 
   /// The pass's values (tokens [t, t + pcnt)) for G heads added to acc ([G][P], the kernels.h layout).

@@ -80,7 +80,6 @@ using int8_vnni::pass_weights;
 using int8_vnni::query_int8;
 using int8_vnni::quad_bytes;
 using int8_vnni::quad_code;
-using int8_vnni::quad_sums;
 using int8_vnni::score_heads;
 
 constexpr int kMaxHeads = 16;                  ///< query heads of one job at most (run_split)
@@ -343,14 +342,8 @@ struct ValueInt8 {
   /// acc[h] vectors v * 8 + code_of(hf, s) += head h's int32 sums a[r] of the pass (lanes as quad's out[r])
   /// times their scale.
   [[gnu::always_inline]] void add_sums(int h, const __m512i* a, int v, int hf, float* acc, int P) const {
-    __m512i z[4];
-    quad_sums(a, z);
-    const __m512 sc = _mm512_set1_ps(wstep[h] * cstep);
-    float* f = acc + static_cast<std::size_t>(h) * P + off + v * 8 * W;
-    for (int s = 0; s < 4; ++s) {
-      float* fs = f + code_of(hf, s) * W;
-      _mm512_storeu_ps(fs, _mm512_fmadd_ps(_mm512_cvtepi32_ps(z[s]), sc, _mm512_loadu_ps(fs)));
-    }
+    int8_vnni::add_quad_sums<BITS>(a, _mm512_set1_ps(wstep[h] * cstep), hf,
+                                   acc + static_cast<std::size_t>(h) * P + off + v * 8 * W);
   }
 
   /// Both halves of heads() for group vector v and all G heads with AMX: the centroid dwords of the pass's
