@@ -1,5 +1,6 @@
-// The pass structure shared by the low-precision fused TurboQuant-MSE decode attentions at the
-// AVX-512 level (tq_mse_bf16_avx512.cpp: AttentionPrecision::kBf16; tq_mse_int8_avx512.cpp: kInt8):
+// The pass structure shared by the low-precision fused decode attentions at the AVX-512 level
+// (tq_mse_bf16_avx512.cpp: AttentionPrecision::kBf16; tq_mse_int8_avx512.cpp, kivi_int8_avx512.cpp,
+// rvq_int8_avx512.cpp: kInt8):
 // keys scored 16 tokens (one block) at a time into a pass of up to kPassTokens logits per head, one
 // online-softmax update per head and pass (fp32), then the pass's values. Include only from files
 // compiled with the AVX-512 flags (TURBOKV_AVX512_FLAGS).

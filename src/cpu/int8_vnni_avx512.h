@@ -1,5 +1,6 @@
 // The int8 dot-product pieces shared by the AttentionPrecision::kInt8 fused decode attentions at the
-// AVX-512 level (tq_mse_int8_avx512.cpp: TurboQuant-MSE; kivi_int8_avx512.cpp: KIVI): code bytes out of
+// AVX-512 level (tq_mse_int8_avx512.cpp: TurboQuant-MSE; kivi_int8_avx512.cpp: KIVI; rvq_int8_avx512.cpp:
+// RVQ): code bytes out of
 // the 8-code groups of turbokv/pack.h (32-bit group dwords, LSB-first), key sums with tokens in lanes, and
 // the value quads (four tokens of one code in a dword) with the transpose of their int32 sums back to the
 // kernels.h lane order. `vpdpbusd` (VNNI) adds 4 u8 x s8 products per int32 lane; `vpmultishiftqb` (VBMI)
@@ -155,6 +156,7 @@ inline void score_heads2(int ng, Centroids&& centroids, const std::uint32_t* qh,
 /// then the rest: every GH a compile-time count).
 template <int MAX, class Fn>
 [[gnu::always_inline]] inline void head_runs(int G, Fn&& fn) {
+  static_assert(MAX >= 1 && MAX <= 8, "the rest runs cover 1..7 heads");
   int h0 = 0;
   for (; h0 + MAX <= G; h0 += MAX) fn(std::integral_constant<int, MAX>{}, h0);
   auto rest = [&](auto gh) { fn(gh, h0); };

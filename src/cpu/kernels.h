@@ -326,7 +326,8 @@ void avx512_int8_attend(const AttnJob& job);
 void avx512_int8_attend_split(const SplitAttnJob& job);
 
 /// Whether avx512_int8_attend_kivi takes a KIVI key / value head pair: keys and values at 1..4 bits and value
-/// groups of a multiple of 32 channels (each 128-bit lane of the value accumulator then holds one group).
+/// groups of a multiple of 32 channels (each 128-bit lane of the value accumulator, 32 channels, then lies in
+/// one group).
 inline bool kivi_int8_fits(const KiviHeadState& k, const KiviHeadState& v) {
   return k.bits <= 4 && v.bits <= 4 && v.group % 32 == 0;
 }

@@ -67,7 +67,7 @@ constexpr int kMaxPairs = 8;               ///< KIVI value groups a token at mos
 
 /// The integer query of one key group (the group whose scalars it was made from: gcur): q * scale_g rounded to
 /// 15 bits, max |q_i scale_i| / 16256 a step, as two int8 digits q15 = 128 hi + lo (hi in [-127, 127], lo in
-/// [-64, 64]): KIVI keys keep outlier channels (per-channel scales), and one int8 digit gave the other channels
+/// [-64, 63]; int8_vnni::score_heads2 sums them): KIVI keys keep outlier channels (per-channel scales), and one int8 digit gave the other channels
 /// too few levels (relative L2 error 2.7e-2 on average, 0.23 at worst, over the sweep of test_cpu_kivi_fused.cpp).
 template <int BITS>
 struct KiviKeyI8 {
@@ -98,7 +98,7 @@ struct KiviKeyI8 {
     // At 4 bits a code group's dwords hold coordinates 8j + 0, 2, 4, 6 then 8j + 1, 3, 5, 7 (nibble order).
     const __m128i order = BITS == 4 ? _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15)
                                     : _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    constexpr float kTop = 127.0f * 128.0f;  // int8_vnni::query_int8x2's digits, vectorized (once per key group)
+    constexpr float kTop = 127.0f * 128.0f;
     for (int h = 0; h < G; ++h) {
       const float* qh = q + static_cast<std::size_t>(h) * d;
       __m512 mx = _mm512_setzero_ps(), c = _mm512_setzero_ps();
@@ -109,8 +109,10 @@ struct KiviKeyI8 {
         c = _mm512_fmadd_ps(qv, _mm512_load_ps(mn + k), c);
       }
       const float m = _mm512_reduce_max_ps(mx);
-      const __m512 inv = _mm512_set1_ps(m > 0 ? kTop / m : 0.0f);
-      mul[h] = m / kTop;
+      // A range below ~4.8e-35 would make kTop / m infinite: that head's scaled query counts as zero.
+      const bool some = m > 0 && std::isfinite(kTop / m);
+      const __m512 inv = _mm512_set1_ps(some ? kTop / m : 0.0f);
+      mul[h] = some ? m / kTop : 0.0f;
       add[h] = _mm512_reduce_add_ps(c);
       auto* hb = reinterpret_cast<std::uint8_t*>(qd[0] + h * hd4);
       auto* lb = reinterpret_cast<std::uint8_t*>(qd[1] + h * hd4);
@@ -210,7 +212,8 @@ struct KiviValI8 {
         __m512 ms = _mm512_setzero_ps();
         for (int b = 0; b < nblk; ++b) {
           const __m512 pb = _mm512_load_ps(p + h * kPassTokens + b * TB);
-          _mm512_store_ps(pw + b * TB, _mm512_mul_ps(pb, _mm512_load_ps(vsc[g] + b * TB)));
+          // >= 0 for the codec's own bytes (scale >= 0); a negative fp16 scale (foreign bytes) counts as 0.
+          _mm512_store_ps(pw + b * TB, _mm512_max_ps(_mm512_mul_ps(pb, _mm512_load_ps(vsc[g] + b * TB)), _mm512_setzero_ps()));
           ms = _mm512_fmadd_ps(pb, _mm512_load_ps(vmid[g] + b * TB), ms);
         }
         msum[h][g] = _mm512_reduce_add_ps(ms);
