@@ -465,6 +465,16 @@ void run_split_fused(const std::vector<CodecSeqView>& seqs, int num_heads, const
       });
 }
 
+/// Whether fits(*as(keys[g].codec), *as(values[g].codec)) holds for every KV head g of every sequence (as: a
+/// method's fused-kernel view, non-null for every head on its fused path).
+template <class As, class Fits>
+bool every_head_pair(const std::vector<CodecSeqView>& seqs, As as, Fits fits) {
+  for (const CodecSeqView& sq : seqs)
+    for (std::size_t g = 0; g < sq.keys->size(); ++g)
+      if (!fits(*as((*sq.keys)[g].codec), *as((*sq.values)[g].codec))) return false;
+  return true;
+}
+
 /// RVQ keys and values (choose_path): the fused kernel (Kernels::attend_rvq, or avx512_int8_attend_rvq for
 /// AttentionPrecision::kInt8 at the AVX-512 level, 1..3 bits); prepared queries Pi q.
 void run_rvq(const std::vector<CodecSeqView>& seqs, int num_heads, const AttentionParams& p, int threads) {
@@ -473,13 +483,9 @@ void run_rvq(const std::vector<CodecSeqView>& seqs, int num_heads, const Attenti
   // AttentionPrecision::kInt8 at the AVX-512 level where every head pair fits the int8 kernel (1..3 bits);
   // else the fp32 kernels.
   void (*attend)(const detail::RvqAttnJob&) = kernels().attend_rvq;
-  if (p.precision == AttentionPrecision::kInt8 && simd_level() == SimdLevel::kAvx512) {
-    bool fits = true;
-    for (const CodecSeqView& sq : seqs)
-      for (std::size_t g = 0; g < sq.keys->size(); ++g)
-        fits = fits && detail::rvq_int8_fits(*detail::as_rvq((*sq.keys)[g].codec), *detail::as_rvq((*sq.values)[g].codec));
-    if (fits) attend = detail::avx512_int8_attend_rvq;
-  }
+  if (p.precision == AttentionPrecision::kInt8 && simd_level() == SimdLevel::kAvx512 &&
+      every_head_pair(seqs, detail::as_rvq, detail::rvq_int8_fits))
+    attend = detail::avx512_int8_attend_rvq;
   run_fused<detail::RvqAttnJob>(
       seqs, num_heads, p, threads, static_cast<std::size_t>(d), detail::layout_floats(d / 8, lanes), attend,
       [&](detail::RvqAttnJob& j, const CodecHead& kh, const CodecHead& vh, const float* qs) {
@@ -501,13 +507,9 @@ void run_kivi(const std::vector<CodecSeqView>& seqs, int num_heads, const Attent
   // AttentionPrecision::kInt8 at the AVX-512 level where every head pair fits the int8 kernel (1..4 bits,
   // value groups a multiple of 32 channels); else the fp32 kernels.
   void (*attend)(const detail::KiviAttnJob&) = kernels().attend_kivi;
-  if (p.precision == AttentionPrecision::kInt8 && simd_level() == SimdLevel::kAvx512) {
-    bool fits = true;
-    for (const CodecSeqView& sq : seqs)
-      for (std::size_t g = 0; g < sq.keys->size(); ++g)
-        fits = fits && detail::kivi_int8_fits(*detail::as_kivi((*sq.keys)[g].codec), *detail::as_kivi((*sq.values)[g].codec));
-    if (fits) attend = detail::avx512_int8_attend_kivi;
-  }
+  if (p.precision == AttentionPrecision::kInt8 && simd_level() == SimdLevel::kAvx512 &&
+      every_head_pair(seqs, detail::as_kivi, detail::kivi_int8_fits))
+    attend = detail::avx512_int8_attend_kivi;
   run_fused<detail::KiviAttnJob>(
       seqs, num_heads, p, threads, static_cast<std::size_t>(d), detail::kivi_value_floats(*v0, lanes), attend,
       [&](detail::KiviAttnJob& j, const CodecHead& kh, const CodecHead& vh, const float* qs) {
