@@ -3,18 +3,20 @@
 // groups are a multiple of 32 channels (kivi_int8_fits, kernels.h). Same job and outputs as
 // Kernels::attend_kivi (kernels_simd.h): m, l and the value accumulator in the 16-lane layout of the value
 // codes. KIVI (Liu et al., arXiv 2402.02750) stores x_hat = min + scale * code with integer codes, so the
-// codes are the u8 / s8 operands themselves (no look-up; int8_vnni_avx512.h, IDENT):
+// key codes are the u8 operands themselves (no look-up; int8_vnni_avx512.h, IDENT):
 //  - keys (per channel, groups of `group` tokens): <q, x_hat_t> = <q * scale_g, code_t> + <q, min_g> for the
-//    token's group g. Per key group the scaled query q * scale_g is rounded to int8 with one scale per head,
-//    max |q_i scale_i| / 127; the integer sums (tokens in lanes, as the TurboQuant kInt8 kernel's) are exact,
+//    token's group g. Per key group the scaled query q * scale_g is rounded to 15 bits with one scale per
+//    head, max |q_i scale_i| / 16256, held as two int8 digits (KIVI keeps outlier channels: one digit left the
+//    others too few levels); the integer sums (tokens in lanes, as the TurboQuant kInt8 kernel's) are exact,
 //    then times that scale plus <q, min_g> in fp32 and times the softmax scale. A 16-token block that
-//    straddles two key groups is summed once per group, each group's lanes kept.
-//  - values (per token, groups of `group` channels): sum_t p_t x_hat_t = sum_t (p_t scale_t,g) code_t +
-//    sum_t p_t min_t,g. The first term in int8: the softmax weight times the token's group scale, per head,
-//    channel group and pass of 64 tokens rounded to u8 (the pass's largest / 255), times the codes as s8, four
-//    tokens a dword (the TurboQuant kernel's value quads; each 128-bit lane of a value group vector is 32
-//    channels, one KIVI group, so its weight dwords are that group's). The second in fp32 on the unrounded
-//    weights.
+//    straddles key groups is summed once per group, each group's lanes kept.
+//  - values (per token, groups of `group` channels): x_hat = mid + (scale / 2) (2 code - (2^b - 1)) with mid =
+//    min + scale (2^b - 1) / 2, so sum_t p_t x_hat_t = sum_t (p_t scale_t,g / 2) c_t + sum_t p_t mid_t,g with
+//    centred codes c (s8, symmetric about 0: the int8 sums do not carry every token's offset). The first term
+//    in int8: the weights p scale / 2 per head, channel group and pass of 64 tokens rounded to u8 (the pass's
+//    largest / 255), four tokens a dword (the TurboQuant kernel's value quads; each 128-bit lane of a value
+//    group vector is 32 channels of one KIVI group, so its weight dwords are that group's). The second in fp32
+//    on the unrounded weights.
 // The pass structure (scores of 4 blocks of 16 tokens, one fp32 online-softmax update per head and pass, the
 // pass's values) is fused_pass_avx512.h's.
 #include <immintrin.h>
