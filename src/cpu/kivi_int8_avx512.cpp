@@ -141,7 +141,7 @@ void kivi_scores(const Src& src, KiviKeyI8<BITS>& kq, const KiviHeadState& kx, c
     const int a = g == g0 ? 0 : static_cast<int>(g * gs - tb);
     const int e = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(cnt), (g + 1) * gs - tb));
     const __mmask16 keep = static_cast<__mmask16>(((1u << e) - 1) & ~((1u << a) - 1));
-    head_runs<4>(G, [&](auto gh, int h0) {
+    head_runs<4>(G, [&](auto gh, int h0) __attribute__((always_inline)) {
       constexpr int GH = decltype(gh)::value;
       __m512i v[GH];
       int8_vnni::score_heads2<GH>(
@@ -175,6 +175,7 @@ struct KiviValI8 {
   alignas(64) std::uint8_t w8[kMaxHeads][kMaxPairs][kPassTokens];  ///< p scale ~ wstep[h][g] * w8
   float wstep[kMaxHeads][kMaxPairs];
   float msum[kMaxHeads][kMaxPairs];                          ///< sum over the pass of p * midpoint
+  __m512 wsv[kMaxHeads];                                     ///< wstep[h] spread over group vector v's lanes
   alignas(64) std::uint32_t wv[kMaxHeads][kPassTokens / 4][16];  ///< weight dwords of one group vector, per quad
 
   KiviValI8(const KiviHeadState& x, const std::uint8_t* block, std::size_t n)
@@ -260,7 +261,7 @@ struct KiviValI8 {
       }
     }
     for (int h = 0; h < GH; ++h)
-      int8_vnni::add_quad_sums<BITS>(a[h], lane_values(wstep[h0 + h], v), hf,
+      int8_vnni::add_quad_sums<BITS>(a[h], wsv[h0 + h], hf,
                                      acc + static_cast<std::size_t>(h0 + h) * P + v * 8 * W);
   }
 
@@ -276,6 +277,7 @@ struct KiviValI8 {
     rows.set_at(codes, stride, avail, nv, t, pcnt);
     for (int v = 0; v < nv; ++v) {
       weight_vectors(v, G);
+      for (int h = 0; h < G; ++h) wsv[h] = lane_values(wstep[h], v);  // both halves' sum scales
       for (int hf = 0; hf < 2; ++hf)
         head_runs<4>(G, [&](auto gh, int h0) { heads<decltype(gh)::value>(h0, v, hf, pcnt, acc, P); });
       for (int h = 0; h < G; ++h) {  // + sum_t p_t min_t,g on every coordinate of group g

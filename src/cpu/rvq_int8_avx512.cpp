@@ -207,7 +207,7 @@ void attend_rvq_int8(const RvqAttnJob& j) {
         vs.norms(b, tb, cnt);
         s0.stage(tb, cnt);
         s1.stage(tb, cnt);
-        head_runs<8>(G, [&](auto gh, int h0) {
+        head_runs<8>(G, [&](auto gh, int h0) __attribute__((always_inline)) {
           constexpr int GH = decltype(gh)::value;
           __m512i v[GH];
           score_heads<GH, KB>(s0, s1, kq, h0, v);

@@ -210,29 +210,14 @@ inline void amx_scores(const KeyInt8& q, int b, int G, float* out) {
 /// out[h * 16 + i] = <q_h, c[codes of token i]> (no norm) for the G heads, from the int8 sums.
 template <int BITS, class Src>
 void scores_block(const Src& src, const KeyInt8& q, int G, float* out) {
-  __m512i v[8];
-  auto finish = [&](int h0, int gh) {
-    for (int h = 0; h < gh; ++h)
+  int8_vnni::head_runs<8>(G, [&](auto gh, int h0) __attribute__((always_inline)) {
+    constexpr int GH = decltype(gh)::value;
+    __m512i v[GH];
+    score_heads<GH, BITS>(src, q.qd + h0 * q.hd4, q.hd4, q.book, v);
+    for (int h = 0; h < GH; ++h)
       _mm512_storeu_ps(out + (h0 + h) * W, _mm512_fmadd_ps(_mm512_cvtepi32_ps(v[h]), _mm512_set1_ps(q.mul[h0 + h]),
                                                            _mm512_set1_ps(q.add[h0 + h])));
-  };
-  int h0 = 0;
-  for (; h0 + 8 <= G; h0 += 8) {
-    score_heads<8, BITS>(src, q.qd + h0 * q.hd4, q.hd4, q.book, v);
-    finish(h0, 8);
-  }
-  const std::uint32_t* qd = q.qd + h0 * q.hd4;
-  switch (G - h0) {
-    case 1: score_heads<1, BITS>(src, qd, q.hd4, q.book, v); break;
-    case 2: score_heads<2, BITS>(src, qd, q.hd4, q.book, v); break;
-    case 3: score_heads<3, BITS>(src, qd, q.hd4, q.book, v); break;
-    case 4: score_heads<4, BITS>(src, qd, q.hd4, q.book, v); break;
-    case 5: score_heads<5, BITS>(src, qd, q.hd4, q.book, v); break;
-    case 6: score_heads<6, BITS>(src, qd, q.hd4, q.book, v); break;
-    case 7: score_heads<7, BITS>(src, qd, q.hd4, q.book, v); break;
-    default: break;
-  }
-  finish(h0, G - h0);
+  });
 }
 
 // ---------------------------------------------------------------- values
@@ -389,16 +374,8 @@ struct ValueInt8 {
       return;
     }
     for (int v = 0; v < nv; ++v)
-      for (int hf = 0; hf < 2; ++hf) {
-        int h0 = 0;
-        for (; h0 + 4 <= G; h0 += 4) heads<4>(h0, v, hf, pcnt, acc, P);
-        switch (G - h0) {
-          case 1: heads<1>(h0, v, hf, pcnt, acc, P); break;
-          case 2: heads<2>(h0, v, hf, pcnt, acc, P); break;
-          case 3: heads<3>(h0, v, hf, pcnt, acc, P); break;
-          default: break;
-        }
-      }
+      for (int hf = 0; hf < 2; ++hf)
+        int8_vnni::head_runs<4>(G, [&](auto gh, int h0) { heads<decltype(gh)::value>(h0, v, hf, pcnt, acc, P); });
   }
 };
 
